@@ -1,0 +1,149 @@
+package core
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+)
+
+// Value is a field's value. Literal values are held as canonical JSON (compact, object keys sorted),
+// so values from YAML, HCL literals and JSON events compare as values, not as text. A Terraform
+// expression that is not a literal (a reference, a function call) is held as its normalised source.
+//
+// The zero Value means "absent": the field does not exist (was removed, or a yield has no value).
+// JSON null is a present value.
+type Value struct {
+	json string // canonical JSON; "" when absent or an expression
+	expr string // normalised expression source; "" for literals
+}
+
+// JSONValue returns the Value of v, encoded canonically. v is anything encoding/json accepts.
+func JSONValue(v any) (Value, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return Value{}, fmt.Errorf("encode value: %w", err)
+	}
+	return ParseJSONValue(b)
+}
+
+// ParseJSONValue canonicalises JSON text into a Value.
+func ParseJSONValue(b []byte) (Value, error) {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		return Value{}, fmt.Errorf("value %q is not JSON: %w", truncate(string(b), 40), err)
+	}
+	if d.More() {
+		return Value{}, fmt.Errorf("value %q has trailing data after the JSON value", truncate(string(b), 40))
+	}
+	// encoding/json sorts map keys and, with UseNumber, keeps numbers as written.
+	out, err := json.Marshal(v)
+	if err != nil {
+		return Value{}, fmt.Errorf("encode value: %w", err)
+	}
+	return Value{json: string(out)}, nil
+}
+
+// StringValue returns a JSON string value.
+func StringValue(s string) Value {
+	b, _ := json.Marshal(s) // marshalling a string cannot fail
+	return Value{json: string(b)}
+}
+
+// ExprValue returns a Value for a non-literal expression, given its normalised source.
+func ExprValue(src string) Value { return Value{expr: src} }
+
+// ParseLooseValue reads a value a person typed: JSON if it parses as JSON, else a string.
+func ParseLooseValue(s string) Value {
+	if v, err := ParseJSONValue([]byte(s)); err == nil {
+		return v
+	}
+	return StringValue(s)
+}
+
+// Absent reports whether the value is absent (the zero Value).
+func (v Value) Absent() bool { return v.json == "" && v.expr == "" }
+
+// IsExpr reports whether the value is a non-literal expression.
+func (v Value) IsExpr() bool { return v.expr != "" }
+
+// JSON returns the canonical JSON text, or "" for an absent value or an expression.
+func (v Value) JSON() string { return v.json }
+
+// Expr returns the normalised expression source, or "" for a literal.
+func (v Value) Expr() string { return v.expr }
+
+// Decode unmarshals a literal value into dst.
+func (v Value) Decode(dst any) error {
+	if v.json == "" {
+		return fmt.Errorf("value %s is not a literal", v)
+	}
+	d := json.NewDecoder(bytes.NewReader([]byte(v.json)))
+	d.UseNumber()
+	return d.Decode(dst)
+}
+
+// Equal reports whether two values are the same value.
+func (v Value) Equal(o Value) bool { return v == o }
+
+// String renders the value for people: JSON text, ${expr} for expressions, (absent) for absence.
+func (v Value) String() string {
+	switch {
+	case v.expr != "":
+		return "${" + v.expr + "}"
+	case v.json == "":
+		return "(absent)"
+	}
+	return v.json
+}
+
+// MarshalJSON encodes a Value as {"json": <value>} or {"expr": "..."}; absent encodes as null.
+func (v Value) MarshalJSON() ([]byte, error) {
+	switch {
+	case v.expr != "":
+		return json.Marshal(struct {
+			Expr string `json:"expr"`
+		}{v.expr})
+	case v.json == "":
+		return []byte("null"), nil
+	}
+	return []byte(`{"json":` + v.json + `}`), nil
+}
+
+// UnmarshalJSON is the inverse of MarshalJSON.
+func (v *Value) UnmarshalJSON(b []byte) error {
+	if string(bytes.TrimSpace(b)) == "null" {
+		*v = Value{}
+		return nil
+	}
+	var w struct {
+		JSON json.RawMessage `json:"json"`
+		Expr *string         `json:"expr"`
+	}
+	if err := json.Unmarshal(b, &w); err != nil {
+		return fmt.Errorf("value: want null, {\"json\": ...} or {\"expr\": \"...\"}: %w", err)
+	}
+	switch {
+	case w.Expr != nil && w.JSON != nil:
+		return fmt.Errorf("value: has both json and expr")
+	case w.Expr != nil:
+		*v = ExprValue(*w.Expr)
+		return nil
+	case w.JSON != nil:
+		nv, err := ParseJSONValue(w.JSON)
+		if err != nil {
+			return err
+		}
+		*v = nv
+		return nil
+	}
+	return fmt.Errorf("value: want null, {\"json\": ...} or {\"expr\": \"...\"}")
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
