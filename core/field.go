@@ -114,16 +114,23 @@ func (f Field) String() string {
 	return b.String()
 }
 
-// MarshalText encodes the canonical text form.
+// MarshalText encodes the canonical text form; the zero Field encodes as "".
 func (f Field) MarshalText() ([]byte, error) {
-	if f.Scheme != SchemeKubernetes && f.Scheme != SchemeTerraform {
-		return nil, fmt.Errorf("field has no scheme")
+	switch {
+	case f.IsZero():
+		return nil, nil
+	case f.Scheme != SchemeKubernetes && f.Scheme != SchemeTerraform:
+		return nil, fmt.Errorf("field %+v has no valid scheme", f)
 	}
 	return []byte(f.String()), nil
 }
 
-// UnmarshalText parses the canonical text form.
+// UnmarshalText parses the canonical text form; "" decodes to the zero Field.
 func (f *Field) UnmarshalText(b []byte) error {
+	if len(b) == 0 {
+		*f = Field{}
+		return nil
+	}
 	p, err := ParseField(string(b))
 	if err != nil {
 		return err
@@ -216,6 +223,37 @@ func (p FieldPattern) Match(f Field) bool {
 		return true // the whole object: every field in it
 	}
 	return tokensMatch(escapedTokens(p.Path), escapedTokens(f.Path))
+}
+
+// MatchObject reports whether the object holding f (its identity, ignoring the pointer) is matched by
+// the pattern's object part. Callers that test many fields of one object cache this and then call
+// MatchPath: Match(f) == MatchObject(f) && MatchPath(f.Path).
+func (p FieldPattern) MatchObject(f Field) bool {
+	if p.Scheme != f.Scheme {
+		return false
+	}
+	switch p.Scheme {
+	case SchemeKubernetes:
+		fg := f.Group
+		if fg == "" {
+			fg = CoreGroup
+		}
+		if !segMatch(p.Group, fg) || !segMatch(p.Kind, f.Kind) || !segMatch(p.Name, f.Name) {
+			return false
+		}
+		return (p.Namespace == "") == (f.Namespace == "") && segMatch(p.Namespace, f.Namespace)
+	case SchemeTerraform:
+		return tokensMatch(splitModule(p.Module), splitModule(cleanModule(f.Module))) && segMatch(p.Resource, f.Resource)
+	}
+	return false
+}
+
+// MatchPath reports whether a field's pointer is matched by the pattern's pointer part.
+func (p FieldPattern) MatchPath(pointer string) bool {
+	if p.Path == "" && !strings.Contains(p.text, "#") {
+		return true
+	}
+	return tokensMatch(escapedTokens(p.Path), escapedTokens(pointer))
 }
 
 // parseAddress parses the text form into a FieldPattern. With globs=false it rejects wildcards and

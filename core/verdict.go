@@ -31,12 +31,14 @@ type Step struct {
 
 // Verdict is the arbiter's decision for one field at one time.
 type Verdict struct {
-	Field       Field     `json:"field"`
-	Decision    Decision  `json:"decision"`
-	Winner      *Claim    `json:"winner,omitempty"`
-	Losers      []Claim   `json:"losers,omitempty"`
-	Rule        string    `json:"rule"`             // the rule that decided
-	Until       time.Time `json:"until,omitzero"`   // end of a yield or hold; zero when open-ended
-	Recheck     time.Time `json:"recheck,omitzero"` // next time the verdict must be re-evaluated; zero: never
-	Explanation []Step    `json:"explanation"`
+	Field    Field     `json:"field"`
+	Decision Decision  `json:"decision"`
+	Winner   *Claim    `json:"winner,omitempty"`
+	Losers   []Claim   `json:"losers,omitempty"`
+	Rule     string    `json:"rule"`             // the rule that decided
+	Until    time.Time `json:"until,omitzero"`   // end of a yield or hold; zero when open-ended
+	Recheck  time.Time `json:"recheck,omitzero"` // next time the verdict must be re-evaluated; zero: never
+	// Ask names the people or teams asked to decide (a DecisionEscalate, or a hold that escalates).
+	Ask         []string `json:"ask,omitempty"`
+	Explanation []Step   `json:"explanation"`
 }

@@ -1,0 +1,311 @@
+package report
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/parleyhq/parley/core"
+)
+
+const (
+	// Marker starts every sticky comment Parley writes; the comment is found again by it and edited in
+	// place, never posted twice.
+	Marker = "<!-- parley:sticky -->"
+	// dataPrefix opens the hidden HTML comment that carries the verdicts as JSON.
+	dataPrefix = "<!-- parley:verdicts "
+	dataSuffix = " -->"
+	// Schema names the JSON document's format; bump it on any incompatible change.
+	Schema = "parley.dev/verdicts/v1"
+	// MaxCommentChars is GitHub's limit on a comment body; longer bodies are refused with 422.
+	MaxCommentChars = 65536
+)
+
+// Document is the machine-readable content of a sticky comment (see docs/verdicts-json.md).
+type Document struct {
+	Schema    string         `json:"schema"`
+	Head      string         `json:"head,omitempty"` // the head commit the verdicts were made for
+	Generated time.Time      `json:"generated"`
+	Truncated bool           `json:"truncated,omitempty"` // verdicts were summarised to fit; read the check run
+	Details   string         `json:"details,omitempty"`   // where the full verdicts are (the check run URL)
+	Verdicts  []core.Verdict `json:"verdicts"`
+}
+
+// Input is what a comment is rendered from.
+type Input struct {
+	Head       string
+	Generated  time.Time
+	DetailsURL string // link to the check run, used when the comment must be summarised
+	Verdicts   []core.Verdict
+	Notes      []string // extra lines such as refused commands or trust downgrades
+}
+
+// Comment renders the sticky comment body. The result always fits MaxCommentChars: when the full
+// rendering is too long, explanations are dropped first, then table rows, then the JSON is reduced
+// to decisions only, each step saying so and pointing at DetailsURL.
+func Comment(in Input) string {
+	vs := sortedVerdicts(in.Verdicts)
+	for _, level := range []detail{full, noExplanations, summaryRows} {
+		if body := render(in, vs, level); len(body) <= MaxCommentChars {
+			return body
+		}
+	}
+	// Even the summary does not fit: keep the most rows that fit. The body grows with the row count,
+	// so a binary search finds that count in a few renderings.
+	lo, hi := 0, len(vs) // render(vs[:lo]) fits (checked below for lo = 0), render(vs[:hi]) does not
+	if len(render(in, nil, summaryRows|cut)) > MaxCommentChars {
+		return Marker + "\n### Parley\nVerdicts are too large to show here; see the check run.\n"
+	}
+	for hi-lo > 1 {
+		mid := (lo + hi) / 2
+		if len(render(in, vs[:mid], summaryRows|cut)) <= MaxCommentChars {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return render(in, vs[:lo], summaryRows|cut)
+}
+
+type detail int
+
+const (
+	full           detail = 0
+	noExplanations detail = 1
+	summaryRows    detail = 2
+	cut            detail = 4
+)
+
+func render(in Input, vs []core.Verdict, level detail) string {
+	var b strings.Builder
+	b.WriteString(Marker)
+	b.WriteString("\n")
+	b.WriteString(Headline(in.Verdicts)) // counts every verdict, also those a cut leaves out
+	b.WriteString("\n\n")
+	if len(vs) > 0 {
+		b.WriteString("| field | decision | winner | rule | until |\n|---|---|---|---|---|\n")
+		for _, v := range vs {
+			fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s |\n", v.Field, decisionLabel(v.Decision), cell(winner(v)), cell(v.Rule), until(v))
+		}
+	}
+	if level&cut != 0 || level >= noExplanations {
+		fmt.Fprintf(&b, "\nThis summary was shortened to fit a comment")
+		if len(vs) < len(in.Verdicts) {
+			fmt.Fprintf(&b, " (showing %d of %d fields)", len(vs), len(in.Verdicts))
+		}
+		b.WriteString(".")
+		if in.DetailsURL != "" {
+			fmt.Fprintf(&b, " Full explanations: %s", in.DetailsURL)
+		}
+		b.WriteString("\n")
+	}
+	if level == full {
+		for _, v := range vs {
+			fmt.Fprintf(&b, "\n<details><summary>Why <code>%s</code>: %s</summary>\n\n", htmlEscape(v.Field.String()), v.Decision)
+			b.WriteString(Explanation(v))
+			b.WriteString("\n</details>\n")
+		}
+	}
+	for _, n := range in.Notes {
+		fmt.Fprintf(&b, "\n> %s\n", strings.ReplaceAll(n, "\n", " "))
+	}
+	doc := Document{Schema: Schema, Head: in.Head, Generated: in.Generated.UTC(), Details: in.DetailsURL, Verdicts: vs}
+	if level >= summaryRows {
+		doc.Truncated = true
+		doc.Verdicts = make([]core.Verdict, len(vs))
+		for i, v := range vs {
+			doc.Verdicts[i] = core.Verdict{Field: v.Field, Decision: v.Decision, Rule: v.Rule, Until: v.Until, Recheck: v.Recheck}
+		}
+	}
+	b.WriteString("\n")
+	b.WriteString(encodeData(doc))
+	b.WriteString("\n")
+	return b.String()
+}
+
+// Explanation renders a verdict's steps as a Markdown list.
+func Explanation(v core.Verdict) string {
+	var b strings.Builder
+	for _, s := range v.Explanation {
+		fmt.Fprintf(&b, "- **%s** (%s): %s\n", mdEscape(s.Rule), mdEscape(s.Outcome), mdEscape(s.Detail))
+	}
+	for _, l := range v.Losers {
+		fmt.Fprintf(&b, "- lost: %s\n", mdEscape(l.String()))
+	}
+	if !v.Recheck.IsZero() {
+		fmt.Fprintf(&b, "- re-evaluated at %s\n", v.Recheck.UTC().Format(time.RFC3339))
+	}
+	return b.String()
+}
+
+// Headline is one line that says what the verdicts amount to.
+func Headline(vs []core.Verdict) string {
+	if len(vs) == 0 {
+		return "### Parley: no claimed fields change in this pull request"
+	}
+	counts := map[core.Decision]int{}
+	for _, v := range vs {
+		counts[v.Decision]++
+	}
+	parts := []string{fmt.Sprintf("%d field%s", len(vs), plural(len(vs)))}
+	for _, d := range []core.Decision{core.DecisionVeto, core.DecisionEscalate, core.DecisionHold, core.DecisionYield, core.DecisionAdopt, core.DecisionEnforceGit} {
+		if counts[d] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", counts[d], d))
+		}
+	}
+	return "### Parley: " + strings.Join(parts, ", ")
+}
+
+// Conclusion is the check run conclusion for a set of verdicts: failure if any claim was vetoed,
+// action_required if humans must decide (escalation or hold), neutral when there is nothing to
+// judge, success otherwise.
+func Conclusion(vs []core.Verdict) string {
+	c := "success"
+	if len(vs) == 0 {
+		return "neutral"
+	}
+	for _, v := range vs {
+		switch v.Decision {
+		case core.DecisionVeto:
+			return "failure"
+		case core.DecisionEscalate, core.DecisionHold:
+			c = "action_required"
+		}
+	}
+	return c
+}
+
+// ErrNoData means a comment carries no Parley verdicts.
+var ErrNoData = errors.New("no parley verdicts in comment")
+
+// Extract reads the verdicts back out of a sticky comment body; other bots use the same format.
+func Extract(body string) (Document, error) {
+	i := strings.LastIndex(body, dataPrefix)
+	if i < 0 {
+		return Document{}, ErrNoData
+	}
+	rest := body[i+len(dataPrefix):]
+	j := strings.Index(rest, dataSuffix)
+	if j < 0 {
+		return Document{}, fmt.Errorf("parley verdicts comment is not closed")
+	}
+	var doc Document
+	if err := json.Unmarshal([]byte(rest[:j]), &doc); err != nil {
+		return Document{}, fmt.Errorf("decode parley verdicts: %w", err)
+	}
+	if doc.Schema != Schema {
+		return Document{}, fmt.Errorf("parley verdicts have schema %q, want %q", doc.Schema, Schema)
+	}
+	for i, v := range doc.Verdicts {
+		if v.Field.IsZero() {
+			return Document{}, fmt.Errorf("parley verdict %d has no field", i)
+		}
+	}
+	return doc, nil
+}
+
+// encodeData renders the hidden JSON. encoding/json escapes <, > and & as \u003c..., so no string in
+// the data can close the HTML comment early.
+func encodeData(doc Document) string {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(true)
+	if err := enc.Encode(doc); err != nil {
+		// Verdicts hold only encodable types; an error here is a programming error worth seeing.
+		return dataPrefix + `{"schema":"` + Schema + `","error":"encode failed"}` + dataSuffix
+	}
+	data := strings.TrimRight(buf.String(), "\n")
+	// "--" cannot appear in an HTML comment either; JSON never needs a literal "--" outside strings.
+	data = strings.ReplaceAll(data, "--", `-\u002d`)
+	return dataPrefix + data + dataSuffix
+}
+
+func sortedVerdicts(in []core.Verdict) []core.Verdict {
+	vs := append([]core.Verdict(nil), in...)
+	sort.SliceStable(vs, func(i, j int) bool {
+		if ri, rj := severityOrder(vs[i].Decision), severityOrder(vs[j].Decision); ri != rj {
+			return ri < rj
+		}
+		return vs[i].Field.String() < vs[j].Field.String()
+	})
+	return vs
+}
+
+// severityOrder puts what needs attention first.
+func severityOrder(d core.Decision) int {
+	switch d {
+	case core.DecisionVeto:
+		return 0
+	case core.DecisionEscalate:
+		return 1
+	case core.DecisionHold:
+		return 2
+	case core.DecisionYield:
+		return 3
+	case core.DecisionAdopt:
+		return 4
+	}
+	return 5
+}
+
+func decisionLabel(d core.Decision) string {
+	icon := map[core.Decision]string{
+		core.DecisionVeto: "⛔", core.DecisionEscalate: "🙋", core.DecisionHold: "⏸️",
+		core.DecisionYield: "↪️", core.DecisionAdopt: "📥", core.DecisionEnforceGit: "✅",
+	}[d]
+	if icon == "" {
+		return string(d)
+	}
+	return icon + " " + string(d)
+}
+
+func winner(v core.Verdict) string {
+	if v.Winner == nil {
+		return "—"
+	}
+	w := v.Winner
+	s := w.Actor.String()
+	why := string(w.Intent)
+	if !w.Motivation.IsZero() {
+		why += ", " + w.Motivation.String()
+	}
+	if why != "" {
+		s += " (" + why + ")"
+	}
+	return s
+}
+
+func until(v core.Verdict) string {
+	if v.Until.IsZero() {
+		return "—"
+	}
+	return v.Until.UTC().Format(time.RFC3339)
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+// cell escapes text for a Markdown table cell.
+func cell(s string) string {
+	if s == "" {
+		return "—"
+	}
+	return strings.ReplaceAll(mdEscape(s), "|", `\|`)
+}
+
+func mdEscape(s string) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	return htmlEscape(s)
+}
+
+func htmlEscape(s string) string {
+	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
+}
