@@ -1,0 +1,291 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/gohcl"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+)
+
+// Secret holds a credential. It prints as [redacted] through fmt, slog and JSON, so logging a Config
+// never leaks one.
+type Secret struct{ v string }
+
+// NewSecret wraps s.
+func NewSecret(s string) Secret { return Secret{v: s} }
+
+// Reveal returns the secret's value: call it only where the value is used.
+func (s Secret) Reveal() string { return s.v }
+
+// IsZero reports whether no secret is set.
+func (s Secret) IsZero() bool { return s.v == "" }
+
+func (s Secret) String() string {
+	if s.v == "" {
+		return ""
+	}
+	return "[redacted]"
+}
+
+// GoString redacts under %#v too.
+func (s Secret) GoString() string { return s.String() }
+
+// LogValue redacts in structured logs.
+func (s Secret) LogValue() slog.Value { return slog.StringValue(s.String()) }
+
+// MarshalText redacts in JSON and text encodings.
+func (s Secret) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// Config is everything `parley serve` needs.
+type Config struct {
+	AppID                      int64    // GitHub App ID
+	PrivateKey                 Secret   // PEM; from private_key_file or PARLEY_PRIVATE_KEY
+	PrivateKeyFile             string   // where PrivateKey was read from, if a file
+	WebhookSecrets             []Secret // every live secret; several during a rotation
+	Listen                     string   // webhook and API listener
+	MetricsListen              string   // Prometheus /metrics listener ("" = on Listen)
+	Store                      string   // SQLite database path, created on first start
+	GitHubURL                  string   // REST API base URL: https://api.github.com/ or https://HOST/api/v3/ for GHES
+	Workers                    int      // delivery workers
+	PerInstallationConcurrency int
+	MaxAttempts                int           // attempts before a delivery is dead-lettered
+	ShutdownGrace              time.Duration // how long SIGTERM waits for in-flight deliveries
+	PolicyPath                 string        // policy file, read from the default branch
+	WriteMode                  string        // "pull-request" (default) or "direct": how gate commits reach the default branch
+	// Event source credentials for drift endpoints.
+	FluxHMACSecret  Secret
+	ArgoCDToken     Secret
+	KubeAuditToken  Secret
+	CloudTrailToken Secret
+	LogLevel        slog.Level
+}
+
+// Key documents one configuration key for `parley serve --help`.
+type Key struct {
+	HCL, Env, Default, Help string
+}
+
+// Keys lists every configuration key, its environment override and default.
+func Keys() []Key {
+	return []Key{
+		{"app_id", "PARLEY_APP_ID", "(required)", "GitHub App ID"},
+		{"private_key_file", "PARLEY_PRIVATE_KEY_FILE", "(required unless PARLEY_PRIVATE_KEY)", "path of the App's PEM private key"},
+		{"", "PARLEY_PRIVATE_KEY", "", "the App's PEM private key itself (overrides private_key_file)"},
+		{"webhook_secrets", "PARLEY_WEBHOOK_SECRETS", "(required)", "webhook secrets, all accepted (comma-separated in the environment); list two while rotating"},
+		{"listen", "PARLEY_LISTEN", ":8080", "address for webhooks, event endpoints, /healthz and /readyz"},
+		{"metrics_listen", "PARLEY_METRICS_LISTEN", "(same as listen)", "separate address for /metrics"},
+		{"store", "PARLEY_STORE", "parley.db", "SQLite database file; created on first start"},
+		{"github_url", "PARLEY_GITHUB_URL", "https://api.github.com/", "GitHub REST API base URL (GitHub Enterprise Server: https://HOST/api/v3/)"},
+		{"workers", "PARLEY_WORKERS", "4", "delivery workers"},
+		{"per_installation_concurrency", "PARLEY_PER_INSTALLATION_CONCURRENCY", "4", "concurrent GitHub requests per installation"},
+		{"max_attempts", "PARLEY_MAX_ATTEMPTS", "8", "attempts before a delivery goes to the dead-letter list"},
+		{"shutdown_grace", "PARLEY_SHUTDOWN_GRACE", "25s", "how long SIGTERM waits for deliveries in flight"},
+		{"policy_path", "PARLEY_POLICY_PATH", ".parley/policy.hcl", "policy file, always read from the default branch"},
+		{"write_mode", "PARLEY_WRITE_MODE", "pull-request", "how gate commits land: pull-request or direct"},
+		{"", "PARLEY_FLUX_HMAC_SECRET", "", "secret of Flux's generic-hmac provider for POST /events/flux"},
+		{"", "PARLEY_ARGOCD_TOKEN", "", "bearer token Argo CD notifications send to POST /events/argocd"},
+		{"", "PARLEY_KUBE_AUDIT_TOKEN", "", "bearer token of the audit webhook backend for POST /events/k8s-audit"},
+		{"", "PARLEY_CLOUDTRAIL_TOKEN", "", "bearer token for POST /events/cloudtrail"},
+		{"log_level", "PARLEY_LOG_LEVEL", "info", "debug, info, warn or error"},
+	}
+}
+
+// Help renders Keys as a table for --help.
+func Help() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-30s %-36s %-22s %s\n", "FILE KEY", "ENVIRONMENT", "DEFAULT", "MEANING")
+	for _, k := range Keys() {
+		h := k.HCL
+		if h == "" {
+			h = "-"
+		}
+		fmt.Fprintf(&b, "%-30s %-36s %-22s %s\n", h, k.Env, k.Default, k.Help)
+	}
+	return b.String()
+}
+
+// file is the HCL shape of the configuration file. Secrets other than the webhook secrets have no file
+// key on purpose: they belong in the environment (a Kubernetes Secret), not in a file.
+type file struct {
+	AppID                      *int64   `hcl:"app_id,optional"`
+	PrivateKeyFile             *string  `hcl:"private_key_file,optional"`
+	WebhookSecrets             []string `hcl:"webhook_secrets,optional"`
+	Listen                     *string  `hcl:"listen,optional"`
+	MetricsListen              *string  `hcl:"metrics_listen,optional"`
+	Store                      *string  `hcl:"store,optional"`
+	GitHubURL                  *string  `hcl:"github_url,optional"`
+	Workers                    *int     `hcl:"workers,optional"`
+	PerInstallationConcurrency *int     `hcl:"per_installation_concurrency,optional"`
+	MaxAttempts                *int     `hcl:"max_attempts,optional"`
+	ShutdownGrace              *string  `hcl:"shutdown_grace,optional"`
+	PolicyPath                 *string  `hcl:"policy_path,optional"`
+	WriteMode                  *string  `hcl:"write_mode,optional"`
+	LogLevel                   *string  `hcl:"log_level,optional"`
+}
+
+// Load reads path (if not "") and then the environment through getenv, and validates the result.
+// Every problem is reported, each naming the key and where it came from.
+func Load(path string, getenv func(string) string) (Config, error) {
+	c := Config{
+		Listen: ":8080", Store: "parley.db", GitHubURL: "https://api.github.com/", Workers: 4,
+		PerInstallationConcurrency: 4, MaxAttempts: 8, ShutdownGrace: 25 * time.Second,
+		PolicyPath: ".parley/policy.hcl", WriteMode: "pull-request", LogLevel: slog.LevelInfo,
+	}
+	var errs []error
+	if path != "" {
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return Config{}, fmt.Errorf("read config: %w", err)
+		}
+		var f file
+		hf, diags := hclsyntax.ParseConfig(src, path, hcl.InitialPos)
+		if !diags.HasErrors() {
+			diags = gohcl.DecodeBody(hf.Body, nil, &f)
+		}
+		if diags.HasErrors() {
+			return Config{}, fmt.Errorf("config %s: %w", path, diags)
+		}
+		setP(&c.AppID, f.AppID)
+		setP(&c.PrivateKeyFile, f.PrivateKeyFile)
+		for _, s := range f.WebhookSecrets {
+			c.WebhookSecrets = append(c.WebhookSecrets, NewSecret(s))
+		}
+		setP(&c.Listen, f.Listen)
+		setP(&c.MetricsListen, f.MetricsListen)
+		setP(&c.Store, f.Store)
+		setP(&c.GitHubURL, f.GitHubURL)
+		setP(&c.Workers, f.Workers)
+		setP(&c.PerInstallationConcurrency, f.PerInstallationConcurrency)
+		setP(&c.MaxAttempts, f.MaxAttempts)
+		setP(&c.PolicyPath, f.PolicyPath)
+		setP(&c.WriteMode, f.WriteMode)
+		if f.ShutdownGrace != nil {
+			d, err := time.ParseDuration(*f.ShutdownGrace)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: shutdown_grace: %w", path, err))
+			}
+			c.ShutdownGrace = d
+		}
+		if f.LogLevel != nil {
+			if err := c.LogLevel.UnmarshalText([]byte(*f.LogLevel)); err != nil {
+				errs = append(errs, fmt.Errorf("%s: log_level: %w", path, err))
+			}
+		}
+	}
+	env := func(name string, apply func(string) error) {
+		if v := getenv(name); v != "" {
+			if err := apply(v); err != nil {
+				errs = append(errs, fmt.Errorf("environment %s: %w", name, err))
+			}
+		}
+	}
+	str := func(dst *string) func(string) error { return func(v string) error { *dst = v; return nil } }
+	num := func(dst *int) func(string) error {
+		return func(v string) error {
+			n, err := strconv.Atoi(v)
+			*dst = n
+			return err
+		}
+	}
+	sec := func(dst *Secret) func(string) error { return func(v string) error { *dst = NewSecret(v); return nil } }
+	env("PARLEY_APP_ID", func(v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		c.AppID = n
+		return err
+	})
+	env("PARLEY_PRIVATE_KEY_FILE", str(&c.PrivateKeyFile))
+	env("PARLEY_PRIVATE_KEY", sec(&c.PrivateKey))
+	env("PARLEY_WEBHOOK_SECRETS", func(v string) error {
+		c.WebhookSecrets = nil
+		for _, s := range strings.Split(v, ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				c.WebhookSecrets = append(c.WebhookSecrets, NewSecret(s))
+			}
+		}
+		return nil
+	})
+	env("PARLEY_LISTEN", str(&c.Listen))
+	env("PARLEY_METRICS_LISTEN", str(&c.MetricsListen))
+	env("PARLEY_STORE", str(&c.Store))
+	env("PARLEY_GITHUB_URL", str(&c.GitHubURL))
+	env("PARLEY_WORKERS", num(&c.Workers))
+	env("PARLEY_PER_INSTALLATION_CONCURRENCY", num(&c.PerInstallationConcurrency))
+	env("PARLEY_MAX_ATTEMPTS", num(&c.MaxAttempts))
+	env("PARLEY_SHUTDOWN_GRACE", func(v string) error {
+		d, err := time.ParseDuration(v)
+		c.ShutdownGrace = d
+		return err
+	})
+	env("PARLEY_POLICY_PATH", str(&c.PolicyPath))
+	env("PARLEY_WRITE_MODE", str(&c.WriteMode))
+	env("PARLEY_FLUX_HMAC_SECRET", sec(&c.FluxHMACSecret))
+	env("PARLEY_ARGOCD_TOKEN", sec(&c.ArgoCDToken))
+	env("PARLEY_KUBE_AUDIT_TOKEN", sec(&c.KubeAuditToken))
+	env("PARLEY_CLOUDTRAIL_TOKEN", sec(&c.CloudTrailToken))
+	env("PARLEY_LOG_LEVEL", func(v string) error { return c.LogLevel.UnmarshalText([]byte(v)) })
+
+	if c.PrivateKey.IsZero() && c.PrivateKeyFile != "" {
+		pem, err := os.ReadFile(c.PrivateKeyFile)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("private_key_file: %w", err))
+		}
+		c.PrivateKey = NewSecret(string(pem))
+	}
+	errs = append(errs, c.validate()...)
+	if len(errs) > 0 {
+		return Config{}, errors.Join(errs...)
+	}
+	return c, nil
+}
+
+func (c *Config) validate() []error {
+	var errs []error
+	if c.AppID <= 0 {
+		errs = append(errs, errors.New("app_id (PARLEY_APP_ID) is required and must be a positive number"))
+	}
+	if c.PrivateKey.IsZero() {
+		errs = append(errs, errors.New("a private key is required: private_key_file, PARLEY_PRIVATE_KEY_FILE or PARLEY_PRIVATE_KEY"))
+	}
+	if len(c.WebhookSecrets) == 0 {
+		errs = append(errs, errors.New("at least one webhook secret is required: webhook_secrets or PARLEY_WEBHOOK_SECRETS"))
+	}
+	u, err := url.Parse(c.GitHubURL)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		errs = append(errs, fmt.Errorf("github_url %q is not an http(s) URL", c.GitHubURL))
+	} else if !strings.HasSuffix(c.GitHubURL, "/") {
+		c.GitHubURL += "/"
+	}
+	if c.Workers < 1 || c.Workers > 256 {
+		errs = append(errs, fmt.Errorf("workers = %d: want 1 to 256", c.Workers))
+	}
+	if c.PerInstallationConcurrency < 1 || c.PerInstallationConcurrency > 100 {
+		errs = append(errs, fmt.Errorf("per_installation_concurrency = %d: want 1 to 100 (GitHub allows 100 concurrent requests)", c.PerInstallationConcurrency))
+	}
+	if c.MaxAttempts < 1 {
+		errs = append(errs, fmt.Errorf("max_attempts = %d: want at least 1", c.MaxAttempts))
+	}
+	if c.ShutdownGrace < 0 {
+		errs = append(errs, fmt.Errorf("shutdown_grace = %s: want a positive duration", c.ShutdownGrace))
+	}
+	if c.WriteMode != "pull-request" && c.WriteMode != "direct" {
+		errs = append(errs, fmt.Errorf("write_mode = %q: want pull-request or direct", c.WriteMode))
+	}
+	if c.Store == "" {
+		errs = append(errs, errors.New("store must name a database file"))
+	}
+	return errs
+}
+
+func setP[T any](dst *T, src *T) {
+	if src != nil {
+		*dst = *src
+	}
+}
