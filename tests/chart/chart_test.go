@@ -1,0 +1,133 @@
+package chart
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/engine"
+	"helm.sh/helm/v3/pkg/lint"
+	"helm.sh/helm/v3/pkg/lint/support"
+	"sigs.k8s.io/yaml"
+)
+
+var chartDir = filepath.Join("..", "..", "charts", "parley")
+
+// good are the values a real install sets.
+var good = map[string]any{
+	"github": map[string]any{"appID": 12345},
+	"events": map[string]any{"fluxHMACSecret": map[string]any{"name": "parley-events", "key": "flux-hmac"}},
+}
+
+func TestLint(t *testing.T) {
+	res := lint.AllWithKubeVersion(chartDir, good, "parley", nil)
+	for _, m := range res.Messages {
+		if m.Severity >= support.WarningSev {
+			t.Errorf("helm lint: %s", m)
+		}
+	}
+}
+
+func render(t *testing.T, vals map[string]any) (map[string]string, error) {
+	t.Helper()
+	ch, err := loader.Load(chartDir)
+	if err != nil {
+		t.Fatalf("load chart: %v", err)
+	}
+	rv, err := chartutil.ToRenderValues(ch, vals, chartutil.ReleaseOptions{Name: "parley", Namespace: "parley", IsInstall: true}, chartutil.DefaultCapabilities)
+	if err != nil {
+		t.Fatalf("values: %v", err)
+	}
+	return engine.Render(ch, rv)
+}
+
+func TestRender(t *testing.T) {
+	out, err := render(t, good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dep struct {
+		Kind string
+		Spec struct {
+			Replicas int
+			Strategy struct{ Type string }
+			Template struct {
+				Spec struct {
+					Containers []struct {
+						Args []string
+						Env  []struct {
+							Name      string
+							Value     string
+							ValueFrom *struct {
+								SecretKeyRef struct{ Name, Key string }
+							} `json:"valueFrom"`
+						}
+						Ports          []struct{ Name string }
+						LivenessProbe  struct{ HTTPGet struct{ Path string } } `json:"livenessProbe"`
+						ReadinessProbe struct{ HTTPGet struct{ Path string } } `json:"readinessProbe"`
+						VolumeMounts   []struct{ MountPath string }        `json:"volumeMounts"`
+					}
+					Volumes []struct {
+						Name string
+						PVC  *struct{ ClaimName string } `json:"persistentVolumeClaim"`
+					}
+				}
+			}
+		}
+	}
+	if err := yaml.Unmarshal([]byte(out["parley/templates/deployment.yaml"]), &dep); err != nil {
+		t.Fatalf("deployment: %v\n%s", err, out["parley/templates/deployment.yaml"])
+	}
+	if dep.Kind != "Deployment" || dep.Spec.Replicas != 1 || dep.Spec.Strategy.Type != "Recreate" {
+		t.Errorf("deployment must be one replica, Recreate (single-writer store): %+v", dep.Spec)
+	}
+	c := dep.Spec.Template.Spec.Containers[0]
+	env := map[string]string{}
+	secrets := map[string]string{}
+	for _, e := range c.Env {
+		env[e.Name] = e.Value
+		if e.ValueFrom != nil {
+			secrets[e.Name] = e.ValueFrom.SecretKeyRef.Name + "/" + e.ValueFrom.SecretKeyRef.Key
+		}
+	}
+	if env["PARLEY_APP_ID"] != "12345" || env["PARLEY_STORE"] != "/var/lib/parley/parley.db" {
+		t.Errorf("env = %v", env)
+	}
+	for name, ref := range map[string]string{"PARLEY_PRIVATE_KEY": "parley-github-app/private-key.pem",
+		"PARLEY_WEBHOOK_SECRETS": "parley-github-app/webhook-secrets", "PARLEY_FLUX_HMAC_SECRET": "parley-events/flux-hmac"} {
+		if secrets[name] != ref {
+			t.Errorf("%s from secret %q, want %q", name, secrets[name], ref)
+		}
+	}
+	if _, ok := secrets["PARLEY_ARGOCD_TOKEN"]; ok {
+		t.Errorf("a disabled event source must not reference a secret")
+	}
+	if c.LivenessProbe.HTTPGet.Path != "/healthz" || c.ReadinessProbe.HTTPGet.Path != "/readyz" {
+		t.Errorf("probes: %+v %+v", c.LivenessProbe, c.ReadinessProbe)
+	}
+	if len(c.Ports) != 2 || c.Ports[1].Name != "metrics" {
+		t.Errorf("ports: %+v", c.Ports)
+	}
+	var pvc bool
+	for _, v := range dep.Spec.Template.Spec.Volumes {
+		pvc = pvc || (v.Name == "data" && v.PVC != nil && v.PVC.ClaimName == "parley")
+	}
+	if !pvc {
+		t.Errorf("the store volume must be the chart's PVC: %+v", dep.Spec.Template.Spec.Volumes)
+	}
+	if !strings.Contains(out["parley/templates/pvc.yaml"], "kind: PersistentVolumeClaim") {
+		t.Errorf("pvc not rendered")
+	}
+	if !strings.Contains(out["parley/templates/service.yaml"], "name: metrics") {
+		t.Errorf("service lacks the metrics port")
+	}
+}
+
+func TestRenderRefusesMissingAppID(t *testing.T) {
+	_, err := render(t, map[string]any{})
+	if err == nil || !strings.Contains(err.Error(), "github.appID is required") {
+		t.Fatalf("want a clear error for a missing App ID, got %v", err)
+	}
+}
