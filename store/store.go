@@ -1,0 +1,187 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Known sources. A source names the system a delivery came from; IDs are unique per source.
+const (
+	SourceGitHub     = "github"
+	SourceFlux       = "flux"
+	SourceArgoCD     = "argocd"
+	SourceK8sAudit   = "k8s-audit"
+	SourceCloudTrail = "cloudtrail"
+)
+
+// State is where a delivery is in its life.
+type State int
+
+const (
+	// StatePending: waiting to be processed, possibly leased by a worker right now, possibly
+	// scheduled for a later attempt (NextAttemptAt).
+	StatePending State = iota
+	// StateDone: a handler finished it (or no handler wanted it).
+	StateDone
+	// StateDead: it failed permanently or ran out of attempts; only Replay brings it back.
+	StateDead
+)
+
+func (s State) String() string {
+	switch s {
+	case StatePending:
+		return "pending"
+	case StateDone:
+		return "done"
+	case StateDead:
+		return "dead"
+	default:
+		return fmt.Sprintf("State(%d)", int(s))
+	}
+}
+
+// Key identifies a delivery: the source and the source's own event ID (X-GitHub-Delivery for
+// GitHub). A redelivery of the same event carries the same Key.
+type Key struct {
+	Source string
+	ID     string
+}
+
+func (k Key) String() string { return k.Source + "/" + k.ID }
+
+// Delivery is one event received from a source.
+//
+// The caller of Put fills Source, ID, Event, Body and ReceivedAt; the remaining fields are
+// the store's bookkeeping and are ignored by Put.
+type Delivery struct {
+	Source     string
+	ID         string
+	Event      string
+	Body       []byte
+	ReceivedAt time.Time
+
+	State State
+	// Attempts counts claims: it is incremented when a worker claims the delivery, and
+	// given back by Release (a drain is not a failed attempt).
+	Attempts      int
+	NextAttemptAt time.Time
+	LastError     string
+	LeaseOwner    string
+	LeaseUntil    time.Time
+}
+
+// Key returns the delivery's identity.
+func (d Delivery) Key() Key { return Key{Source: d.Source, ID: d.ID} }
+
+// Validate reports the first missing or malformed field a Put would refuse.
+func (d Delivery) Validate() error {
+	switch {
+	case d.Source == "":
+		return errors.New("delivery: source is empty")
+	case d.ID == "":
+		return fmt.Errorf("delivery from %s: id is empty", d.Source)
+	case d.Event == "":
+		return fmt.Errorf("delivery %s/%s: event is empty", d.Source, d.ID)
+	case d.ReceivedAt.IsZero():
+		return fmt.Errorf("delivery %s/%s: received-at is zero", d.Source, d.ID)
+	}
+	return nil
+}
+
+// Stats is a snapshot of the queue for metrics.
+type Stats struct {
+	// Pending counts deliveries not yet done or dead, leased or not.
+	Pending int
+	// Leased counts pending deliveries whose lease has not expired at the time asked.
+	Leased int
+	// OldestPending is the ReceivedAt of the oldest pending delivery; zero when none is pending.
+	OldestPending time.Time
+	// Dead counts dead-lettered deliveries.
+	Dead int
+}
+
+// FailOutcome says what Fail did with a delivery.
+type FailOutcome int
+
+const (
+	// Retrying: the delivery is pending again and due at the given next attempt.
+	Retrying FailOutcome = iota
+	// DeadLettered: the delivery had used its last attempt and is now dead.
+	DeadLettered
+)
+
+func (o FailOutcome) String() string {
+	if o == DeadLettered {
+		return "dead-lettered"
+	}
+	return "retrying"
+}
+
+var (
+	// ErrNotFound: no delivery with that key.
+	ErrNotFound = errors.New("delivery not found")
+	// ErrLeaseLost: the caller no longer holds the lease (it expired and another worker
+	// claimed the delivery, or the delivery was finished by someone else). The caller must
+	// drop the delivery without further effects.
+	ErrLeaseLost = errors.New("lease lost")
+	// ErrNotDead: Replay was asked for a delivery that is not dead-lettered.
+	ErrNotDead = errors.New("delivery is not dead-lettered")
+	// ErrClosed: the store was closed.
+	ErrClosed = errors.New("store closed")
+)
+
+// Deliveries is the durable queue contract. SQLite implements it for one replica; a Postgres
+// implementation serving several replicas must keep the same semantics:
+//
+//   - Put is durable when it returns: the row is committed (and, for the default SQLite mode,
+//     fsynced) before Put reports inserted=true, and a receiver may acknowledge then. The
+//     other writes need only survive a process crash: losing one to a power failure makes a
+//     delivery be processed again, which handlers tolerate, but never loses one. A second
+//     Put with the same Key inserts nothing and reports inserted=false (Postgres:
+//     INSERT ... ON CONFLICT (source, id) DO NOTHING RETURNING).
+//
+//   - Claim hands a pending delivery to exactly one worker at a time. It picks the oldest
+//     (by arrival) delivery that is pending, due (NextAttemptAt <= now) and not leased (no
+//     lease, or a lease that expired before now), and leases it to worker until now+lease.
+//     Postgres: in one transaction, SELECT ... WHERE state='pending' AND next_attempt_at <= now
+//     AND (lease_until IS NULL OR lease_until <= now) ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED,
+//     then UPDATE the lease owner and expiry. Several workers on several replicas may call
+//     Claim concurrently and never get the same delivery while its lease is live. An expired
+//     lease makes the delivery claimable again: that is how unfinished work resumes after a
+//     crash. Claim returns ok=false, and no error, when nothing is due.
+//
+//   - Claim counts the attempt. A delivery whose lease expired after its last allowed attempt
+//     (its worker crashed every time) is dead-lettered by Claim instead of handed out again,
+//     so a delivery that kills the process cannot loop forever.
+//
+//   - Complete, Fail, DeadLetter and Release act only if worker still holds the lease and the
+//     delivery is pending; otherwise they return ErrLeaseLost and change nothing. So a worker
+//     that stalled past its lease cannot finish a delivery another worker now owns.
+//
+//   - Fail records the error and schedules the next attempt at next, or dead-letters the
+//     delivery when it has used MaxAttempts attempts. DeadLetter dead-letters at once
+//     (a permanent error). Release gives the lease and the attempt back without recording
+//     a failure (a worker draining on shutdown).
+//
+//   - Replay moves a dead delivery back to pending, due now, with attempts reset to zero.
+//
+//   - Prune deletes done deliveries finished before a time, and with them the memory of their
+//     IDs: a redelivery after that is stored again. GitHub lets a delivery be redelivered for
+//     3 days, so keep at least that. Pending and dead deliveries are never pruned.
+//
+// All methods are safe for concurrent use.
+type Deliveries interface {
+	Put(ctx context.Context, d Delivery) (inserted bool, err error)
+	Claim(ctx context.Context, worker string, lease time.Duration, now time.Time) (d Delivery, ok bool, err error)
+	Complete(ctx context.Context, k Key, worker string) error
+	Fail(ctx context.Context, k Key, worker string, cause error, next time.Time) (FailOutcome, error)
+	DeadLetter(ctx context.Context, k Key, worker string, cause error) error
+	Release(ctx context.Context, k Key, worker string) error
+	DeadLetters(ctx context.Context) ([]Delivery, error)
+	Replay(ctx context.Context, k Key, now time.Time) error
+	Get(ctx context.Context, k Key) (Delivery, error)
+	Stats(ctx context.Context, now time.Time) (Stats, error)
+	Prune(ctx context.Context, finishedBefore time.Time) (deleted int, err error)
+}

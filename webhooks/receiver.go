@@ -1,0 +1,321 @@
+package webhooks
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"mime"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/parleyhq/parley/store"
+)
+
+// GitHubPath is where the GitHub App's webhook URL points; mount the Receiver there.
+const GitHubPath = "/webhooks/github"
+
+// MaxBodyBytes is GitHub's payload cap: 25 MB.
+const MaxBodyBytes = 25 << 20
+
+// GitHub's webhook headers.
+const (
+	HeaderEvent     = "X-GitHub-Event"
+	HeaderDelivery  = "X-GitHub-Delivery"
+	HeaderSignature = "X-Hub-Signature-256"
+)
+
+// Intake is what the Receiver needs of the store: a durable, deduplicating Put.
+type Intake interface {
+	Put(ctx context.Context, d store.Delivery) (inserted bool, err error)
+}
+
+// ReceiverConfig configures a Receiver. Store and at least one secret are required.
+type ReceiverConfig struct {
+	Store   Intake
+	Secrets []Secret
+	// Notify is called after a new delivery was stored (Pool.Notify), to wake a worker.
+	Notify func()
+	Logger *slog.Logger
+	// Metrics may be nil: the receiver then counts into metrics nobody exports.
+	Metrics *Metrics
+	// MaxBodyBytes defaults to MaxBodyBytes.
+	MaxBodyBytes int64
+	// PutTimeout bounds the wait for the store, well inside GitHub's 10 s. Default 5s.
+	PutTimeout time.Duration
+	// Now defaults to time.Now; it stamps ReceivedAt.
+	Now func() time.Time
+}
+
+// Receiver is the http.Handler for GitHub webhooks (POST GitHubPath). See the package doc for
+// the order of checks and the status codes.
+type Receiver struct {
+	store      Intake
+	secrets    atomic.Pointer[[]Secret]
+	notify     func()
+	log        *slog.Logger
+	metrics    *Metrics
+	maxBody    int64
+	putTimeout time.Duration
+	now        func() time.Time
+}
+
+// NewReceiver checks cfg and returns a Receiver.
+func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("webhooks receiver: no store")
+	}
+	r := &Receiver{
+		store:      cfg.Store,
+		notify:     cfg.Notify,
+		log:        orDiscard(cfg.Logger),
+		metrics:    cfg.Metrics,
+		maxBody:    cfg.MaxBodyBytes,
+		putTimeout: cfg.PutTimeout,
+		now:        cfg.Now,
+	}
+	if err := r.SetSecrets(cfg.Secrets...); err != nil {
+		return nil, err
+	}
+	if r.metrics == nil {
+		r.metrics = newMetrics()
+	}
+	if r.notify == nil {
+		r.notify = func() {}
+	}
+	if r.maxBody <= 0 {
+		r.maxBody = MaxBodyBytes
+	}
+	if r.putTimeout <= 0 {
+		r.putTimeout = 5 * time.Second
+	}
+	if r.now == nil {
+		r.now = time.Now
+	}
+	return r, nil
+}
+
+// SetSecrets replaces the live secrets; requests already being verified finish with the old
+// set. During a rotation configure both the old and the new secret, switch the App to the new
+// one, then drop the old.
+func (r *Receiver) SetSecrets(secrets ...Secret) error {
+	live := make([]Secret, 0, len(secrets))
+	for _, s := range secrets {
+		if !s.IsZero() {
+			live = append(live, s)
+		}
+	}
+	if len(live) == 0 {
+		return errors.New("webhooks receiver: no webhook secret configured (refusing to accept unsigned deliveries)")
+	}
+	r.secrets.Store(&live)
+	return nil
+}
+
+// reply is the JSON body of every answer, so GitHub's delivery log shows what happened.
+type reply struct {
+	Status   string `json:"status"`
+	Delivery string `json:"delivery,omitempty"`
+	Error    string `json:"error,omitempty"`
+}
+
+func writeReply(w http.ResponseWriter, code int, rep reply) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(rep)
+}
+
+func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	const source = store.SourceGitHub
+	event := req.Header.Get(HeaderEvent)
+	id := req.Header.Get(HeaderDelivery)
+	// Header values are logged only once they are known to be well-formed.
+	log := deliveryLogger(r.log, source, "", "")
+	refuse := func(code int, reason string, err error) {
+		r.metrics.rejected.WithLabelValues(source, reason).Inc()
+		log.Info("webhook refused", slog.Int(LogKeyStatus, code), slog.String(LogKeyError, err.Error()))
+		writeReply(w, code, reply{Status: "refused", Error: err.Error()})
+	}
+
+	if req.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		refuse(http.StatusMethodNotAllowed, reasonMethod, fmt.Errorf("method %s not allowed, use POST", req.Method))
+		return
+	}
+	if err := checkHeader(HeaderEvent, event, validEvent); err != nil {
+		refuse(http.StatusBadRequest, reasonHeader, err)
+		return
+	}
+	if err := checkHeader(HeaderDelivery, id, validDeliveryID); err != nil {
+		refuse(http.StatusBadRequest, reasonHeader, err)
+		return
+	}
+	log = deliveryLogger(r.log, source, id, event)
+
+	// The signature header is checked before the body is read: an unsigned request costs
+	// nothing.
+	mac, err := parseSignature(req.Header.Get(HeaderSignature))
+	if err != nil {
+		r.signatureFailure(w, log, source, err)
+		return
+	}
+	if req.ContentLength > r.maxBody {
+		refuse(http.StatusRequestEntityTooLarge, reasonTooLarge,
+			fmt.Errorf("body of %d bytes exceeds the %d-byte limit", req.ContentLength, r.maxBody))
+		return
+	}
+	body, err := r.readBody(w, req)
+	if err != nil {
+		if mbe, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			refuse(http.StatusRequestEntityTooLarge, reasonTooLarge,
+				fmt.Errorf("body exceeds the %d-byte limit", mbe.Limit))
+			return
+		}
+		refuse(http.StatusBadRequest, reasonReadBody, fmt.Errorf("read body: %w", err))
+		return
+	}
+	if !verify(*r.secrets.Load(), body, mac) {
+		r.signatureFailure(w, log, source, errSignatureMismatch)
+		return
+	}
+
+	// Authenticated from here on: the body may be looked at.
+	if err := checkContentType(req.Header.Get("Content-Type")); err != nil {
+		refuse(http.StatusUnsupportedMediaType, reasonContentType, err)
+		return
+	}
+	// Only a cheap shape check on the acknowledgement path: a full json.Valid costs more CPU
+	// than the HMAC for a 25 KB body. GitHub sends a JSON object; a handler that cannot decode
+	// a body returns a permanent error and the delivery is dead-lettered.
+	if !looksLikeJSONObject(body) {
+		refuse(http.StatusBadRequest, reasonInvalidJSON, errors.New("body is not a JSON object"))
+		return
+	}
+
+	ctx, cancel := context.WithTimeout(req.Context(), r.putTimeout)
+	defer cancel()
+	inserted, err := r.store.Put(ctx, store.Delivery{
+		Source:     source,
+		ID:         id,
+		Event:      event,
+		Body:       body,
+		ReceivedAt: r.now(),
+	})
+	if err != nil {
+		r.metrics.rejected.WithLabelValues(source, reasonStoreFailure).Inc()
+		log.Error("webhook not stored", slog.Int(LogKeyStatus, http.StatusServiceUnavailable), slog.String(LogKeyError, err.Error()))
+		w.Header().Set("Retry-After", "5")
+		writeReply(w, http.StatusServiceUnavailable, reply{Status: "unavailable", Delivery: id, Error: "delivery could not be stored; redeliver it later"})
+		return
+	}
+	if !inserted {
+		r.metrics.duplicates.WithLabelValues(source, event).Inc()
+		log.Info("webhook duplicate", slog.Int(LogKeyStatus, http.StatusOK))
+		writeReply(w, http.StatusOK, reply{Status: "duplicate", Delivery: id})
+		return
+	}
+	r.metrics.received.WithLabelValues(source, event).Inc()
+	r.notify()
+	log.Info("webhook stored", slog.Int(LogKeyStatus, http.StatusAccepted), slog.Int("bytes", len(body)))
+	writeReply(w, http.StatusAccepted, reply{Status: "accepted", Delivery: id})
+}
+
+func (r *Receiver) signatureFailure(w http.ResponseWriter, log *slog.Logger, source string, err error) {
+	reason := reasonMismatch
+	switch {
+	case errors.Is(err, errSignatureMissing):
+		reason = reasonMissing
+	case errors.Is(err, errSignatureMalformed):
+		reason = reasonMalformed
+	}
+	r.metrics.signatureFailures.WithLabelValues(source, reason).Inc()
+	log.Warn("webhook signature refused", slog.Int(LogKeyStatus, http.StatusUnauthorized), slog.String(LogKeyError, err.Error()))
+	writeReply(w, http.StatusUnauthorized, reply{Status: "unauthorized", Error: err.Error()})
+}
+
+// readBody reads the whole body through http.MaxBytesReader, so an oversized body without a
+// Content-Length is cut off at the limit instead of being buffered whole.
+func (r *Receiver) readBody(w http.ResponseWriter, req *http.Request) ([]byte, error) {
+	rd := http.MaxBytesReader(w, req.Body, r.maxBody)
+	var buf bytes.Buffer
+	if req.ContentLength > 0 {
+		buf.Grow(int(req.ContentLength) + 1) // +1: ReadFrom needs room to see EOF without growing
+	}
+	_, err := buf.ReadFrom(rd)
+	return buf.Bytes(), err
+}
+
+func checkHeader(name, value string, valid func(string) bool) error {
+	if value == "" {
+		return fmt.Errorf("missing %s header", name)
+	}
+	if !valid(value) {
+		return fmt.Errorf("malformed %s header %s", name, strconv.QuoteToASCII(truncate(value, 80)))
+	}
+	return nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
+}
+
+// validEvent accepts GitHub event names: lower-case letters and underscores, as in
+// "pull_request_review". The name becomes a metric label and a log attribute, so the check is
+// strict.
+func validEvent(s string) bool {
+	if len(s) > 64 {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if (c < 'a' || c > 'z') && c != '_' {
+			return false
+		}
+	}
+	return true
+}
+
+// validDeliveryID accepts GitHub's GUIDs and any other short token of letters, digits and
+// "-_.:" (other sources' event IDs), nothing that could forge a log line.
+func validDeliveryID(s string) bool {
+	if len(s) > 128 {
+		return false
+	}
+	for _, c := range []byte(s) {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case c == '-', c == '_', c == '.', c == ':':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// checkContentType accepts application/json (with or without parameters). GitHub Apps always
+// send JSON; the form encoding a repository webhook can be set to is refused rather than
+// stored in a shape no handler reads.
+func checkContentType(ct string) error {
+	if ct == "" {
+		return errors.New("missing Content-Type header, want application/json")
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil || mt != "application/json" {
+		return fmt.Errorf("Content-Type %s not supported, configure the webhook to send application/json", strconv.QuoteToASCII(truncate(ct, 80)))
+	}
+	return nil
+}
+
+// looksLikeJSONObject reports whether body, trimmed of JSON whitespace, starts with '{' and
+// ends with '}'.
+func looksLikeJSONObject(body []byte) bool {
+	body = bytes.Trim(body, " \t\r\n")
+	return len(body) >= 2 && body[0] == '{' && body[len(body)-1] == '}'
+}
