@@ -227,7 +227,7 @@ func (p FieldPattern) Match(f Field) bool {
 
 // MatchObject reports whether the object holding f (its identity, ignoring the pointer) is matched by
 // the pattern's object part. Callers that test many fields of one object cache this and then call
-// MatchPath: Match(f) == MatchObject(f) && MatchPath(f.Path).
+// MatchPath: Match(f) == MatchObject(f) && MatchPath(f.Path). Neither allocates.
 func (p FieldPattern) MatchObject(f Field) bool {
 	if p.Scheme != f.Scheme {
 		return false
@@ -243,7 +243,18 @@ func (p FieldPattern) MatchObject(f Field) bool {
 		}
 		return (p.Namespace == "") == (f.Namespace == "") && segMatch(p.Namespace, f.Namespace)
 	case SchemeTerraform:
-		return tokensMatch(splitModule(p.Module), splitModule(cleanModule(f.Module))) && segMatch(p.Resource, f.Resource)
+		fm := f.Module
+		if fm == "" {
+			fm = "."
+		}
+		pm, vm := p.Module, fm
+		if pm == "." {
+			pm = ""
+		}
+		if vm == "." {
+			vm = ""
+		}
+		return seqMatch(pm, vm) && segMatch(p.Resource, f.Resource)
 	}
 	return false
 }
@@ -253,7 +264,65 @@ func (p FieldPattern) MatchPath(pointer string) bool {
 	if p.Path == "" && !strings.Contains(p.text, "#") {
 		return true
 	}
-	return tokensMatch(escapedTokens(p.Path), escapedTokens(pointer))
+	if hasEmptyToken(p.Path) || hasEmptyToken(pointer) {
+		// Empty tokens ("/a//b", "/") cannot be told from no tokens without splitting.
+		return tokensMatch(escapedTokens(p.Path), escapedTokens(pointer))
+	}
+	pp, vp := p.Path, pointer
+	if pp != "" {
+		pp = pp[1:]
+	} else if vp != "" {
+		return false
+	}
+	if vp != "" {
+		vp = vp[1:]
+	} else {
+		return pp == "" || pp == "**"
+	}
+	return seqMatch(pp, vp)
+}
+
+func hasEmptyToken(ptr string) bool {
+	return ptr == "/" || strings.Contains(ptr, "//") || (len(ptr) > 1 && ptr[len(ptr)-1] == '/')
+}
+
+// seqMatch is tokensMatch over /-separated token sequences held as strings ("" is no tokens), without
+// splitting them.
+func seqMatch(pat, val string) bool {
+	if pat == "" {
+		return val == ""
+	}
+	ptok, prest, pmore := strings.Cut(pat, "/")
+	if ptok == "**" {
+		if !pmore {
+			return true
+		}
+		v := val
+		for {
+			if seqMatch(prest, v) {
+				return true
+			}
+			_, next, ok := strings.Cut(v, "/")
+			if !ok {
+				return v != "" && seqMatch(prest, "")
+			}
+			v = next
+		}
+	}
+	if val == "" {
+		return false // ptok needs a token
+	}
+	vtok, vrest, vmore := strings.Cut(val, "/")
+	if !segMatch(ptok, vtok) {
+		return false
+	}
+	if !pmore {
+		return !vmore
+	}
+	if !vmore {
+		return seqMatch(prest, "")
+	}
+	return seqMatch(prest, vrest)
 }
 
 // parseAddress parses the text form into a FieldPattern. With globs=false it rejects wildcards and

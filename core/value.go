@@ -37,8 +37,8 @@ func ParseJSONValue(b []byte) (Value, error) {
 	if d.More() {
 		return Value{}, fmt.Errorf("value %q has trailing data after the JSON value", truncate(string(b), 40))
 	}
-	// encoding/json sorts map keys and, with UseNumber, keeps numbers as written.
-	out, err := json.Marshal(v)
+	// encoding/json sorts map keys; numbers are normalised so 3, 3.0 and 3e0 are one value.
+	out, err := json.Marshal(normaliseNumbers(v))
 	if err != nil {
 		return Value{}, fmt.Errorf("encode value: %w", err)
 	}
@@ -146,4 +146,36 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n] + "..."
+}
+
+// CanonicalJSONValue wraps JSON text that is already canonical (compact, object keys sorted,
+// numbers as the producer writes them). Parsers that build canonical JSON themselves use it to avoid
+// a decode and re-encode per value; anything else should call ParseJSONValue.
+func CanonicalJSONValue(canonical string) Value { return Value{json: canonical} }
+
+// normaliseNumbers rewrites JSON numbers canonically: integers that fit int64 in decimal, others as
+// encoding/json writes a float64. Numbers too large for float64 keep their text.
+func normaliseNumbers(v any) any {
+	switch x := v.(type) {
+	case json.Number:
+		if i, err := x.Int64(); err == nil {
+			return i
+		}
+		if f, err := x.Float64(); err == nil {
+			if f == float64(int64(f)) && f >= -1<<53 && f <= 1<<53 {
+				return int64(f)
+			}
+			return f
+		}
+		return x
+	case []any:
+		for i := range x {
+			x[i] = normaliseNumbers(x[i])
+		}
+	case map[string]any:
+		for k := range x {
+			x[k] = normaliseNumbers(x[k])
+		}
+	}
+	return v
 }

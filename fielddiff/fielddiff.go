@@ -1,0 +1,146 @@
+package fielddiff
+
+import (
+	"path"
+	"sort"
+	"strings"
+
+	"github.com/parleyhq/parley/core"
+)
+
+// Change is one field whose value differs between two versions of a file.
+type Change struct {
+	Field    core.Field
+	Old, New core.Value // Old absent: the field was added; New absent: it was removed
+}
+
+// leaf is one field a file sets. key is the field's canonical address, the sort key.
+type leaf struct {
+	key   string
+	field core.Field
+	value core.Value
+}
+
+// Snapshot is a parsed file: every field it sets, with its value, sorted by address. A nil
+// *Snapshot is an empty (or absent) file.
+type Snapshot struct {
+	leaves []leaf
+}
+
+// Supported reports whether path is a file fielddiff reads: .yaml, .yml, .json (Kubernetes
+// manifests) or .tf (Terraform).
+func Supported(path string) bool { return kindOf(path) != "" }
+
+func kindOf(p string) string {
+	switch strings.ToLower(path.Ext(p)) {
+	case ".yaml", ".yml", ".json":
+		return "yaml"
+	case ".tf":
+		return "tf"
+	}
+	return ""
+}
+
+// Parse reads the file at path (repository-relative, slash-separated). An unsupported path gives an
+// empty snapshot.
+func Parse(p string, content []byte) (*Snapshot, error) {
+	var leaves []leaf
+	var err error
+	switch kindOf(p) {
+	case "yaml":
+		leaves, err = parseYAML(p, content)
+	case "tf":
+		leaves, err = parseTF(p, content)
+	default:
+		return &Snapshot{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	sort.Slice(leaves, func(i, j int) bool { return leaves[i].key < leaves[j].key })
+	return &Snapshot{leaves: leaves}, nil
+}
+
+// Get returns the value the snapshot holds for f.
+func (s *Snapshot) Get(f core.Field) (core.Value, bool) {
+	if s == nil {
+		return core.Value{}, false
+	}
+	key := f.String()
+	i := sort.Search(len(s.leaves), func(i int) bool { return s.leaves[i].key >= key })
+	if i < len(s.leaves) && s.leaves[i].key == key {
+		return s.leaves[i].value, true
+	}
+	return core.Value{}, false
+}
+
+// Fields returns every field the snapshot sets, sorted by address.
+func (s *Snapshot) Fields() []core.Field {
+	if s == nil {
+		return nil
+	}
+	out := make([]core.Field, len(s.leaves))
+	for i, l := range s.leaves {
+		out[i] = l.field
+	}
+	return out
+}
+
+// Len is the number of fields the snapshot sets.
+func (s *Snapshot) Len() int {
+	if s == nil {
+		return 0
+	}
+	return len(s.leaves)
+}
+
+// DiffSnapshots compares two snapshots (nil is an empty file). The result is sorted by address.
+func DiffSnapshots(old, new *Snapshot) []Change {
+	var a, b []leaf
+	if old != nil {
+		a = old.leaves
+	}
+	if new != nil {
+		b = new.leaves
+	}
+	var out []Change
+	i, j := 0, 0
+	for i < len(a) || j < len(b) {
+		switch {
+		case j == len(b) || i < len(a) && a[i].key < b[j].key:
+			out = append(out, Change{Field: a[i].field, Old: a[i].value})
+			i++
+		case i == len(a) || b[j].key < a[i].key:
+			out = append(out, Change{Field: b[j].field, New: b[j].value})
+			j++
+		default:
+			if a[i].value != b[j].value {
+				out = append(out, Change{Field: b[j].field, Old: a[i].value, New: b[j].value})
+			}
+			i++
+			j++
+		}
+	}
+	return out
+}
+
+// Diff returns the changed fields between two versions of the file at path. old or new may be nil
+// (the file was added or removed). Unsupported files give no changes.
+func Diff(p string, old, new []byte) ([]Change, error) {
+	if !Supported(p) {
+		return nil, nil
+	}
+	var a, b *Snapshot
+	var err error
+	if old != nil {
+		if a, err = Parse(p, old); err != nil {
+			return nil, err
+		}
+	}
+	if new != nil {
+		if b, err = Parse(p, new); err != nil {
+			return nil, err
+		}
+	}
+	return DiffSnapshots(a, b), nil
+}
