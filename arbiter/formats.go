@@ -1,0 +1,354 @@
+package arbiter
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/parleyhq/parley/core"
+)
+
+// ClaimJSON is a claim as written in claims files and event streams (docs/claims-format.md).
+type ClaimJSON struct {
+	Field      string          `json:"field"`
+	Actor      IdentityJSON    `json:"actor"`
+	Value      json.RawMessage `json:"value,omitempty"` // any JSON value; omitted: absent
+	Expr       string          `json:"expr,omitempty"`  // a Terraform expression instead of a value
+	Yield      bool            `json:"yield,omitempty"`
+	Intent     string          `json:"intent,omitempty"`
+	Motivation *MotivationJSON `json:"motivation,omitempty"`
+	At         string          `json:"at,omitempty"`      // RFC 3339
+	Expires    string          `json:"expires,omitempty"` // RFC 3339, or a duration after at such as "4h"
+	Evidence   EvidenceJSON    `json:"evidence,omitzero"`
+}
+
+// IdentityJSON is an actor's identity.
+type IdentityJSON struct {
+	Source string   `json:"source"`
+	ID     string   `json:"id"`
+	Name   string   `json:"name,omitempty"`
+	Groups []string `json:"groups,omitempty"`
+}
+
+// MotivationJSON is a motivation.
+type MotivationJSON struct {
+	Kind     string `json:"kind"`
+	Ref      string `json:"ref,omitempty"`
+	Severity string `json:"severity,omitempty"`
+}
+
+// EvidenceJSON is where a claim came from.
+type EvidenceJSON struct {
+	Source   string   `json:"source,omitempty"`
+	Commit   string   `json:"commit,omitempty"`
+	PR       int      `json:"pr,omitempty"`
+	EventIDs []string `json:"event_ids,omitempty"`
+	Explicit bool     `json:"explicit,omitempty"`
+}
+
+var knownSources = []core.IdentitySource{core.SourceGitAuthor, core.SourceGitHubUser, core.SourceGitHubTeam,
+	core.SourceKubeUser, core.SourceFieldManager, core.SourceAWSPrincipal}
+
+// Claim converts to a core.Claim. defaultAt is used when At is empty; defaultField when Field is.
+func (cj ClaimJSON) Claim(defaultField core.Field, defaultAt time.Time) (core.Claim, error) {
+	var c core.Claim
+	if cj.Field == "" {
+		if defaultField.IsZero() {
+			return c, errors.New("claim has no field")
+		}
+		c.Field = defaultField
+	} else {
+		f, err := core.ParseField(cj.Field)
+		if err != nil {
+			return c, err
+		}
+		c.Field = f
+	}
+	src := core.IdentitySource(cj.Actor.Source)
+	if !slices.Contains(knownSources, src) {
+		return c, fmt.Errorf("actor source %q: want one of git-author, github-user, github-team, k8s-user, field-manager, aws-principal", cj.Actor.Source)
+	}
+	if cj.Actor.ID == "" {
+		return c, errors.New("actor has no id")
+	}
+	c.Actor.Identity = core.Identity{Source: src, ID: cj.Actor.ID, Name: cj.Actor.Name, Groups: cj.Actor.Groups}
+	switch {
+	case cj.Expr != "" && len(cj.Value) > 0:
+		return c, errors.New("claim has both value and expr")
+	case cj.Expr != "":
+		c.Value = core.ExprValue(cj.Expr)
+	case len(cj.Value) > 0:
+		v, err := core.ParseJSONValue(cj.Value)
+		if err != nil {
+			return c, err
+		}
+		c.Value = v
+	case !cj.Yield:
+		return c, errors.New("claim has no value (write \"value\", \"expr\" or \"yield\": true)")
+	}
+	c.Yield = cj.Yield
+	c.Intent = core.Intent(cj.Intent)
+	if cj.Motivation != nil {
+		sev := core.Severity(cj.Motivation.Severity)
+		if sev.Rank() < 0 {
+			return c, fmt.Errorf("motivation severity %q: want low, medium, high or critical", cj.Motivation.Severity)
+		}
+		if cj.Motivation.Kind == "" {
+			return c, errors.New("motivation has no kind")
+		}
+		c.Motivation = core.Motivation{Kind: cj.Motivation.Kind, Ref: cj.Motivation.Ref, Severity: sev}
+	}
+	c.At = defaultAt
+	if cj.At != "" {
+		t, err := time.Parse(time.RFC3339, cj.At)
+		if err != nil {
+			return c, fmt.Errorf("at %q is not an RFC 3339 time", cj.At)
+		}
+		c.At = t.UTC()
+	}
+	if cj.Expires != "" {
+		if t, err := time.Parse(time.RFC3339, cj.Expires); err == nil {
+			c.Expires = t.UTC()
+		} else if d, err := time.ParseDuration(cj.Expires); err == nil && d > 0 {
+			c.Expires = c.At.Add(d)
+		} else {
+			return c, fmt.Errorf("expires %q: want an RFC 3339 time or a positive duration such as 4h", cj.Expires)
+		}
+	}
+	c.Evidence = core.Evidence{Source: cj.Evidence.Source, Commit: cj.Evidence.Commit, PR: cj.Evidence.PR,
+		EventIDs: cj.Evidence.EventIDs, Explicit: cj.Evidence.Explicit}
+	return c, nil
+}
+
+// ClaimsFile is the input of 'parley explain --claims': claims on one or more fields, the claim Git
+// holds on each, Git's values of other fields (for bounds), and optionally history.
+type ClaimsFile struct {
+	At        string                     `json:"at,omitempty"`
+	Git       []ClaimJSON                `json:"git,omitempty"`
+	Live      []ClaimJSON                `json:"live,omitempty"`
+	History   []ClaimJSON                `json:"history,omitempty"`
+	GitValues map[string]json.RawMessage `json:"git_values,omitempty"`
+}
+
+// ClaimSet is a decoded claims file.
+type ClaimSet struct {
+	At      time.Time // zero when the file does not say
+	Git     map[core.Field]core.Claim
+	Live    []core.Claim
+	History []core.Claim
+	Values  GitValues // Git's values: git_values plus the values of the claims Git holds
+}
+
+// ReadClaims decodes a claims file, naming the entry at fault in errors.
+func ReadClaims(r io.Reader) (*ClaimSet, error) {
+	dec := json.NewDecoder(r)
+	dec.DisallowUnknownFields()
+	var cf ClaimsFile
+	if err := dec.Decode(&cf); err != nil {
+		return nil, fmt.Errorf("claims file: %w", err)
+	}
+	if dec.More() {
+		return nil, errors.New("claims file: trailing data after the JSON object")
+	}
+	cs := &ClaimSet{Git: map[core.Field]core.Claim{}, Values: GitValues{}}
+	if cf.At != "" {
+		t, err := time.Parse(time.RFC3339, cf.At)
+		if err != nil {
+			return nil, fmt.Errorf("claims file: at %q is not an RFC 3339 time", cf.At)
+		}
+		cs.At = t.UTC()
+	}
+	for i, cj := range cf.Git {
+		c, err := cj.Claim(core.Field{}, time.Time{})
+		if err != nil {
+			return nil, fmt.Errorf("claims file: git[%d]: %w", i, err)
+		}
+		if _, dup := cs.Git[c.Field]; dup {
+			return nil, fmt.Errorf("claims file: git[%d]: Git already holds a claim on %s", i, c.Field)
+		}
+		cs.Git[c.Field] = c
+		cs.Values[c.Field] = c.Value
+	}
+	for i, cj := range cf.Live {
+		c, err := cj.Claim(core.Field{}, time.Time{})
+		if err != nil {
+			return nil, fmt.Errorf("claims file: live[%d]: %w", i, err)
+		}
+		cs.Live = append(cs.Live, c)
+	}
+	for i, cj := range cf.History {
+		c, err := cj.Claim(core.Field{}, time.Time{})
+		if err != nil {
+			return nil, fmt.Errorf("claims file: history[%d]: %w", i, err)
+		}
+		cs.History = append(cs.History, c)
+	}
+	keys := make([]string, 0, len(cf.GitValues))
+	for k := range cf.GitValues {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		f, err := core.ParseField(k)
+		if err != nil {
+			return nil, fmt.Errorf("claims file: git_values: %w", err)
+		}
+		v, err := core.ParseJSONValue(cf.GitValues[k])
+		if err != nil {
+			return nil, fmt.Errorf("claims file: git_values[%s]: %w", k, err)
+		}
+		if _, held := cs.Git[f]; !held {
+			cs.Values[f] = v
+		}
+	}
+	return cs, nil
+}
+
+// Fields lists every field the set has a claim on, sorted.
+func (cs *ClaimSet) Fields() []core.Field {
+	seen := map[core.Field]bool{}
+	var out []core.Field
+	add := func(f core.Field) {
+		if !seen[f] {
+			seen[f] = true
+			out = append(out, f)
+		}
+	}
+	for f := range cs.Git {
+		add(f)
+	}
+	for _, c := range cs.Live {
+		add(c.Field)
+	}
+	slices.SortFunc(out, func(a, b core.Field) int { return strings.Compare(a.String(), b.String()) })
+	return out
+}
+
+// Input is the arbiter input for field f at time now.
+func (cs *ClaimSet) Input(f core.Field, now time.Time) Input {
+	in := Input{Field: f, Now: now, Lookup: cs.Values}
+	if g, ok := cs.Git[f]; ok {
+		in.Git = &g
+	}
+	for _, c := range cs.Live {
+		if c.Field == f {
+			in.Live = append(in.Live, c)
+		}
+	}
+	for _, c := range cs.History {
+		if c.Field == f {
+			in.History = append(in.History, c)
+		}
+	}
+	return in
+}
+
+// GitValues is a GitLookup over a map of Git's values.
+type GitValues map[core.Field]core.Value
+
+// GitValue returns Git's value of f.
+func (g GitValues) GitValue(f core.Field) (core.Value, bool, error) {
+	v, ok := g[f]
+	return v, ok && !v.Absent(), nil
+}
+
+// GitFields returns the fields matching p, sorted by address.
+func (g GitValues) GitFields(p core.FieldPattern) ([]core.Field, error) {
+	var out []core.Field
+	for f := range g {
+		if p.Match(f) {
+			out = append(out, f)
+		}
+	}
+	slices.SortFunc(out, func(a, b core.Field) int { return strings.Compare(a.String(), b.String()) })
+	return out, nil
+}
+
+// Event kinds of an event stream.
+const (
+	EventClaim    = "claim"     // a live claim: an actor changes or claims a field
+	EventGit      = "git"       // Git now holds this claim (a merged commit)
+	EventGitValue = "git-value" // Git's value of a field that bounds or conditions read
+	EventTick     = "tick"      // the clock advances; nothing else happens
+)
+
+// Event is one line of an events JSONL stream: a claim plus its kind and an optional note.
+type Event struct {
+	Kind string `json:"kind"`
+	Note string `json:"note,omitempty"`
+	ClaimJSON
+}
+
+// ReadEvents decodes a JSONL event stream. Blank lines and lines starting with # are skipped.
+// Events must be in time order.
+func ReadEvents(r io.Reader) ([]Event, error) {
+	var out []Event
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
+	line := 0
+	var last time.Time
+	for sc.Scan() {
+		line++
+		b := bytes.TrimSpace(sc.Bytes())
+		if len(b) == 0 || b[0] == '#' {
+			continue
+		}
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.DisallowUnknownFields()
+		var ev Event
+		if err := dec.Decode(&ev); err != nil {
+			return nil, fmt.Errorf("events line %d: %w", line, err)
+		}
+		if dec.More() {
+			return nil, fmt.Errorf("events line %d: trailing data after the JSON object", line)
+		}
+		switch ev.Kind {
+		case EventClaim, EventGit, EventGitValue, EventTick:
+		default:
+			return nil, fmt.Errorf("events line %d: kind %q: want claim, git, git-value or tick", line, ev.Kind)
+		}
+		t, err := time.Parse(time.RFC3339, ev.At)
+		if err != nil {
+			return nil, fmt.Errorf("events line %d: at %q is not an RFC 3339 time", line, ev.At)
+		}
+		if t.Before(last) {
+			return nil, fmt.Errorf("events line %d: at %s is before the previous event (%s)", line, ev.At, fmtTime(last))
+		}
+		last = t
+		if err := checkEvent(ev); err != nil {
+			return nil, fmt.Errorf("events line %d: %w", line, err)
+		}
+		out = append(out, ev)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("events line %d: %w", line+1, err)
+	}
+	return out, nil
+}
+
+func checkEvent(ev Event) error {
+	switch ev.Kind {
+	case EventTick:
+		return nil
+	case EventGitValue:
+		if _, err := core.ParseField(ev.Field); err != nil {
+			return err
+		}
+		if len(ev.Value) == 0 {
+			return errors.New("git-value has no value")
+		}
+		_, err := core.ParseJSONValue(ev.Value)
+		return err
+	}
+	if ev.Field == "" {
+		return errors.New("claim has no field")
+	}
+	_, err := ev.Claim(core.Field{}, time.Time{})
+	return err
+}

@@ -1,0 +1,186 @@
+package examples_test
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/parleyhq/parley/arbiter"
+	"github.com/parleyhq/parley/core"
+	"github.com/parleyhq/parley/policy"
+)
+
+var update = flag.Bool("update", false, "rewrite expected.txt from the current output")
+
+// keyVerdict is a verdict a scenario must reach, as "time decision winner=value [rule]".
+type keyVerdict struct {
+	at, decision, winner, rule string
+}
+
+// The verdicts that define each scenario. expected.txt holds the full explanations; this table
+// pins the outcome independently, so regenerating expected.txt cannot hide a changed decision.
+var scenarios = map[string][]keyVerdict{
+	"hpa-vs-cost": {
+		{"2026-11-20T09:00:00Z", "enforce-git", "git=3", "no-contest"},
+		{"2026-11-20T10:00:00Z", "yield", "hpa=8", "rank"},
+		{"2026-11-20T10:05:00Z", "yield", "hpa=8", "rule.live-traffic-over-budget"},
+		{"2026-11-20T10:20:00Z", "yield", "hpa=12", "rule.live-traffic-over-budget"},
+	},
+	"freeze-exploited-cve": {
+		{"2026-11-20T12:00:00Z", "enforce-git", `git="registry.example/checkout:1.4.2"`, "no-contest"},
+		{"2026-11-27T08:00:00Z", "enforce-git", `app-team="registry.example/checkout:1.4.2"`, "rank"},
+		{"2026-11-28T03:00:00Z", "adopt", `scanner="registry.example/checkout:1.4.3"`, "rule.exploited-cve"},
+	},
+	"freeze-deferred-cve": {
+		{"2026-11-20T12:00:00Z", "enforce-git", `git="registry.example/checkout:1.4.2"`, "no-contest"},
+		{"2026-11-27T08:00:00Z", "enforce-git", `app-team="registry.example/checkout:1.4.2"`, "rank"},
+		{"2026-11-28T03:00:00Z", "enforce-git", `app-team="registry.example/checkout:1.4.2"`, "freeze.peak-sales"},
+		{"2026-12-01T00:00:00Z", "adopt", `scanner="registry.example/checkout:1.4.3"`, "rank"},
+	},
+	"oncall-hotfix": {
+		{"2026-11-21T18:00:00Z", "enforce-git", `git="20"`, "no-contest"},
+		{"2026-11-22T02:10:00Z", "yield", `oncall="60"`, "rule.incident-first"},
+		{"2026-11-22T03:00:00Z", "yield", `oncall="60"`, "rule.incident-first"},
+		{"2026-11-22T08:10:00Z", "enforce-git", `git="20"`, "git-tie"},
+	},
+	"incident-vs-launch": {
+		{"2026-11-20T09:00:00Z", "enforce-git", "git=10", "no-contest"},
+		{"2026-11-22T08:00:00Z", "yield", "release-managers=20", "rank"},
+		{"2026-11-22T09:30:00Z", "yield", "oncall=20", "urgency"},
+		{"2026-11-22T13:30:00Z", "yield", "release-managers=20", "rank"},
+	},
+	"oscillation": {
+		{"2026-11-22T09:00:00Z", "enforce-git", "git=4", "no-contest"},
+		{"2026-11-22T10:00:00Z", "adopt", "kafka-agent=8", "rank"},
+		{"2026-11-22T10:05:00Z", "adopt", "kafka-agent=8", "rule.agent-tunes"},
+		{"2026-11-22T10:10:00Z", "hold", "git=4", "oscillation"},
+		{"2026-11-22T10:15:00Z", "hold", "git=4", "oscillation"},
+		{"2026-11-22T12:15:00Z", "adopt", "kafka-agent=8", "rule.agent-tunes"},
+	},
+	"bound-check": {
+		{"2026-11-22T09:00:00Z", "enforce-git", "git=6", "no-contest"},
+		{"2026-11-22T10:00:00Z", "veto", "git=6", "bounds"},
+		{"2026-11-22T10:30:00Z", "yield", "kafka-agent=12", "rank"},
+	},
+	"musculature": {
+		{"2026-11-22T09:00:00Z", "enforce-git", "git=", "no-contest"},
+		{"2026-11-22T10:00:00Z", "veto", "git=", "confined"},
+		{"2026-11-22T10:20:00Z", "veto", "git=", "confined"},
+	},
+}
+
+func TestScenarios(t *testing.T) {
+	dirs, err := filepath.Glob("*/events.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dirs) != len(scenarios) {
+		t.Errorf("found %d scenario directories, the table lists %d", len(dirs), len(scenarios))
+	}
+	for name, want := range scenarios {
+		t.Run(name, func(t *testing.T) {
+			changes := run(t, name)
+			got := arbiter.RenderChanges(changes)
+			golden := filepath.Join(name, "expected.txt")
+			if *update {
+				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			exp, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("read %s (run go test -update to create it): %v", golden, err)
+			}
+			if string(exp) != got {
+				t.Errorf("%s differs from the simulation:\n--- got\n%s", golden, got)
+			}
+			// Verdicts at the keyed times (including rechecks between events).
+			if len(changes) != len(want) {
+				t.Errorf("got %d verdict changes, want %d:\n%s", len(changes), len(want), arbiter.RenderBrief(changes))
+			}
+			for i, w := range want {
+				if i >= len(changes) {
+					break
+				}
+				v := changes[i].Verdict
+				winner := ""
+				if v.Winner != nil {
+					winner = v.Winner.Actor.Name + "=" + v.Winner.Value.JSON()
+					if strings.HasPrefix(v.Winner.Value.JSON(), "{") {
+						winner = v.Winner.Actor.Name + "="
+					}
+				}
+				got := keyVerdict{changes[i].At.UTC().Format("2006-01-02T15:04:05Z"), string(v.Decision), winner, v.Rule}
+				if got != w {
+					t.Errorf("change %d: got %+v, want %+v", i+1, got, w)
+				}
+			}
+		})
+	}
+}
+
+func run(t *testing.T, name string) []arbiter.Change {
+	t.Helper()
+	p, err := policy.LoadFile(filepath.Join(name, "policy.hcl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(filepath.Join(name, "events.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	events, err := arbiter.ReadEvents(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changes, err := arbiter.Simulate(p, events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return changes
+}
+
+// TestScenarioLosers checks who loses, and why, where the scenario is about the loser.
+func TestScenarioLosers(t *testing.T) {
+	tests := []struct {
+		scenario string
+		change   int // index into the changes
+		loser    string
+		decision core.Decision
+		inWhy    string
+	}{
+		{"hpa-vs-cost", 2, "cost-optimizer", core.DecisionYield, "hpa beats cost-optimizer"},
+		{"freeze-deferred-cve", 2, "scanner", core.DecisionEnforceGit, "deferred until it ends: scanner"},
+		{"freeze-exploited-cve", 2, "app-team", core.DecisionAdopt, "admitted: scanner (allow_when"},
+		{"oncall-hotfix", 2, "developers", core.DecisionYield, "developers may not assert it"},
+		{"incident-vs-launch", 2, "release-managers", core.DecisionYield, "release-managers wants the same value 20"},
+		{"oscillation", 3, "kafka-agent", core.DecisionHold, "flipped the value 3 times"},
+		{"bound-check", 1, "kafka-agent", core.DecisionVeto, "above the maximum 16"},
+		{"musculature", 2, "oncall", core.DecisionVeto, "immutable skeleton"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.scenario, func(t *testing.T) {
+			changes := run(t, tt.scenario)
+			if tt.change >= len(changes) {
+				t.Fatalf("only %d changes", len(changes))
+			}
+			v := changes[tt.change].Verdict
+			if v.Decision != tt.decision {
+				t.Errorf("decision %s, want %s", v.Decision, tt.decision)
+			}
+			found := false
+			for _, l := range v.Losers {
+				found = found || l.Actor.Name == tt.loser
+			}
+			if !found {
+				t.Errorf("%s is not among the losers %v", tt.loser, v.Losers)
+			}
+			if text := arbiter.Explain(v); !strings.Contains(text, tt.inWhy) {
+				t.Errorf("explanation lacks %q:\n%s", tt.inWhy, text)
+			}
+		})
+	}
+}

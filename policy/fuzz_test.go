@@ -1,0 +1,55 @@
+package policy
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+)
+
+// FuzzParse checks that no input makes the loader panic, that every failure is Diagnostics with
+// positions in the file, and that a policy that parses has Git's actor and the baseline intent.
+func FuzzParse(f *testing.F) {
+	f.Add(Starter)
+	if b, err := os.ReadFile("../demo/policy.hcl"); err == nil {
+		f.Add(string(b))
+	}
+	f.Add(`rule "r" { when = claim.rank > other.rank
+decision = "win" }`)
+	f.Add(`field "f" {
+  match = ["tf:**//aws_autoscaling_group.*#/desired_capacity"]
+  max   = git("${field.object}#/max_size")
+}`)
+	f.Add(`freeze "f" {
+  start = "2026-11-27T00:00:00Z"
+  end   = "2026-11-28T00:00:00Z"
+  repeat = "weekly"
+  allow_when = claim.severity == "critical"
+}`)
+	f.Add("intent \"a\" { rank = 1e400 }")
+	f.Add("actor \"x\" { k8s_users = [null] }")
+	f.Fuzz(func(t *testing.T, src string) {
+		p, err := Parse([]byte(src), "fuzz.hcl")
+		if err != nil {
+			var diags Diagnostics
+			if !errors.As(err, &diags) || len(diags) == 0 {
+				t.Fatalf("error is not Diagnostics: %v", err)
+			}
+			for _, d := range diags {
+				if d.File != "fuzz.hcl" || d.Line < 1 || d.Column < 1 || d.Message == "" {
+					t.Fatalf("bad diagnostic %+v", d)
+				}
+				if !strings.HasPrefix(d.String(), "fuzz.hcl:") {
+					t.Fatalf("diagnostic %q does not start with the file", d)
+				}
+			}
+			return
+		}
+		if p.GitActor() == nil {
+			t.Fatal("no git actor")
+		}
+		if _, ok := p.Intents["baseline"]; !ok {
+			t.Fatal("no baseline intent")
+		}
+	})
+}

@@ -1,0 +1,256 @@
+package policy
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+
+	"github.com/parleyhq/parley/core"
+)
+
+// GitActorName is the name of the actor that stands for Git itself: the claim Git holds on a field
+// is always made by this actor. A policy may declare it to change its default intent; when it does
+// not, Git's actor exists anyway with intent baseline.
+const GitActorName = "git"
+
+// Policy is a compiled policy. It is immutable after Parse and safe for concurrent use.
+type Policy struct {
+	File string // file name used in diagnostics
+
+	Intents     map[core.Intent]*Intent
+	Motivations map[string]*Motivation
+	Actors      []*Actor // declaration order; Git's actor is always present
+	Fields      []*FieldRule
+	Rules       []*Rule
+	Freezes     []*Freeze
+	Oscillation Oscillation
+	Escalation  Escalation
+
+	actorsByName map[string]*Actor
+	base         *hcl.EvalContext // stdlib functions; parent of every evaluation context
+}
+
+// Intent is a declared intent and its rank: higher ranks win when no rule decides.
+type Intent struct {
+	Name        core.Intent
+	Rank        float64
+	Description string
+}
+
+// Motivation is a declared motivation kind ("why now").
+type Motivation struct {
+	Name        string
+	Urgency     float64 // breaks ties between equal intent ranks; higher wins
+	Description string
+	// DefaultLifetime is given to claims with this motivation that state no expiry; zero: none.
+	DefaultLifetime time.Duration
+	// MaxLifetime caps the expiry of claims with this motivation; zero: no cap.
+	MaxLifetime time.Duration
+	// AssertedBy lists the actors trusted to assert this motivation; nil: anyone.
+	AssertedBy []string
+}
+
+// MayAssert reports whether the named actor is trusted to assert m.
+func (m *Motivation) MayAssert(actor string) bool {
+	return m.AssertedBy == nil || slices.Contains(m.AssertedBy, actor)
+}
+
+// Actor is a declared actor: a named writer of fields and the identities it is recognised by.
+type Actor struct {
+	Name        string
+	Description string
+	// Intent is the intent of the actor's claims that declare none; "" leaves them without intent.
+	Intent core.Intent
+	// Intents lists the intents the actor may assert; nil: any. A claim asserting another intent is
+	// downgraded to Intent.
+	Intents []core.Intent
+	// Confined actors may only write fields whose field block lists them in writers (the "mutable
+	// musculature"); anything else they touch is vetoed.
+	Confined bool
+	// Identity globs per source; * matches any run of characters.
+	Match map[core.IdentitySource][]string
+}
+
+// MayAssertIntent reports whether the actor may assert intent i.
+func (a *Actor) MayAssertIntent(i core.Intent) bool {
+	return a.Intents == nil || slices.Contains(a.Intents, i)
+}
+
+// FieldRule is a field block: what the policy says about the fields its patterns match.
+type FieldRule struct {
+	Name        string
+	Description string
+	Match       []core.FieldPattern
+	// Owner is the standing owner's actor name; "" when the field has none. When OwnerWhen is set the
+	// ownership holds only where it evaluates to true.
+	Owner     string
+	OwnerWhen *Expr
+	Immutable bool
+	// Writers is the allow-list of actors that may write the field (besides Git); nil: anyone.
+	Writers  []string
+	Min, Max *Expr // bounds on numeric values; nil: unbounded
+}
+
+// MatchesField reports whether one of the block's patterns matches f.
+func (fr *FieldRule) MatchesField(f core.Field) bool {
+	for _, p := range fr.Match {
+		if p.Match(f) {
+			return true
+		}
+	}
+	return false
+}
+
+// Decisions a rule may take for a pair of claims.
+const (
+	RuleWin      = "win"      // claim beats other
+	RuleVeto     = "veto"     // claim is vetoed
+	RuleHold     = "hold"     // the field is held at Git's value and humans are asked
+	RuleEscalate = "escalate" // humans decide between claim and other
+)
+
+// Rule is a pairwise rule: when its condition holds for (claim, other), Decision applies.
+type Rule struct {
+	Name        string
+	Description string
+	Fields      []core.FieldPattern // nil: every field
+	When        *Expr
+	Decision    string
+}
+
+// AppliesTo reports whether the rule covers field f.
+func (r *Rule) AppliesTo(f core.Field) bool { return patternsMatch(r.Fields, f) }
+
+// Oscillation configures flip detection; Flips == 0 disables it.
+type Oscillation struct {
+	Flips  int           // flips within Window that trigger a hold
+	Window time.Duration // how far back flips count
+	Hold   time.Duration // how long the hold lasts after the last flip
+}
+
+// Escalation says what happens when nothing decides.
+type Escalation struct {
+	Ask      []string      // people or teams asked
+	Timeout  time.Duration // after this, Fallback applies; zero: wait for humans forever
+	Fallback core.Decision // DecisionEnforceGit or DecisionHold
+}
+
+// Actor returns the named actor, or nil.
+func (p *Policy) Actor(name string) *Actor { return p.actorsByName[name] }
+
+// GitActor returns the actor standing for Git.
+func (p *Policy) GitActor() *Actor { return p.actorsByName[GitActorName] }
+
+// ResolveActor returns the first declared actor (in declaration order) matching the identity, or nil.
+func (p *Policy) ResolveActor(id core.Identity) *Actor {
+	for _, a := range p.Actors {
+		if a.matches(id) {
+			return a
+		}
+	}
+	return nil
+}
+
+func (a *Actor) matches(id core.Identity) bool {
+	for _, g := range a.Match[id.Source] {
+		if globMatch(g, id.ID) {
+			return true
+		}
+	}
+	// A GitHub user's teams match github_teams.
+	if id.Source == core.SourceGitHubUser {
+		for _, g := range a.Match[core.SourceGitHubTeam] {
+			for _, team := range id.Groups {
+				if globMatch(g, team) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// FieldRuleFor returns the first field block matching f, or nil.
+func (p *Policy) FieldRuleFor(f core.Field) *FieldRule {
+	for _, fr := range p.Fields {
+		if fr.MatchesField(f) {
+			return fr
+		}
+	}
+	return nil
+}
+
+// IntentRank returns the rank of an intent and whether the policy declares it.
+func (p *Policy) IntentRank(i core.Intent) (float64, bool) {
+	if in, ok := p.Intents[i]; ok {
+		return in.Rank, true
+	}
+	return 0, false
+}
+
+func patternsMatch(ps []core.FieldPattern, f core.Field) bool {
+	if ps == nil {
+		return true
+	}
+	for _, p := range ps {
+		if p.Match(f) {
+			return true
+		}
+	}
+	return false
+}
+
+// globMatch matches s against a glob in which * matches any run of characters (including / and :).
+func globMatch(pat, s string) bool {
+	if !strings.Contains(pat, "*") {
+		return pat == s
+	}
+	pi, si, star, mark := 0, 0, -1, 0
+	for si < len(s) {
+		switch {
+		case pi < len(pat) && pat[pi] == '*':
+			star, mark = pi, si
+			pi++
+		case pi < len(pat) && pat[pi] == s[si]:
+			pi++
+			si++
+		case star >= 0:
+			pi = star + 1
+			mark++
+			si = mark
+		default:
+			return false
+		}
+	}
+	for pi < len(pat) && pat[pi] == '*' {
+		pi++
+	}
+	return pi == len(pat)
+}
+
+// Diagnostic is one problem found in a policy, at a position in its file.
+type Diagnostic struct {
+	File         string
+	Line, Column int
+	Message      string
+}
+
+// String renders file:line:col: message.
+func (d Diagnostic) String() string {
+	return fmt.Sprintf("%s:%d:%d: %s", d.File, d.Line, d.Column, d.Message)
+}
+
+// Diagnostics are the parse and validation errors of a policy. It is the error type Parse returns.
+type Diagnostics []Diagnostic
+
+// Error renders one diagnostic per line.
+func (ds Diagnostics) Error() string {
+	lines := make([]string, len(ds))
+	for i, d := range ds {
+		lines[i] = d.String()
+	}
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,357 @@
+package policy
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/parleyhq/parley/core"
+)
+
+func TestParseValidPolicies(t *testing.T) {
+	for name, src := range map[string]string{
+		"starter": Starter,
+		"demo":    mustRead(t, "../demo/policy.hcl"),
+		"empty":   "",
+	} {
+		t.Run(name, func(t *testing.T) {
+			p, err := Parse([]byte(src), name+".hcl")
+			if err != nil {
+				t.Fatalf("parse: %v", err)
+			}
+			if p.GitActor() == nil || p.GitActor().Intent != core.IntentBaseline {
+				t.Errorf("git actor: %+v", p.GitActor())
+			}
+			if _, ok := p.Intents[core.IntentBaseline]; !ok {
+				t.Errorf("baseline intent missing")
+			}
+		})
+	}
+}
+
+func mustRead(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestParseErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		src  string
+		want string // one expected diagnostic, as file:line:col: message (prefix)
+	}{
+		{"syntax", "intent \"a\" {\n rank = \n}", "p.hcl:2:9: Invalid expression"},
+		{"unknown block", "bogus {}", `p.hcl:1:1: Unsupported block type`},
+		{"unknown attribute", "intent \"a\" {\n rank = 1\n colour = 2\n}", `p.hcl:3:2: Unsupported argument; An argument named "colour" is not expected here.`},
+		{"missing rank", "intent \"a\" {}", `p.hcl:1:12: Missing required argument`},
+		{"undefined intent", "actor \"x\" {\n intent = \"avilability\"\n}\nintent \"availability\" { rank = 1 }",
+			`p.hcl:2:11: actor x intent refers to undefined intent "avilability" (did you mean "availability"?)`},
+		{"undefined actor in asserted_by", "actor \"oncall\" {}\nmotivation \"incident\" {\n asserted_by = [\"on-call\"]\n}",
+			`p.hcl:3:17: motivation incident asserted_by refers to undefined actor "on-call" (did you mean "oncall"?)`},
+		{"undefined owner", "field \"f\" {\n match = [\"k8s:apps/Deployment/*/*#/spec/replicas\"]\n owner = \"hap\"\n}",
+			`p.hcl:3:10: field f owner refers to undefined actor "hap"`},
+		{"undefined motivation in rule", "motivation \"incident\" {}\nrule \"r\" {\n when = claim.motivation == \"incidnet\"\n decision = \"win\"\n}",
+			`p.hcl:3:29: claim.motivation comparison refers to undefined motivation "incidnet" (did you mean "incident"?)`},
+		{"bad attribute", "rule \"r\" {\n when = other.rnak > 1\n decision = \"win\"\n}", `p.hcl:2:9: other has no attribute "rnak" (did you mean "rank"?)`},
+		{"bad variable", "rule \"r\" {\n when = clam.rank > 1\n decision = \"win\"\n}", `p.hcl:2:9: unknown variable "clam" in when (did you mean "claim"?)`},
+		{"claim not visible in bounds", "field \"f\" {\n match = [\"tf:**//x.y#/a\"]\n max = claim.rank\n}", `p.hcl:3:8: unknown variable "claim" in max`},
+		{"unknown function", "rule \"r\" {\n when = contain([], claim.actor)\n decision = \"win\"\n}", `p.hcl:2:9: unknown function "contain" (did you mean "contains"?)`},
+		{"not a bool", "rule \"r\" {\n when = claim.rank + 1\n decision = \"win\"\n}", `p.hcl:2:9: when must be a bool, not number`},
+		{"bad decision", "rule \"r\" {\n when = true\n decision = \"winn\"\n}", `p.hcl:3:13: rule r: unknown decision "winn" (want win, veto, hold or escalate) (did you mean "win"?)`},
+		{"bad pattern", "field \"f\" {\n match = [\"k8s:apps/Deployment\"]\n}", `p.hcl:2:11: match: field address "k8s:apps/Deployment": want k8s:<group>/<Kind>/[<namespace>/]<name>, got 2 segments`},
+		{"bad duration", "motivation \"m\" {\n default_lifetime = \"4 hours\"\n}", `p.hcl:2:21: default_lifetime: duration "4 hours"`},
+		{"default over max", "motivation \"m\" {\n default_lifetime = \"4h\"\n max_lifetime = \"1h\"\n}", `p.hcl:2:21: default_lifetime 4h0m0s is longer than max_lifetime 1h0m0s`},
+		{"duplicate", "intent \"a\" { rank = 1 }\nintent \"a\" { rank = 2 }", `p.hcl:2:1: duplicate intent block "a" (first declared at line 1)`},
+		{"bad freeze time", "freeze \"f\" {\n start = \"friday\"\n end = \"2026-12-01T00:00:00Z\"\n}", `p.hcl:2:10: freeze f: start "friday" is not an RFC 3339 time`},
+		{"freeze end before start", "freeze \"f\" {\n start = \"2026-12-02T00:00:00Z\"\n end = \"2026-12-01T00:00:00Z\"\n}", `p.hcl:3:8: freeze f: end must be after start`},
+		{"weekly too long", "freeze \"f\" {\n start = \"2026-12-01T00:00:00Z\"\n end = \"2026-12-09T00:00:00Z\"\n repeat = \"weekly\"\n}", `p.hcl:3:8: freeze f: a weekly window must be shorter than its period`},
+		{"flips", "oscillation {\n flips = 1\n}", `p.hcl:2:10: oscillation flips must be a whole number from 2 to 1000`},
+		{"fallback", "escalation {\n fallback = \"adopt\"\n}", `p.hcl:2:13: escalation fallback "adopt": want enforce-git or hold`},
+		{"constant required", "intent \"a\" {\n rank = claim.rank\n}", `p.hcl:2:9: rank must be a constant`},
+		{"immutable with owner", "actor \"a\" {}\nfield \"f\" {\n match = [\"tf:**//aws_vpc.*\"]\n immutable = true\n owner = \"a\"\n}", `p.hcl:2:1: field f: an immutable field has no owner or writers`},
+		{"intents without default", "intent \"a\" { rank = 1 }\nintent \"b\" { rank = 1 }\nactor \"x\" {\n intent = \"a\"\n intents = [\"b\"]\n}", `p.hcl:5:12: actor x: intents must include its default intent "a"`},
+		{"bad name", "intent \"a b\" { rank = 1 }", `p.hcl:1:8: intent name "a b": use letters, digits, -, _ and .`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse([]byte(tt.src), "p.hcl")
+			var diags Diagnostics
+			if !errors.As(err, &diags) {
+				t.Fatalf("want Diagnostics, got %v", err)
+			}
+			for _, d := range diags {
+				if strings.HasPrefix(d.String(), tt.want) {
+					return
+				}
+			}
+			t.Errorf("no diagnostic starts with %q; got:\n%s", tt.want, diags.Error())
+		})
+	}
+}
+
+func TestLoadFileErrors(t *testing.T) {
+	_, err := LoadFile("testdata/does-not-exist.hcl")
+	var diags Diagnostics
+	if err == nil || errors.As(err, &diags) || !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a missing file is a load error, not diagnostics: %v", err)
+	}
+}
+
+func TestResolveActor(t *testing.T) {
+	p, err := Parse([]byte(mustRead(t, "../demo/policy.hcl")), "demo.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		id   core.Identity
+		want string
+	}{
+		{core.Identity{Source: core.SourceKubeUser, ID: "system:serviceaccount:kube-system:horizontal-pod-autoscaler"}, "hpa"},
+		{core.Identity{Source: core.SourceFieldManager, ID: "kube-controller-manager"}, "hpa"},
+		{core.Identity{Source: core.SourceAWSPrincipal, ID: "arn:aws:sts::123456789012:assumed-role/kafka-scaling-agent/i-0abc"}, "kafka-agent"},
+		{core.Identity{Source: core.SourceAWSPrincipal, ID: "arn:aws:sts::123456789012:assumed-role/other/i-0abc"}, ""},
+		{core.Identity{Source: core.SourceGitHubUser, ID: "zoe", Groups: []string{"parleyhq/sre"}}, "oncall"},
+		{core.Identity{Source: core.SourceGitHubTeam, ID: "parleyhq/sre"}, "oncall"},
+		{core.Identity{Source: core.SourceGitHubUser, ID: "zoe"}, ""},
+		{core.Identity{Source: core.SourceGitAuthor, ID: "alice@parley.example"}, "oncall"},
+		{core.Identity{Source: core.SourceGitAuthor, ID: "cost-optimizer@parley.example"}, "cost-optimizer"},
+		// The source matters: an email is not a Kubernetes user unless listed as one.
+		{core.Identity{Source: core.SourceKubeUser, ID: "cost-optimizer@parley.example"}, ""},
+	}
+	for _, tt := range tests {
+		got := ""
+		if a := p.ResolveActor(tt.id); a != nil {
+			got = a.Name
+		}
+		if got != tt.want {
+			t.Errorf("%s: got %q, want %q", tt.id, got, tt.want)
+		}
+	}
+}
+
+func TestGlobMatch(t *testing.T) {
+	tests := []struct {
+		pat, s string
+		want   bool
+	}{
+		{"a", "a", true}, {"a", "b", false}, {"*", "", true}, {"*", "anything/at:all", true},
+		{"arn:aws:sts::*:assumed-role/x/*", "arn:aws:sts::1:assumed-role/x/s", true},
+		{"arn:aws:sts::*:assumed-role/x/*", "arn:aws:sts::1:assumed-role/y/s", false},
+		{"*@example.com", "a@example.com", true}, {"*@example.com", "a@example.org", false},
+		{"a*b*c", "abbbc", true}, {"a*b*c", "acb", false},
+	}
+	for _, tt := range tests {
+		if got := globMatch(tt.pat, tt.s); got != tt.want {
+			t.Errorf("globMatch(%q, %q) = %v", tt.pat, tt.s, got)
+		}
+	}
+}
+
+func TestExprMemo(t *testing.T) {
+	src := `
+intent "a" { rank = 1 }
+rule "profile" {
+  when     = claim.intent == "a" && other.rank < 5 && contains(["x"], claim.actor)
+  decision = "win"
+}
+rule "value" {
+  when     = claim.value == 3
+  decision = "win"
+}
+rule "time" {
+  when     = hour(now) > 9
+  decision = "win"
+}
+rule "field" {
+  when     = field.kind == "Deployment"
+  decision = "win"
+}
+`
+	p, err := Parse([]byte(src), "m.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{"profile": true, "value": false, "time": false, "field": false}
+	for _, r := range p.Rules {
+		if r.When.Memo != want[r.Name] {
+			t.Errorf("rule %s: Memo %v, want %v", r.Name, r.When.Memo, want[r.Name])
+		}
+	}
+}
+
+func TestExprEval(t *testing.T) {
+	src := `
+intent "availability" { rank = 90 }
+field "f" {
+  match = ["tf:**//aws_autoscaling_group.*#/desired_capacity"]
+  min   = git("${field.object}#/min_size")
+  max   = max(git("${field.object}#/max_size"), 2)
+}
+rule "r" {
+  when     = claim.value > 5 && claim.rank == 90 && weekday(now) == "sunday" && startswith(claim.identity, "k8s-user:")
+  decision = "win"
+}
+`
+	p, err := Parse([]byte(src), "e.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := core.TFField("infra/kafka", "aws_autoscaling_group.consumer", "/desired_capacity")
+	look := mapLookup{f.Object().Child("max_size"): mustJSON(t, 16)}
+	env := Env{Field: f, Now: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC), Git: look}
+	if n, ok, err := p.Fields[0].Max.Number(p, env); err != nil || !ok || n != 16 {
+		t.Errorf("max: %v %v %v", n, ok, err)
+	}
+	if _, ok, err := p.Fields[0].Min.Number(p, env); err != nil || ok {
+		t.Errorf("min of a field Git does not hold: ok %v err %v (want null)", ok, err)
+	}
+	claim := &ClaimView{Claim: core.Claim{Value: mustJSON(t, 8), Intent: "availability",
+		Actor: core.Actor{Identity: core.Identity{Source: core.SourceKubeUser, ID: "u"}}}, Rank: 90}
+	env.Claim, env.Other = claim, claim
+	if ok, err := p.Rules[0].When.Bool(p, env); err != nil || !ok {
+		t.Errorf("rule: %v %v", ok, err)
+	}
+	word := *claim
+	word.Claim.Value = core.StringValue("eight")
+	env.Claim = &ClaimView{Claim: word.Claim, Rank: 90}
+	if _, err := p.Rules[0].When.Bool(p, env); err == nil {
+		t.Errorf("comparing a string with a number should fail at evaluation")
+	}
+}
+
+type mapLookup map[core.Field]core.Value
+
+func (m mapLookup) GitValue(f core.Field) (core.Value, bool, error) {
+	v, ok := m[f]
+	return v, ok, nil
+}
+
+func (m mapLookup) GitFields(p core.FieldPattern) ([]core.Field, error) {
+	var out []core.Field
+	for f := range m {
+		if p.Match(f) {
+			out = append(out, f)
+		}
+	}
+	return out, nil
+}
+
+func mustJSON(t *testing.T, v any) core.Value {
+	t.Helper()
+	out, err := core.JSONValue(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestFreezeWindow(t *testing.T) {
+	day := func(d, h int) time.Time { return time.Date(2026, 11, d, h, 0, 0, 0, time.UTC) }
+	once := &Freeze{Start: day(27, 0), End: day(30, 0)}
+	weekly := &Freeze{Start: day(21, 0), End: day(22, 0), Every: 7 * 24 * time.Hour} // Saturdays
+	tests := []struct {
+		name       string
+		fz         *Freeze
+		at         time.Time
+		start, end time.Time
+		active     bool
+	}{
+		{"before", once, day(26, 0), day(27, 0), day(30, 0), false},
+		{"inside", once, day(28, 0), day(27, 0), day(30, 0), true},
+		{"at the end", once, day(30, 0), time.Time{}, time.Time{}, false},
+		{"weekly first", weekly, day(21, 5), day(21, 0), day(22, 0), true},
+		{"weekly between", weekly, day(23, 0), day(28, 0), day(29, 0), false},
+		{"weekly later", weekly, day(28, 23), day(28, 0), day(29, 0), true},
+	}
+	for _, tt := range tests {
+		s, e, a := tt.fz.Window(tt.at)
+		if !s.Equal(tt.start) || !e.Equal(tt.end) || a != tt.active {
+			t.Errorf("%s: got %s %s %v, want %s %s %v", tt.name, s, e, a, tt.start, tt.end, tt.active)
+		}
+	}
+}
+
+func TestParseDuration(t *testing.T) {
+	for in, want := range map[string]time.Duration{"90m": 90 * time.Minute, "7d": 7 * 24 * time.Hour, "1h30m": 90 * time.Minute} {
+		if got, err := ParseDuration(in); err != nil || got != want {
+			t.Errorf("%s: %v %v", in, got, err)
+		}
+	}
+	for _, in := range []string{"", "d", "-1h", "3 days", "99999999d"} {
+		if _, err := ParseDuration(in); err == nil {
+			t.Errorf("%q: want an error", in)
+		}
+	}
+}
+
+// TestDocExample keeps the complete example in docs/policy.md valid.
+func TestDocExample(t *testing.T) {
+	doc := mustRead(t, "../docs/policy.md")
+	_, rest, ok := strings.Cut(doc, "## A complete example")
+	if !ok {
+		t.Fatal("docs/policy.md has no complete example")
+	}
+	_, rest, _ = strings.Cut(rest, "```hcl\n")
+	src, _, ok := strings.Cut(rest, "```")
+	if !ok {
+		t.Fatal("unterminated example")
+	}
+	p, err := Parse([]byte(src), "docs/policy.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	demo, err := Parse([]byte(mustRead(t, "../demo/policy.hcl")), "demo.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Actors) != len(demo.Actors) || len(p.Fields) != len(demo.Fields) || len(p.Rules) != len(demo.Rules) ||
+		len(p.Motivations) != len(demo.Motivations) || len(p.Intents) != len(demo.Intents) {
+		t.Errorf("the documented example and demo/policy.hcl differ")
+	}
+}
+
+// TestGitBoundFastPath checks the git("...") shortcut of Number agrees with evaluating the HCL.
+func TestGitBoundFastPath(t *testing.T) {
+	p, err := Parse([]byte(`field "f" {
+  match = ["tf:**//aws_autoscaling_group.*#/desired_capacity"]
+  max   = git("${field.object}#/max_size")
+  min   = git("tf:${field.module}//${field.resource}#/min_size")
+}`), "fast.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := core.TFField("infra/kafka", "aws_autoscaling_group.consumer", "/desired_capacity")
+	for _, e := range []*Expr{p.Fields[0].Max, p.Fields[0].Min} {
+		if e.gitAddr == nil {
+			t.Fatalf("%s: no fast path", e.Source)
+		}
+	}
+	for name, v := range map[string]*core.Value{
+		"number": ptr(mustJSON(t, 16)), "float": ptr(mustJSON(t, 2.5)), "numeric string": ptr(core.StringValue("16")),
+		"word": ptr(core.StringValue("sixteen")), "null": ptr(mustJSON(t, nil)), "list": ptr(mustJSON(t, []int{1})), "absent": nil,
+	} {
+		look := mapLookup{}
+		if v != nil {
+			look[f.Object().Child("max_size")] = *v
+			look[core.TFField("infra/kafka", "aws_autoscaling_group.consumer", "/min_size")] = *v
+		}
+		env := Env{Field: f, Git: look}
+		for _, e := range []*Expr{p.Fields[0].Max, p.Fields[0].Min} {
+			fastN, fastOK, fastErr := e.Number(p, env)
+			slow := *e
+			slow.gitAddr = nil
+			slowN, slowOK, slowErr := slow.Number(p, env)
+			if fastN != slowN || fastOK != slowOK || (fastErr == nil) != (slowErr == nil) {
+				t.Errorf("%s, %s: fast %v %v %v, slow %v %v %v", name, e.Source, fastN, fastOK, fastErr, slowN, slowOK, slowErr)
+			}
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
