@@ -1,0 +1,142 @@
+package review
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
+
+	"github.com/parleyhq/parley/core"
+)
+
+// GitSource reads a pull request from a local repository: the commits reachable from head and not
+// from base, and the files that differ between base and head. It is what `parley review` uses
+// offline, and what tests use in place of GitHub.
+type GitSource struct {
+	repo       *git.Repository
+	base, head *object.Commit
+}
+
+// OpenGitSource opens the repository at dir and resolves base and head (any revision go-git reads).
+func OpenGitSource(dir, base, head string) (*GitSource, error) {
+	repo, err := git.PlainOpenWithOptions(dir, &git.PlainOpenOptions{DetectDotGit: true})
+	if err != nil {
+		return nil, fmt.Errorf("open repository %s: %w", dir, err)
+	}
+	s := &GitSource{repo: repo}
+	if s.base, err = resolve(repo, base); err != nil {
+		return nil, err
+	}
+	if s.head, err = resolve(repo, head); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func resolve(repo *git.Repository, rev string) (*object.Commit, error) {
+	h, err := repo.ResolveRevision(plumbing.Revision(rev))
+	if err != nil {
+		return nil, fmt.Errorf("resolve %q: %w", rev, err)
+	}
+	c, err := repo.CommitObject(*h)
+	if err != nil {
+		return nil, fmt.Errorf("read commit %s: %w", h, err)
+	}
+	return c, nil
+}
+
+// BaseSHA and HeadSHA are the resolved commits.
+func (s *GitSource) BaseSHA() string { return s.base.Hash.String() }
+
+// HeadSHA is the resolved head commit.
+func (s *GitSource) HeadSHA() string { return s.head.Hash.String() }
+
+// HeadCommit returns the head commit's author and time, for PullRequest.Author and Updated.
+func (s *GitSource) HeadCommit() (core.Identity, Commit) {
+	c := s.head
+	id := core.Identity{Source: core.SourceGitAuthor, ID: c.Author.Email, Name: c.Author.Name}
+	return id, Commit{SHA: c.Hash.String(), Message: c.Message, Author: id, Time: c.Author.When}
+}
+
+// Commits lists the commits reachable from head but not from base, oldest first.
+func (s *GitSource) Commits(ctx context.Context) ([]Commit, error) {
+	inBase := map[plumbing.Hash]bool{}
+	it := object.NewCommitPreorderIter(s.base, nil, nil)
+	if err := it.ForEach(func(c *object.Commit) error {
+		inBase[c.Hash] = true
+		return ctx.Err()
+	}); err != nil {
+		return nil, fmt.Errorf("walk base %s: %w", s.base.Hash, err)
+	}
+	var out []Commit
+	it = object.NewCommitPreorderIter(s.head, inBase, nil)
+	err := it.ForEach(func(c *object.Commit) error {
+		if inBase[c.Hash] {
+			return nil
+		}
+		out = append(out, Commit{SHA: c.Hash.String(), Message: c.Message,
+			Author: core.Identity{Source: core.SourceGitAuthor, ID: c.Author.Email, Name: c.Author.Name}, Time: c.Author.When})
+		return ctx.Err()
+	})
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("walk head %s: %w", s.head.Hash, err)
+	}
+	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+		out[i], out[j] = out[j], out[i]
+	}
+	return out, nil
+}
+
+// Files lists the files that differ between base and head.
+func (s *GitSource) Files(ctx context.Context) ([]FileChange, error) {
+	bt, err := s.base.Tree()
+	if err != nil {
+		return nil, err
+	}
+	ht, err := s.head.Tree()
+	if err != nil {
+		return nil, err
+	}
+	changes, err := object.DiffTreeWithOptions(ctx, bt, ht, &object.DiffTreeOptions{DetectRenames: true})
+	if err != nil {
+		return nil, fmt.Errorf("diff %s..%s: %w", s.base.Hash, s.head.Hash, err)
+	}
+	var out []FileChange
+	for _, c := range changes {
+		switch {
+		case c.From.Name == "":
+			out = append(out, FileChange{Path: c.To.Name, Status: "added"})
+		case c.To.Name == "":
+			out = append(out, FileChange{Path: c.From.Name, Status: "removed"})
+		case c.From.Name != c.To.Name:
+			out = append(out, FileChange{Path: c.To.Name, PreviousPath: c.From.Name, Status: "renamed"})
+		default:
+			out = append(out, FileChange{Path: c.To.Name, Status: "modified"})
+		}
+	}
+	return out, nil
+}
+
+// Content reads a file at a commit.
+func (s *GitSource) Content(ctx context.Context, sha, path string) ([]byte, bool, error) {
+	c, err := s.repo.CommitObject(plumbing.NewHash(sha))
+	if err != nil {
+		return nil, false, fmt.Errorf("read commit %s: %w", sha, err)
+	}
+	f, err := c.File(path)
+	if errors.Is(err, object.ErrFileNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("read %s at %s: %w", path, sha, err)
+	}
+	text, err := f.Contents()
+	if err != nil {
+		return nil, false, fmt.Errorf("read %s at %s: %w", path, sha, err)
+	}
+	return []byte(text), true, nil
+}

@@ -1,0 +1,339 @@
+package review
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/parleyhq/parley/arbiter"
+	"github.com/parleyhq/parley/core"
+	"github.com/parleyhq/parley/fielddiff"
+	"github.com/parleyhq/parley/policy"
+	"github.com/parleyhq/parley/trailers"
+)
+
+// PullRequest describes the pull request being judged.
+type PullRequest struct {
+	Number  int
+	BaseSHA string
+	HeadSHA string
+	Title   string
+	Body    string
+	Labels  []string
+	Author  core.Identity // the GitHub user who opened it
+	Updated time.Time     // when the head last changed: the time of the PR's claims
+}
+
+// Commit is one commit of the pull request.
+type Commit struct {
+	SHA     string
+	Message string
+	Author  core.Identity
+	Time    time.Time
+}
+
+// FileChange is one file the pull request changes.
+type FileChange struct {
+	Path         string
+	PreviousPath string // for renames; "" otherwise
+	Status       string // "added", "removed", "modified", "renamed", ...
+}
+
+// Source reads a pull request's commits and files. Implementations may cache; Evaluate calls each
+// method at most once per file and revision.
+type Source interface {
+	Commits(ctx context.Context) ([]Commit, error)
+	Files(ctx context.Context) ([]FileChange, error)
+	// Content returns a file at a commit; ok is false when the file does not exist there.
+	Content(ctx context.Context, sha, path string) (data []byte, ok bool, err error)
+}
+
+// GitState is the base branch's ledger: what Git claims now and claimed before.
+type GitState interface {
+	Current(f core.Field) (core.Claim, bool, error)
+	History(f core.Field) ([]core.Claim, error)
+	Fields(p core.FieldPattern) ([]core.Field, error)
+}
+
+// LiveState answers the live claims on a field: changes made outside Git that still stand, and
+// claims made by commands. A nil LiveState means none.
+type LiveState interface {
+	Live(f core.Field, now time.Time) ([]core.Claim, error)
+}
+
+// Result is the judgement of one pull request.
+type Result struct {
+	Verdicts []core.Verdict // one per field the pull request claims, sorted by field
+	Claims   []core.Claim   // the pull request's own claims
+	// Declaration is the merged intent and motivation the claims carry, and where each came from.
+	Declaration core.Declaration
+	Sources     []string // e.g. "intent from label intent/security"
+	// Problems are things a person should fix: malformed trailers (with commit and line), files that
+	// do not parse. They never stop the evaluation.
+	Problems []string
+}
+
+// Evaluate judges a pull request under pol (the base branch's policy) at now.
+func Evaluate(ctx context.Context, pr PullRequest, src Source, pol *policy.Policy, git GitState, live LiveState, now time.Time) (Result, error) {
+	var res Result
+	commits, err := src.Commits(ctx)
+	if err != nil {
+		return Result{}, fmt.Errorf("pull request #%d: list commits: %w", pr.Number, err)
+	}
+	files, err := src.Files(ctx)
+	if err != nil {
+		return Result{}, fmt.Errorf("pull request #%d: list files: %w", pr.Number, err)
+	}
+	decl, explicit := declare(pr, commits, &res)
+	res.Declaration = decl
+
+	// Implicit claims: every field the pull request changes, base against head.
+	changed := map[core.Field]core.Value{}
+	for _, fc := range files {
+		if err := ctx.Err(); err != nil {
+			return Result{}, err
+		}
+		if !fielddiff.Supported(fc.Path) && (fc.PreviousPath == "" || !fielddiff.Supported(fc.PreviousPath)) {
+			continue
+		}
+		oldPath := fc.Path
+		if fc.PreviousPath != "" {
+			oldPath = fc.PreviousPath
+		}
+		oldData, err := content(ctx, src, pr.BaseSHA, oldPath, fc.Status != "added")
+		if err != nil {
+			return Result{}, fmt.Errorf("pull request #%d: read %s at base %s: %w", pr.Number, oldPath, short(pr.BaseSHA), err)
+		}
+		newData, err := content(ctx, src, pr.HeadSHA, fc.Path, fc.Status != "removed")
+		if err != nil {
+			return Result{}, fmt.Errorf("pull request #%d: read %s at head %s: %w", pr.Number, fc.Path, short(pr.HeadSHA), err)
+		}
+		changes, err := fielddiff.Diff(fc.Path, oldData, newData)
+		if err != nil {
+			res.Problems = append(res.Problems, fmt.Sprintf("%s: not judged: %v", fc.Path, err))
+			continue
+		}
+		for _, c := range changes {
+			changed[c.Field] = c.New
+		}
+	}
+	claims := map[core.Field]core.Claim{}
+	for f, v := range changed {
+		claims[f] = newClaim(pr, decl, f, v, false)
+	}
+	// Explicit Claim trailers state a value (or confirm the change); Yield trailers give fields up.
+	for _, st := range explicit.claims {
+		v := st.Value
+		if !st.HasValue {
+			v = changed[st.Field]
+		}
+		claims[st.Field] = newClaim(pr, decl, st.Field, v, true)
+	}
+	for _, y := range explicit.yields {
+		for f := range changed {
+			if y.Match(f) {
+				c := newClaim(pr, decl, f, core.Value{}, true)
+				c.Yield = true
+				claims[f] = c
+			}
+		}
+	}
+
+	lookup := overlay{git: git, head: changed}
+	arb := arbiter.New(pol)
+	fields := make([]core.Field, 0, len(claims))
+	for f := range claims {
+		fields = append(fields, f)
+	}
+	sort.Slice(fields, func(i, j int) bool { return fields[i].String() < fields[j].String() })
+	for _, f := range fields {
+		in := arbiter.Input{Field: f, Now: now, Lookup: lookup, Live: []core.Claim{claims[f]}}
+		if git != nil {
+			cur, ok, err := git.Current(f)
+			if err != nil {
+				return Result{}, fmt.Errorf("ledger: current claim on %s: %w", f, err)
+			}
+			if ok {
+				in.Git = &cur
+			}
+			if in.History, err = git.History(f); err != nil {
+				return Result{}, fmt.Errorf("ledger: history of %s: %w", f, err)
+			}
+		}
+		if live != nil {
+			lc, err := live.Live(f, now)
+			if err != nil {
+				return Result{}, fmt.Errorf("live claims on %s: %w", f, err)
+			}
+			in.Live = append(in.Live, lc...)
+		}
+		res.Claims = append(res.Claims, claims[f])
+		res.Verdicts = append(res.Verdicts, arb.Decide(in))
+	}
+	return res, nil
+}
+
+func content(ctx context.Context, src Source, sha, path string, expected bool) ([]byte, error) {
+	if !expected {
+		return nil, nil
+	}
+	data, ok, err := src.Content(ctx, sha, path)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, nil
+	}
+	return data, nil
+}
+
+func newClaim(pr PullRequest, d core.Declaration, f core.Field, v core.Value, explicit bool) core.Claim {
+	intent := d.Intent
+	if intent == "" {
+		intent = core.IntentBaseline
+	}
+	return core.Claim{
+		Field: f, Actor: core.Actor{Identity: pr.Author}, Value: v, Intent: intent, Motivation: d.Motivation,
+		At: pr.Updated, Expires: d.Expires,
+		Evidence: core.Evidence{Source: "github-pull-request", Commit: pr.HeadSHA, PR: pr.Number, Explicit: explicit},
+	}
+}
+
+type explicitClaims struct {
+	claims []core.ClaimStatement
+	yields []core.FieldPattern
+}
+
+// declare merges what the pull request says about itself. Precedence, highest first: labels
+// (intent/<name>, motivation/<kind>), the trailer block at the end of the body, then the newest
+// commit that declares it. Disagreeing commits are reported, since the pull request as a whole can
+// only have one intent.
+func declare(pr PullRequest, commits []Commit, res *Result) (core.Declaration, explicitClaims) {
+	var d core.Declaration
+	var ex explicitClaims
+	seenIntent := map[core.Intent]string{}
+	for i := len(commits) - 1; i >= 0; i-- { // newest first
+		c := commits[i]
+		ts := trailers.Parse(c.Message, trailers.Options{})
+		cd, problems := trailers.Interpret(ts, c.Time)
+		for _, p := range problems {
+			res.Problems = append(res.Problems, fmt.Sprintf("commit %s: %v", short(c.SHA), p))
+		}
+		if cd.Intent != "" {
+			seenIntent[cd.Intent] = short(c.SHA)
+			if d.Intent == "" {
+				d.Intent = cd.Intent
+				res.Sources = append(res.Sources, fmt.Sprintf("intent %s from commit %s", cd.Intent, short(c.SHA)))
+			}
+		}
+		if d.Motivation.IsZero() && !cd.Motivation.IsZero() {
+			d.Motivation = cd.Motivation
+			res.Sources = append(res.Sources, fmt.Sprintf("motivation %s from commit %s", cd.Motivation, short(c.SHA)))
+		}
+		if d.Expires.IsZero() {
+			d.Expires = cd.Expires
+		}
+		ex.claims = append(ex.claims, cd.Claims...)
+		ex.yields = append(ex.yields, cd.Yields...)
+	}
+	if len(seenIntent) > 1 {
+		var parts []string
+		for i, sha := range seenIntent {
+			parts = append(parts, fmt.Sprintf("%s (%s)", i, sha))
+		}
+		slices.Sort(parts)
+		res.Problems = append(res.Problems, "commits declare different intents: "+strings.Join(parts, ", ")+
+			"; state the pull request's intent in its body or with an intent/ label")
+	}
+	if strings.TrimSpace(pr.Body) != "" {
+		// The body is judged like a commit message whose title is the pull request's title.
+		ts := trailers.Parse(pr.Title+"\n\n"+pr.Body+"\n", trailers.Options{NoDivider: true})
+		bd, problems := trailers.Interpret(ts, pr.Updated)
+		for _, p := range problems {
+			res.Problems = append(res.Problems, fmt.Sprintf("pull request body: %v", p))
+		}
+		if bd.Intent != "" {
+			d.Intent = bd.Intent
+			res.Sources = append(res.Sources, fmt.Sprintf("intent %s from the pull request body", bd.Intent))
+		}
+		if !bd.Motivation.IsZero() {
+			d.Motivation = bd.Motivation
+			res.Sources = append(res.Sources, fmt.Sprintf("motivation %s from the pull request body", bd.Motivation))
+		}
+		if !bd.Expires.IsZero() {
+			d.Expires = bd.Expires
+		}
+		ex.claims = append(ex.claims, bd.Claims...)
+		ex.yields = append(ex.yields, bd.Yields...)
+	}
+	for _, l := range pr.Labels {
+		if v, ok := strings.CutPrefix(l, "intent/"); ok && v != "" {
+			d.Intent = core.Intent(strings.ToLower(v))
+			res.Sources = append(res.Sources, "intent "+strings.ToLower(v)+" from label "+l)
+		}
+		if v, ok := strings.CutPrefix(l, "motivation/"); ok && v != "" {
+			d.Motivation = core.Motivation{Kind: strings.ToLower(v)}
+			res.Sources = append(res.Sources, "motivation "+strings.ToLower(v)+" from label "+l)
+		}
+	}
+	d.PR = pr.Number
+	return d, ex
+}
+
+// overlay answers Git lookups for bounds and conditions with the pull request's head values first:
+// a pull request that raises max_size and desired_capacity together is checked against its own
+// max_size (and the change to max_size is itself judged by that field's rules).
+type overlay struct {
+	git  GitState
+	head map[core.Field]core.Value
+}
+
+func (o overlay) GitValue(f core.Field) (core.Value, bool, error) {
+	if v, ok := o.head[f]; ok {
+		return v, !v.Absent(), nil
+	}
+	if o.git == nil {
+		return core.Value{}, false, nil
+	}
+	c, ok, err := o.git.Current(f)
+	if err != nil || !ok {
+		return core.Value{}, false, err
+	}
+	return c.Value, !c.Value.Absent(), nil
+}
+
+func (o overlay) GitFields(p core.FieldPattern) ([]core.Field, error) {
+	set := map[core.Field]bool{}
+	if o.git != nil {
+		fs, err := o.git.Fields(p)
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range fs {
+			set[f] = true
+		}
+	}
+	for f, v := range o.head {
+		if p.Match(f) {
+			set[f] = !v.Absent()
+		}
+	}
+	var out []core.Field
+	for f, present := range set {
+		if present {
+			out = append(out, f)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
+	return out, nil
+}
+
+func short(sha string) string {
+	if len(sha) > 12 {
+		return sha[:12]
+	}
+	return sha
+}
