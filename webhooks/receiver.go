@@ -267,15 +267,15 @@ func truncate(s string, n int) string {
 	return s
 }
 
-// validEvent accepts GitHub event names: lower-case letters and underscores, as in
-// "pull_request_review". The name becomes a metric label and a log attribute, so the check is
+// validEvent accepts GitHub event names: lower-case letters, digits and underscores, as in
+// "pull_request_review" and "projects_v2_item". The name becomes a metric label and a log attribute, so the check is
 // strict.
 func validEvent(s string) bool {
 	if len(s) > 64 {
 		return false
 	}
 	for _, c := range []byte(s) {
-		if (c < 'a' || c > 'z') && c != '_' {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '_' {
 			return false
 		}
 	}

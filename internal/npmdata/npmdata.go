@@ -1,0 +1,71 @@
+// Package npmdata locates the npm packages with GitHub's own artifacts that tests read (example
+// webhook payloads, the REST API description). scripts/fetch-testdata.sh fetches them, pinned, into
+// .cache/npm/ at the module root; ./scripts/test and CI run it before the tests.
+package npmdata
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// Pinned versions; keep in step with scripts/fetch-testdata.sh.
+const (
+	WebhooksExamples = "@octokit/webhooks-examples@7.6.1"
+	OpenAPI          = "@octokit/openapi@23.0.2"
+)
+
+// Dir returns the directory of a cached package, or an error naming the script that fetches it.
+func Dir(pkg string) (string, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for dir := wd; ; dir = filepath.Dir(dir) {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			if _, err := os.Stat(filepath.Join(dir, "scripts", "fetch-testdata.sh")); err == nil {
+				p := filepath.Join(dir, ".cache", "npm", pkg)
+				if _, err := os.Stat(filepath.Join(p, "package.json")); err != nil {
+					return "", fmt.Errorf("npm package %s is not in %s: run ./scripts/fetch-testdata.sh (./scripts/test does)", pkg, p)
+				}
+				return p, nil
+			}
+		}
+		if parent := filepath.Dir(dir); parent == dir {
+			return "", fmt.Errorf("no module root with scripts/fetch-testdata.sh above %s", wd)
+		}
+	}
+}
+
+// WebhookExample is one example payload of one event.
+type WebhookExample struct {
+	Event   string
+	Payload json.RawMessage
+}
+
+// WebhookExamples returns every example payload GitHub publishes for api.github.com.
+func WebhookExamples() ([]WebhookExample, error) {
+	dir, err := Dir(WebhooksExamples)
+	if err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "api.github.com", "index.json"))
+	if err != nil {
+		return nil, err
+	}
+	var index []struct {
+		Name     string            `json:"name"`
+		Examples []json.RawMessage `json:"examples"`
+	}
+	if err := json.Unmarshal(b, &index); err != nil {
+		return nil, fmt.Errorf("decode %s index: %w", WebhooksExamples, err)
+	}
+	var out []WebhookExample
+	for _, e := range index {
+		for _, p := range e.Examples {
+			out = append(out, WebhookExample{Event: e.Name, Payload: p})
+		}
+	}
+	return out, nil
+}
