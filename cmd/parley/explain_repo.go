@@ -1,0 +1,85 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/parleyhq/parley/ledger"
+	"github.com/parleyhq/parley/policy"
+)
+
+// repoState is a repository's ledger, brought up to date with its default branch.
+type repoState struct {
+	*ledger.Ledger
+	dir, branch string
+}
+
+// openRepo opens dir's ledger and updates it from the default branch.
+func openRepo(cmd *cobra.Command, dir string) (*repoState, error) {
+	l, err := ledger.Open(dir, ledger.Options{})
+	if errors.Is(err, ledger.ErrNotRepository) {
+		return nil, usageErr(err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open ledger of %s: %w", dir, err)
+	}
+	branch, err := defaultBranch(dir, l)
+	if err != nil {
+		l.Close()
+		return nil, usageErr(err)
+	}
+	if _, err := l.Update(cmd.Context(), branch); err != nil {
+		l.Close()
+		if errors.Is(err, ledger.ErrNoBranch) {
+			return nil, usageErr(err)
+		}
+		return nil, fmt.Errorf("update ledger of %s from %s: %w", dir, branch, err)
+	}
+	return &repoState{Ledger: l, dir: dir, branch: branch}, nil
+}
+
+// policySource reads the policy from the default branch, never from the work tree: a pull
+// request's head must not judge itself under its own policy.
+func (r *repoState) policySource() ([]byte, string, error) {
+	name := r.branch + ":" + policy.DefaultFile
+	out, err := explainGit(r.dir, "show", name)
+	if err != nil {
+		return nil, name, fmt.Errorf("read %s in %s: %w", name, r.dir, err)
+	}
+	return out, name, nil
+}
+
+// defaultBranch is the local branch origin's HEAD names when the repository has one, else main or
+// master when they exist, else the branch HEAD points at. A checked-out pull request branch is thus
+// never taken for the default branch when the usual names exist.
+func defaultBranch(dir string, l *ledger.Ledger) (string, error) {
+	var candidates []string
+	if out, err := explainGit(dir, "symbolic-ref", "--quiet", "--short", "refs/remotes/origin/HEAD"); err == nil {
+		candidates = append(candidates, strings.TrimPrefix(strings.TrimSpace(string(out)), "origin/"))
+	}
+	for _, b := range append(candidates, "main", "master") {
+		if _, err := explainGit(dir, "rev-parse", "--verify", "--quiet", "refs/heads/"+b); err == nil {
+			return b, nil
+		}
+	}
+	return l.DefaultBranch()
+}
+
+func explainGit(dir string, args ...string) ([]byte, error) {
+	var stderr bytes.Buffer
+	c := exec.Command("git", append([]string{"-C", dir}, args...)...)
+	c.Stderr = &stderr
+	out, err := c.Output()
+	if err != nil {
+		if msg := strings.TrimSpace(stderr.String()); msg != "" {
+			return nil, fmt.Errorf("git %s: %s", strings.Join(args, " "), msg)
+		}
+		return nil, fmt.Errorf("git %s: %w", strings.Join(args, " "), err)
+	}
+	return out, nil
+}

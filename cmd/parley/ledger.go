@@ -1,0 +1,316 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/parleyhq/parley/core"
+	"github.com/parleyhq/parley/ledger"
+)
+
+type ledgerFlags struct {
+	repo, branch, field string
+	json, all           bool
+}
+
+func newLedgerCmd() *cobra.Command {
+	var fl ledgerFlags
+	cmd := &cobra.Command{
+		Use:   "ledger",
+		Short: "Show every field's claim history and the claim Git holds now",
+		Long: `Update the repository's ledger index (<git dir>/parley/ledger.db; only commits after the last update
+are read) and print, for each field, its claim history on the branch's first-parent history: commit,
+time, author, value, intent, motivation, whether the claim was implicit (the commit changed the field)
+or explicit (a Claim trailer), expiry and pull request; then the claim Git holds now.
+
+Without --field, fields changed after they were created are shown in full and the others counted;
+--all shows every field. Problems found while reading the history (malformed trailers, files that could
+not be parsed) are listed at the end.`,
+		Example: `  parley ledger
+  parley ledger --repo ../infra --branch main
+  parley ledger --field 'k8s:apps/Deployment/prod/*#/spec/replicas'
+  parley ledger --field 'tf:**//aws_autoscaling_group.*' --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runLedger(cmd, fl, cmd.OutOrStdout())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&fl.repo, "repo", ".", "the repository (a work tree or bare repository)")
+	f.StringVar(&fl.branch, "branch", "", "the branch (default: the branch HEAD points at)")
+	f.StringVar(&fl.field, "field", "", "only fields matching this address pattern (* within a segment, ** across pointer tokens or module directories)")
+	f.BoolVar(&fl.json, "json", false, "print JSON")
+	f.BoolVar(&fl.all, "all", false, "show every field in full, including fields with a single claim")
+	return cmd
+}
+
+func runLedger(cmd *cobra.Command, fl ledgerFlags, out io.Writer) error {
+	var pattern core.FieldPattern
+	if fl.field != "" {
+		p, err := core.ParseFieldPattern(fl.field)
+		if err != nil {
+			return usageErr(fmt.Errorf("--field: %w", err))
+		}
+		pattern = p
+	}
+	l, err := ledger.Open(fl.repo, ledger.Options{})
+	if errors.Is(err, ledger.ErrNotRepository) {
+		return usageErr(err)
+	}
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	stats, err := l.Update(cmd.Context(), fl.branch)
+	if errors.Is(err, ledger.ErrNoBranch) {
+		return usageErr(err)
+	}
+	if err != nil {
+		return err
+	}
+	b, err := l.Branch(stats.Branch)
+	if err != nil {
+		return err
+	}
+	rep, err := buildLedgerReport(b, stats, pattern)
+	if err != nil {
+		return err
+	}
+	if fl.json {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	writeLedgerText(out, rep, fl.all || fl.field != "")
+	return nil
+}
+
+// ledgerReport is the ledger command's output, in JSON as in text.
+type ledgerReport struct {
+	Branch   string          `json:"branch"`
+	Tip      string          `json:"tip"`
+	Commits  int             `json:"commits"`
+	Update   ledgerUpdate    `json:"update"`
+	Fields   []fieldReport   `json:"fields"`
+	Problems []problemReport `json:"problems"`
+}
+
+type ledgerUpdate struct {
+	From    string `json:"from,omitempty"`
+	Commits int    `json:"commits"`
+	Rebuilt bool   `json:"rebuilt"`
+}
+
+type fieldReport struct {
+	Field   string        `json:"field"`
+	History []claimReport `json:"history"`
+	Current *claimReport  `json:"current"`
+}
+
+type claimReport struct {
+	Commit         string     `json:"commit"`
+	Subject        string     `json:"subject"`
+	Time           time.Time  `json:"time"`
+	AuthorName     string     `json:"author_name"`
+	AuthorEmail    string     `json:"author_email"`
+	Value          core.Value `json:"value"`
+	Yield          bool       `json:"yield,omitempty"`
+	Changed        bool       `json:"changed"`
+	Explicit       bool       `json:"explicit"`
+	Intent         string     `json:"intent"`
+	IntentDeclared bool       `json:"intent_declared"`
+	Motivation     string     `json:"motivation,omitempty"`
+	Expires        time.Time  `json:"expires,omitzero"`
+	PR             int        `json:"pr,omitempty"`
+	Merge          bool       `json:"merge,omitempty"`
+}
+
+type problemReport struct {
+	Commit  string `json:"commit"`
+	Path    string `json:"path,omitempty"`
+	Line    int    `json:"line,omitempty"`
+	Key     string `json:"key,omitempty"`
+	Value   string `json:"value,omitempty"`
+	Message string `json:"message"`
+}
+
+func claimOf(e ledger.Entry) claimReport {
+	return claimReport{
+		Commit: e.Evidence.Commit, Subject: e.Subject, Time: e.At.UTC(),
+		AuthorName: e.Actor.Identity.Name, AuthorEmail: e.Actor.Identity.ID,
+		Value: e.Value, Yield: e.Yield, Changed: e.Changed, Explicit: e.Evidence.Explicit,
+		Intent: string(e.Intent), IntentDeclared: e.IntentDeclared, Motivation: e.Motivation.String(),
+		Expires: e.Expires, PR: e.Evidence.PR, Merge: e.Parents > 1,
+	}
+}
+
+func buildLedgerReport(b *ledger.Branch, stats ledger.UpdateStats, pattern core.FieldPattern) (*ledgerReport, error) {
+	tip, commits, err := b.Checkpoint()
+	if err != nil {
+		return nil, err
+	}
+	rep := &ledgerReport{Branch: b.Name(), Tip: tip, Commits: commits,
+		Update: ledgerUpdate{From: stats.From, Commits: stats.Commits, Rebuilt: stats.Rebuilt},
+		Fields: []fieldReport{}, Problems: []problemReport{}}
+	fields, err := b.Fields(pattern)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range fields {
+		es, err := b.Entries(f)
+		if err != nil {
+			return nil, err
+		}
+		fr := fieldReport{Field: f.String(), History: make([]claimReport, 0, len(es))}
+		for _, e := range es {
+			fr.History = append(fr.History, claimOf(e))
+		}
+		cur, ok, err := b.Current(f)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			for i := len(es) - 1; i >= 0; i-- {
+				if es[i].Evidence.Commit == cur.Evidence.Commit && !es[i].Yield {
+					c := claimOf(es[i])
+					fr.Current = &c
+					break
+				}
+			}
+		}
+		rep.Fields = append(rep.Fields, fr)
+	}
+	probs, err := b.Problems()
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range probs {
+		rep.Problems = append(rep.Problems, problemReport{Commit: p.Commit, Path: p.Path, Line: p.Line, Key: p.Key, Value: p.Value, Message: p.Message})
+	}
+	return rep, nil
+}
+
+func short(hash string) string {
+	if len(hash) > 8 {
+		return hash[:8]
+	}
+	return hash
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// clip shortens long values (a whole IAM policy, say) for the text table; --json has them whole.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}
+
+func (c claimReport) kind() string {
+	switch {
+	case c.Yield:
+		return "yield"
+	case c.Explicit && c.Changed:
+		return "explicit"
+	case c.Explicit:
+		return "explicit, unchanged"
+	}
+	return "implicit"
+}
+
+func (c claimReport) value() string {
+	if c.Yield {
+		return "(yield)"
+	}
+	return clip(c.Value.String(), 48)
+}
+
+func (c claimReport) intent() string {
+	if !c.IntentDeclared {
+		return c.Intent + " (undeclared)"
+	}
+	return c.Intent
+}
+
+const timeLayout = "2006-01-02 15:04"
+
+func writeLedgerText(out io.Writer, rep *ledgerReport, all bool) {
+	fmt.Fprintf(out, "Ledger of %s at %s: %d commits on the first-parent history", strings.TrimPrefix(rep.Branch, "refs/heads/"),
+		short(rep.Tip), rep.Commits)
+	switch {
+	case rep.Update.Rebuilt:
+		fmt.Fprintf(out, " (rewritten since the last update: rebuilt)")
+	case rep.Update.Commits > 0 && rep.Update.From != "":
+		fmt.Fprintf(out, " (%d new since %s)", rep.Update.Commits, short(rep.Update.From))
+	}
+	fmt.Fprintf(out, ", %d fields. Times are UTC.\n", len(rep.Fields))
+	hidden := 0
+	for _, fr := range rep.Fields {
+		if !all && len(fr.History) < 2 {
+			hidden++
+			continue
+		}
+		fmt.Fprintf(out, "\n%s\n", fr.Field)
+		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "  COMMIT\tTIME\tAUTHOR\tVALUE\tINTENT\tMOTIVATION\tCLAIM\tEXPIRES\tPR")
+		for _, c := range fr.History {
+			exp, pr := "-", "-"
+			if !c.Expires.IsZero() {
+				exp = c.Expires.UTC().Format(timeLayout)
+			}
+			if c.PR != 0 {
+				pr = fmt.Sprintf("#%d", c.PR)
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", short(c.Commit), c.Time.Format(timeLayout), c.AuthorEmail,
+				c.value(), c.intent(), orDash(c.Motivation), c.kind(), exp, pr)
+		}
+		tw.Flush()
+		if c := fr.Current; c != nil {
+			fmt.Fprintf(out, "  Git holds %s, from %s by %s (%s", clip(c.Value.String(), 48), short(c.Commit), c.AuthorEmail, c.intent())
+			if c.Motivation != "" {
+				fmt.Fprintf(out, ", %s", c.Motivation)
+			}
+			if !c.Expires.IsZero() {
+				fmt.Fprintf(out, ", expires %s", c.Expires.UTC().Format(timeLayout))
+			}
+			fmt.Fprintln(out, ")")
+		} else {
+			fmt.Fprintln(out, "  Git holds no value of its own: the field is only claimed, never written")
+		}
+	}
+	if hidden > 0 {
+		fmt.Fprintf(out, "\n%d more fields have a single claim, from the commit that created them (--all shows them).\n", hidden)
+	}
+	if len(rep.Problems) > 0 {
+		fmt.Fprintf(out, "\nProblems (%d):\n", len(rep.Problems))
+		for _, p := range rep.Problems {
+			where := short(p.Commit)
+			if p.Path != "" {
+				where += " " + p.Path
+			}
+			if p.Line > 0 {
+				where += fmt.Sprintf(" line %d", p.Line)
+			}
+			if p.Key != "" {
+				where += " " + p.Key
+			}
+			if p.Value != "" {
+				where += fmt.Sprintf(" %q", p.Value)
+			}
+			fmt.Fprintf(out, "  %s: %s\n", where, p.Message)
+		}
+	}
+}

@@ -1,0 +1,190 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/parleyhq/parley/arbiter"
+	"github.com/parleyhq/parley/core"
+	"github.com/parleyhq/parley/policy"
+)
+
+// newPolicyCmd is 'parley policy' and its subcommands.
+func newPolicyCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "policy",
+		Short: "Work with Parley policies",
+		Long:  "Commands for Parley's HCL policy (.parley/policy.hcl). The language is described in docs/policy.md.",
+		Example: `  parley policy check
+  parley policy check demo/policy.hcl`,
+	}
+	cmd.AddCommand(newPolicyCheckCmd())
+	return cmd
+}
+
+func newPolicyCheckCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "check [FILE]",
+		Short: "Check a policy file and report its errors as file:line:col: message",
+		Long: `Check parses and validates a policy (default: .parley/policy.hcl). Every problem is printed to
+stderr as file:line:col: message, and the command exits 1. A valid policy prints a summary.`,
+		Example: `  parley policy check
+  parley policy check path/to/policy.hcl`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			file := policy.DefaultFile
+			if len(args) == 1 {
+				file = args[0]
+			}
+			p, err := loadPolicy(cmd, file)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: ok (%d intents, %d motivations, %d actors, %d fields, %d rules, %d freezes)\n",
+				file, len(p.Intents), len(p.Motivations), len(p.Actors), len(p.Fields), len(p.Rules), len(p.Freezes))
+			return nil
+		},
+	}
+}
+
+// loadPolicy loads a policy file. Diagnostics go to stderr, one per line, and make a findings
+// error (exit 1); a file that cannot be read is a usage error (exit 2).
+func loadPolicy(cmd *cobra.Command, file string) (*policy.Policy, error) {
+	src, err := os.ReadFile(file)
+	if err != nil {
+		return nil, usageErr(fmt.Errorf("read policy: %w", err))
+	}
+	return parsePolicy(cmd, src, file)
+}
+
+func parsePolicy(cmd *cobra.Command, src []byte, name string) (*policy.Policy, error) {
+	p, err := policy.Parse(src, name)
+	var diags policy.Diagnostics
+	if errors.As(err, &diags) {
+		for _, d := range diags {
+			fmt.Fprintln(cmd.ErrOrStderr(), d.String())
+		}
+		return nil, findingsErr(fmt.Errorf("policy %s has %d error(s)", name, len(diags)))
+	}
+	if err != nil {
+		return nil, findingsErr(err)
+	}
+	return p, nil
+}
+
+func newInitCmd() *cobra.Command {
+	var file string
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "init",
+		Short: "Write a commented starter policy",
+		Long: `Init writes a commented starter policy to .parley/policy.hcl (or --file), showing every construct
+of the language. It refuses to overwrite an existing file unless --force is given.`,
+		Example: `  parley init
+  parley init --file policy.hcl --force`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if _, err := os.Stat(file); err == nil && !force {
+				return usageErr(fmt.Errorf("%s already exists (use --force to overwrite it)", file))
+			}
+			if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+				return fmt.Errorf("init %s: %w", file, err)
+			}
+			// Write to a temporary file and rename, so a failure never leaves half a policy.
+			tmp, err := os.CreateTemp(filepath.Dir(file), ".policy-*.hcl")
+			if err != nil {
+				return fmt.Errorf("init %s: %w", file, err)
+			}
+			_, werr := tmp.WriteString(policy.Starter)
+			cerr := tmp.Close()
+			if err := errors.Join(werr, cerr); err != nil {
+				os.Remove(tmp.Name())
+				return fmt.Errorf("init %s: %w", file, err)
+			}
+			if err := os.Rename(tmp.Name(), file); err != nil {
+				os.Remove(tmp.Name())
+				return fmt.Errorf("init %s: %w", file, err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s; check it with: parley policy check %s\n", file, file)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&file, "file", policy.DefaultFile, "where to write the policy")
+	cmd.Flags().BoolVar(&force, "force", false, "overwrite an existing file")
+	return cmd
+}
+
+func newSimulateCmd() *cobra.Command {
+	var policyFile string
+	var brief, asJSON bool
+	cmd := &cobra.Command{
+		Use:   "simulate EVENTS.jsonl",
+		Short: "Replay a timeline of claims and clock ticks through a policy and print each verdict change",
+		Long: `Simulate reads events (one JSON object per line: claims, Git commits, Git values and clock ticks;
+see docs/claims-format.md), replays them through the policy, and prints every verdict that changes,
+with its explanation. Verdicts are also re-evaluated at their recheck times (claim expiries, freeze
+boundaries, escalation timeouts) between events.
+
+The policy is --policy, or policy.hcl next to the events file.`,
+		Example: "  parley simulate examples/hpa-vs-cost/events.jsonl",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if policyFile == "" {
+				policyFile = filepath.Join(filepath.Dir(args[0]), "policy.hcl")
+			}
+			p, err := loadPolicy(cmd, policyFile)
+			if err != nil {
+				return err
+			}
+			f, err := os.Open(args[0])
+			if err != nil {
+				return usageErr(fmt.Errorf("read events: %w", err))
+			}
+			defer f.Close()
+			events, err := arbiter.ReadEvents(f)
+			if err != nil {
+				return usageErr(fmt.Errorf("%s: %w", args[0], err))
+			}
+			changes, err := arbiter.Simulate(p, events)
+			if err != nil {
+				return usageErr(fmt.Errorf("%s: %w", args[0], err))
+			}
+			out := cmd.OutOrStdout()
+			switch {
+			case asJSON:
+				type change struct {
+					At      time.Time    `json:"at"`
+					Cause   string       `json:"cause"`
+					Verdict core.Verdict `json:"verdict"`
+				}
+				list := make([]change, len(changes))
+				for i, c := range changes {
+					list[i] = change{c.At, c.Cause, c.Verdict}
+				}
+				return writePolicyJSON(out, list)
+			case brief:
+				_, err = io.WriteString(out, arbiter.RenderBrief(changes))
+			default:
+				_, err = io.WriteString(out, arbiter.RenderChanges(changes))
+			}
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&policyFile, "policy", "", "policy file (default: policy.hcl next to the events)")
+	cmd.Flags().BoolVar(&brief, "brief", false, "one line per verdict change")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the changes as JSON")
+	return cmd
+}
+
+func writePolicyJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestReviewCommand(t *testing.T) {
+	dir, git := cliRepo(t)
+	pol, err := os.ReadFile(filepath.Join("..", "..", "demo", "policy.hcl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hpa := "---\napiVersion: autoscaling/v2\nkind: HorizontalPodAutoscaler\nmetadata: {name: web, namespace: prod}\n" +
+		"spec:\n  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: web}\n  maxReplicas: 20\n"
+	writeFile(t, filepath.Join(dir, ".parley/policy.hcl"), string(pol))
+	writeFile(t, filepath.Join(dir, "k8s/prod/web.yaml"), deploymentYAML(3, "1.0")+hpa)
+	git("add", "-A")
+	git("commit", "--quiet", "-m", "Add web")
+	git("checkout", "--quiet", "-b", "scale")
+	writeFile(t, filepath.Join(dir, "k8s/prod/web.yaml"), deploymentYAML(9, "1.0")+hpa)
+	git("commit", "--quiet", "-am", "Scale web\n\nIntent: performance\nMotivation: launch\n")
+
+	code, out, stderr := runIn(t, "", "review", "--repo", dir, "--head", "scale", "--at", "2026-03-02T10:00:00Z")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{"1 field", "k8s:apps/Deployment/prod/web#/spec/replicas", "owner.replicas", "intent performance from commit", "conclusion: success"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	code, out, stderr = runIn(t, "", "review", "--repo", dir, "--head", "scale", "--json", "--at", "2026-03-02T10:00:00Z")
+	var doc struct {
+		Schema     string
+		Conclusion string
+		Verdicts   []struct{ Decision string }
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &doc) != nil || doc.Schema != "parley.dev/verdicts/v1" || len(doc.Verdicts) != 1 || doc.Conclusion != "success" {
+		t.Errorf("--json: exit %d, %s %s", code, out, stderr)
+	}
+	if code, _, stderr := runIn(t, "", "review", "--repo", dir, "--head", "no-such-branch"); code != 2 || !strings.Contains(stderr, "no-such-branch") {
+		t.Errorf("unknown head: exit %d, %s", code, stderr)
+	}
+	if code, _, stderr := runIn(t, "", "review", "--repo", dir); code != 2 || !strings.Contains(stderr, "--head is required") {
+		t.Errorf("missing --head: exit %d, %s", code, stderr)
+	}
+}

@@ -1,0 +1,177 @@
+package ledger
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/go-git/go-git/v5/plumbing"
+
+	"github.com/parleyhq/parley/core"
+	"github.com/parleyhq/parley/fielddiff"
+	"github.com/parleyhq/parley/trailers"
+)
+
+// extractor turns a raw commit into a record: trailers into a declaration, file versions into field
+// changes. It keeps the parsed snapshot of every file it has seen as the new side of a commit, so
+// that each blob is parsed once: the new version of commit N is the old version of commit N+1.
+type extractor struct {
+	files map[string]fileState
+}
+
+type fileState struct {
+	blob plumbing.Hash
+	snap *fielddiff.Snapshot // nil when that version could not be parsed
+}
+
+func newExtractor() *extractor { return &extractor{files: map[string]fileState{}} }
+
+// change is a field's change in one commit, aggregated over all the files the commit touched, so
+// that an object moved from one file to another is no change at all.
+type change struct {
+	old, new core.Value
+}
+
+func (x *extractor) extract(rc rawCommit) *record {
+	c := rc.c
+	ts := trailers.Parse(c.Message, trailers.Options{NoDivider: true})
+	decl, tprobs := trailers.Interpret(ts, c.Committer.When)
+	rec := &record{
+		hash:        c.Hash.String(),
+		authorName:  c.Author.Name,
+		authorEmail: c.Author.Email,
+		at:          c.Committer.When,
+		subject:     subject(c.Message),
+		intent:      decl.Intent,
+		motivation:  decl.Motivation,
+		expires:     decl.Expires,
+		pr:          decl.PR,
+		parents:     len(c.ParentHashes),
+		problems:    rc.problems,
+	}
+	rec.intentDeclared = rec.intent != ""
+	if !rec.intentDeclared {
+		rec.intent = core.IntentBaseline
+	}
+	if rec.pr == 0 {
+		if n, ok := trailers.PRNumber(c.Message, ts); ok {
+			rec.pr = n
+		}
+	}
+	for _, p := range tprobs {
+		rec.problems = append(rec.problems, Problem{Line: p.Line, Key: p.Key, Value: p.Value, Message: p.Reason})
+	}
+
+	changes := map[string]*change{}
+	var order []string
+	for _, f := range rc.files {
+		old := x.old(f)
+		var nw *fielddiff.Snapshot
+		if !f.newHash.IsZero() {
+			if f.newData == nil {
+				// The reader could not read this version and said so; nothing is known about it.
+				delete(x.files, f.path)
+				continue
+			}
+			s, err := f.newSnap, f.newErr
+			if err != nil {
+				rec.problems = append(rec.problems, Problem{Path: f.path, Message: fmt.Sprintf("fields not read: %v", err)})
+				// The next version is diffed against nothing, in a full replay as in an incremental
+				// update, so the ledger does not depend on when updates ran.
+				x.files[f.path] = fileState{blob: f.newHash}
+				continue
+			}
+			nw = s
+			x.files[f.path] = fileState{blob: f.newHash, snap: s}
+		} else {
+			delete(x.files, f.path)
+		}
+		for _, ch := range fielddiff.DiffSnapshots(old, nw) {
+			addr := ch.Field.String()
+			e, ok := changes[addr]
+			if !ok {
+				changes[addr] = &change{old: ch.Old, new: ch.New}
+				order = append(order, addr)
+				continue
+			}
+			if e.old.Absent() {
+				e.old = ch.Old
+			}
+			if e.new.Absent() {
+				e.new = ch.New
+			}
+		}
+	}
+
+	claimed := map[string]int{} // addr -> index in rec.claims
+	for _, addr := range order {
+		ch := changes[addr]
+		if ch.old.Equal(ch.new) {
+			continue
+		}
+		claimed[addr] = len(rec.claims)
+		rec.claims = append(rec.claims, claimRow{addr: addr, kind: kindChange, hasValue: true, value: ch.new})
+	}
+	for _, st := range decl.Claims {
+		addr := st.Field.String()
+		if i, ok := claimed[addr]; ok {
+			row := &rec.claims[i]
+			switch row.kind {
+			case kindChange:
+				row.kind = kindChangeClaimed
+				if st.HasValue && !st.Value.Equal(row.value) {
+					rec.problems = append(rec.problems, Problem{Key: "Claim", Message: fmt.Sprintf(
+						"Claim wants %s = %s but the commit sets it to %s; the ledger records what the commit set",
+						addr, st.Value, row.value)})
+				}
+			default:
+				rec.problems = append(rec.problems, Problem{Key: "Claim", Message: fmt.Sprintf("%s is claimed more than once; the last Claim counts", addr)})
+				row.hasValue, row.value = st.HasValue, st.Value
+			}
+			continue
+		}
+		claimed[addr] = len(rec.claims)
+		rec.claims = append(rec.claims, claimRow{addr: addr, kind: kindClaim, hasValue: st.HasValue, value: st.Value})
+	}
+	yielded := map[string]bool{}
+	for _, p := range decl.Yields {
+		addr, pattern := yieldAddr(p)
+		if yielded[addr] {
+			continue
+		}
+		yielded[addr] = true
+		rec.claims = append(rec.claims, claimRow{addr: addr, pattern: pattern, kind: kindYield})
+	}
+	return rec
+}
+
+// old returns the parsed old version of a changed file: from the extractor's memory when it holds
+// that blob, else as parsed from the data the reader sent. A version that cannot be parsed is nil.
+func (x *extractor) old(f rawFile) *fielddiff.Snapshot {
+	if f.oldHash.IsZero() {
+		return nil
+	}
+	if st, ok := x.files[f.path]; ok && st.blob == f.oldHash {
+		return st.snap
+	}
+	return f.oldSnap
+}
+
+// yieldAddr returns the stored address of a Yield pattern: a pattern without wildcards that names a
+// pointer is a plain field, stored under its canonical address so that History finds it with the
+// field's other claims. Without "#" a pattern means every field of the objects it names.
+func yieldAddr(p core.FieldPattern) (string, bool) {
+	text := p.String()
+	if strings.Contains(text, "*") || !strings.Contains(text, "#") {
+		return text, true
+	}
+	if f, err := core.ParseField(text); err == nil {
+		return f.String(), false
+	}
+	return text, true
+}
+
+// subject returns the first line of a commit message.
+func subject(msg string) string {
+	line, _, _ := strings.Cut(strings.TrimLeft(msg, "\n"), "\n")
+	return strings.TrimSpace(line)
+}

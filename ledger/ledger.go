@@ -1,0 +1,331 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/go-git/go-billy/v5/osfs"
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
+	"github.com/go-git/go-git/v5/storage/filesystem"
+
+	_ "modernc.org/sqlite" // registers the pure-Go "sqlite" database/sql driver
+)
+
+// Options tune a Ledger. The zero value is the usual setting.
+type Options struct {
+	// Path is the index database file. Default: <git dir>/parley/ledger.db, created on first use.
+	Path string
+	// Logger receives a line per update. Default: discard.
+	Logger *slog.Logger
+	// ObjectCacheBytes sizes go-git's object cache. Default 96 MiB: enough for the trees and recent
+	// blobs of a large repository without making the garbage collector scan a huge heap.
+	ObjectCacheBytes int64
+	// SnapshotCacheEntries is how many parsed file versions an update keeps by blob hash, so that a
+	// version seen again (a value flipped back, a revert) is not parsed again. Default 4096.
+	SnapshotCacheEntries int
+	// MaxFileBytes bounds the size of a file the ledger parses; larger files are recorded as a
+	// problem. Default 8 MiB.
+	MaxFileBytes int64
+}
+
+func (o Options) withDefaults() Options {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if o.ObjectCacheBytes <= 0 {
+		o.ObjectCacheBytes = 96 << 20
+	}
+	if o.SnapshotCacheEntries <= 0 {
+		o.SnapshotCacheEntries = 4096
+	}
+	if o.MaxFileBytes <= 0 {
+		o.MaxFileBytes = 8 << 20
+	}
+	return o
+}
+
+// ErrNotRepository is returned by Open when the directory is not inside a git repository.
+var ErrNotRepository = errors.New("not a git repository")
+
+// ErrNoBranch is returned by Update when the repository has no such branch.
+var ErrNoBranch = errors.New("no such branch")
+
+// ErrNotIndexed is returned by queries on a branch that no Update has indexed yet.
+var ErrNotIndexed = errors.New("branch not indexed")
+
+// Ledger is the claim history of a repository's branches, read from Git and kept in an index.
+//
+// A Ledger is safe for concurrent use: updates are serialised, and queries read the last committed
+// update.
+type Ledger struct {
+	repo    *git.Repository
+	gitDir  string
+	db      *sql.DB
+	path    string
+	opts    Options
+	closeFn func() error
+
+	mu     sync.Mutex // serialises Update; guards branch
+	branch string     // the branch the Ledger's own query methods answer for
+}
+
+// Open opens the repository at repoDir (a work tree, any directory inside one, or a bare repository)
+// and its ledger index, creating the index if needed.
+func Open(repoDir string, opts Options) (*Ledger, error) {
+	opts = opts.withDefaults()
+	gitDir, common, err := findGitDir(repoDir)
+	if err != nil {
+		return nil, err
+	}
+	st := filesystem.NewStorageWithOptions(osfs.New(common), cache.NewObjectLRU(cache.FileSize(opts.ObjectCacheBytes)),
+		filesystem.Options{KeepDescriptors: true})
+	var repo *git.Repository
+	if gitDir == common {
+		repo, err = git.Open(st, nil)
+	} else {
+		// A linked work tree: let go-git resolve HEAD and refs through its commondir support.
+		_ = st.Close()
+		st = nil
+		repo, err = git.PlainOpenWithOptions(repoDir, &git.PlainOpenOptions{DetectDotGit: true, EnableDotGitCommonDir: true})
+	}
+	if err != nil {
+		if st != nil {
+			_ = st.Close()
+		}
+		return nil, fmt.Errorf("ledger: open repository %s: %w", repoDir, err)
+	}
+	path := opts.Path
+	if path == "" {
+		path = filepath.Join(common, "parley", "ledger.db")
+	}
+	db, err := openDB(path)
+	if err != nil {
+		if st != nil {
+			_ = st.Close()
+		}
+		return nil, err
+	}
+	l := &Ledger{repo: repo, gitDir: gitDir, db: db, path: path, opts: opts}
+	l.closeFn = func() error {
+		err := db.Close()
+		if st != nil {
+			if cerr := st.Close(); err == nil {
+				err = cerr
+			}
+		}
+		return err
+	}
+	return l, nil
+}
+
+// Close releases the index and the repository's open files.
+func (l *Ledger) Close() error {
+	if err := l.closeFn(); err != nil {
+		return fmt.Errorf("ledger %s: close: %w", l.path, err)
+	}
+	return nil
+}
+
+// Path returns the index database file.
+func (l *Ledger) Path() string { return l.path }
+
+// DefaultBranch returns the branch HEAD points at (such as "main").
+func (l *Ledger) DefaultBranch() (string, error) {
+	ref, err := l.repo.Storer.Reference(plumbing.HEAD)
+	if err != nil {
+		return "", fmt.Errorf("ledger: read HEAD of %s: %w", l.gitDir, err)
+	}
+	if ref.Type() != plumbing.SymbolicReference {
+		return "", fmt.Errorf("ledger: HEAD of %s is detached, name a branch: %w", l.gitDir, ErrNoBranch)
+	}
+	return ref.Target().Short(), nil
+}
+
+// findGitDir locates the repository holding dir: its git directory and the common directory that
+// holds objects and refs (the same, except in a linked work tree).
+func findGitDir(dir string) (gitDir, common string, err error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", "", fmt.Errorf("ledger: repository %s: %w", dir, err)
+	}
+	if _, err := os.Stat(abs); err != nil {
+		return "", "", fmt.Errorf("ledger: repository %s: %w: %w", dir, ErrNotRepository, err)
+	}
+	for d := abs; ; d = filepath.Dir(d) {
+		dot := filepath.Join(d, ".git")
+		if fi, err := os.Stat(dot); err == nil {
+			if fi.IsDir() {
+				return dot, dot, nil
+			}
+			b, err := os.ReadFile(dot)
+			if err != nil {
+				return "", "", fmt.Errorf("ledger: repository %s: %w", dir, err)
+			}
+			target, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "gitdir:")
+			if !ok {
+				return "", "", fmt.Errorf("ledger: repository %s: %s is not a gitdir file", dir, dot)
+			}
+			g := strings.TrimSpace(target)
+			if !filepath.IsAbs(g) {
+				g = filepath.Join(d, g)
+			}
+			c := g
+			if b, err := os.ReadFile(filepath.Join(g, "commondir")); err == nil {
+				c = strings.TrimSpace(string(b))
+				if !filepath.IsAbs(c) {
+					c = filepath.Join(g, c)
+				}
+			}
+			return g, filepath.Clean(c), nil
+		}
+		if isBare(d) {
+			return d, d, nil
+		}
+		if filepath.Dir(d) == d {
+			return "", "", fmt.Errorf("ledger: %s: %w", dir, ErrNotRepository)
+		}
+	}
+}
+
+func isBare(d string) bool {
+	for _, name := range []string{"HEAD", "objects", "refs"} {
+		if _, err := os.Stat(filepath.Join(d, name)); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// schemaVersion is the index layout this code writes. The index is derived from Git, so a database
+// with any other version is dropped and rebuilt instead of migrated.
+const schemaVersion = 1
+
+const schema = `
+CREATE TABLE schema_version (version INTEGER NOT NULL);
+CREATE TABLE branches (
+	id         INTEGER PRIMARY KEY,
+	name       TEXT    NOT NULL UNIQUE, -- full ref name, e.g. refs/heads/main
+	tip        TEXT    NOT NULL,        -- the checkpoint: the last commit indexed
+	commits    INTEGER NOT NULL,        -- commits indexed, = seq of tip
+	updated_at INTEGER NOT NULL         -- unix seconds
+);
+CREATE TABLE commits (
+	branch          INTEGER NOT NULL,
+	seq             INTEGER NOT NULL,  -- 1 = the root of the first-parent history
+	hash            TEXT    NOT NULL,
+	author_name     TEXT    NOT NULL,
+	author_email    TEXT    NOT NULL,
+	at              INTEGER NOT NULL,  -- committer time, unix seconds
+	subject         TEXT    NOT NULL,
+	intent          TEXT    NOT NULL,
+	intent_declared INTEGER NOT NULL,
+	mot_kind        TEXT    NOT NULL,
+	mot_ref         TEXT    NOT NULL,
+	mot_severity    TEXT    NOT NULL,
+	expires         INTEGER NOT NULL,  -- unix seconds, 0 = none
+	pr              INTEGER NOT NULL,
+	parents         INTEGER NOT NULL,
+	PRIMARY KEY (branch, seq)
+) WITHOUT ROWID;
+CREATE TABLE fields (
+	id      INTEGER PRIMARY KEY,
+	addr    TEXT    NOT NULL UNIQUE,   -- canonical field address, or a Yield pattern
+	pattern INTEGER NOT NULL           -- 1 when addr holds wildcards
+);
+CREATE TABLE claims (
+	branch    INTEGER NOT NULL,
+	field     INTEGER NOT NULL,
+	seq       INTEGER NOT NULL,
+	kind      INTEGER NOT NULL,        -- see claimKind
+	has_value INTEGER NOT NULL,
+	vjson     TEXT    NOT NULL,
+	vexpr     TEXT    NOT NULL,
+	PRIMARY KEY (branch, field, seq, kind)
+) WITHOUT ROWID;
+CREATE TABLE problems (
+	branch  INTEGER NOT NULL,
+	seq     INTEGER NOT NULL,
+	path    TEXT    NOT NULL,
+	line    INTEGER NOT NULL,
+	key     TEXT    NOT NULL,
+	value   TEXT    NOT NULL,
+	message TEXT    NOT NULL
+);
+CREATE INDEX problems_by_commit ON problems (branch, seq);
+`
+
+func openDB(path string) (*sql.DB, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("ledger index %s: %w", path, err)
+	}
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout(10000)")
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(NORMAL)")
+	q.Add("_txlock", "immediate")
+	db, err := sql.Open("sqlite", "file:"+(&url.URL{Path: path}).EscapedPath()+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("ledger index %s: %w", path, err)
+	}
+	if err := ensureSchema(db); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("ledger index %s: %w", path, err)
+	}
+	return db, nil
+}
+
+func ensureSchema(db *sql.DB) error {
+	ctx := context.Background()
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin schema check: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	var version int
+	err = tx.QueryRowContext(ctx, `SELECT version FROM schema_version`).Scan(&version)
+	switch {
+	case err == nil && version == schemaVersion:
+		return nil
+	case err == nil || errors.Is(err, sql.ErrNoRows) || strings.Contains(err.Error(), "no such table"):
+		// New file, or another layout: drop what is there and build the current one.
+		rows, err := tx.QueryContext(ctx, `SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'`)
+		if err != nil {
+			return fmt.Errorf("list tables: %w", err)
+		}
+		var tables []string
+		for rows.Next() {
+			var name string
+			if err := rows.Scan(&name); err != nil {
+				rows.Close()
+				return fmt.Errorf("list tables: %w", err)
+			}
+			tables = append(tables, name)
+		}
+		rows.Close()
+		for _, t := range tables {
+			if _, err := tx.ExecContext(ctx, `DROP TABLE "`+strings.ReplaceAll(t, `"`, `""`)+`"`); err != nil {
+				return fmt.Errorf("drop old table %s: %w", t, err)
+			}
+		}
+		if _, err := tx.ExecContext(ctx, schema); err != nil {
+			return fmt.Errorf("create schema: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_version (version) VALUES (?)`, schemaVersion); err != nil {
+			return fmt.Errorf("record schema version: %w", err)
+		}
+		return tx.Commit()
+	default:
+		return fmt.Errorf("read schema version: %w", err)
+	}
+}

@@ -1,0 +1,398 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/parleyhq/parley/core"
+)
+
+// UpdateStats says what an Update did.
+type UpdateStats struct {
+	Branch   string // full ref name, e.g. refs/heads/main
+	From     string // the checkpoint before the update; "" when the branch was not indexed
+	To       string // the tip now indexed
+	Commits  int    // commits read and indexed by this update
+	Claims   int    // claims recorded (implicit, explicit and yields)
+	Problems int    // problems recorded
+	// Rebuilt is true when the checkpoint was no longer on the branch's first-parent history (the
+	// branch was rewritten, e.g. force-pushed) and the branch's ledger was rebuilt from its root.
+	Rebuilt  bool
+	Duration time.Duration
+}
+
+// parseJob is a raw commit handed to the parse workers; ready is closed when its files are parsed.
+type parseJob struct {
+	rc    rawCommit
+	ready chan struct{}
+}
+
+// claimKind says how a commit made a claim. Stored in the index; never renumber.
+type claimKind int
+
+const (
+	kindChange        claimKind = 0 // the commit changed the field (implicit claim)
+	kindChangeClaimed claimKind = 1 // the commit changed the field and named it in a Claim trailer
+	kindClaim         claimKind = 2 // a Claim trailer on a field the commit did not change
+	kindYield         claimKind = 3 // a Yield trailer (a field or a pattern)
+)
+
+// record is one commit turned into ledger rows.
+type record struct {
+	hash           string
+	authorName     string
+	authorEmail    string
+	at             time.Time
+	subject        string
+	intent         core.Intent
+	intentDeclared bool
+	motivation     core.Motivation
+	expires        time.Time
+	pr             int
+	parents        int
+	claims         []claimRow
+	problems       []Problem
+}
+
+type claimRow struct {
+	addr     string // canonical field address or Yield pattern
+	pattern  bool
+	kind     claimKind
+	hasValue bool
+	value    core.Value
+}
+
+// Update brings the ledger of branch up to date with the repository and makes branch the one the
+// Ledger's query methods answer for. The first update of a branch replays its whole first-parent
+// history; later ones read only the commits after the checkpoint. branch is a short name (main),
+// a remote-tracking name (origin/main) or a full ref name.
+func (l *Ledger) Update(ctx context.Context, branch string) (UpdateStats, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	started := time.Now()
+	ref, err := l.resolveBranch(branch)
+	if err != nil {
+		return UpdateStats{}, err
+	}
+	name := ref.Name().String()
+	stats := UpdateStats{Branch: name, To: ref.Hash().String()}
+
+	// The transaction takes SQLite's write lock first (BEGIN IMMEDIATE), so that another process
+	// updating the same index waits and then starts from the checkpoint this update leaves.
+	tx, err := l.db.BeginTx(ctx, nil)
+	if err != nil {
+		return stats, fmt.Errorf("ledger %s: begin update of %s: %w", l.path, name, err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	var cpID int64
+	var cpTip string
+	var cpCommits int
+	err = tx.QueryRowContext(ctx, `SELECT id, tip, commits FROM branches WHERE name = ?`, name).Scan(&cpID, &cpTip, &cpCommits)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return stats, fmt.Errorf("ledger %s: read checkpoint of %s: %w", l.path, name, err)
+	}
+	stats.From = cpTip
+	if cpTip == stats.To {
+		l.branch = name
+		stats.Duration = time.Since(started)
+		return stats, nil
+	}
+
+	// Walk back along first parents until the checkpoint or the root. In a shallow clone the
+	// commits at the shallow boundary are roots: their parents are not in the repository.
+	shallow := map[plumbing.Hash]bool{}
+	if hs, err := l.repo.Storer.Shallow(); err == nil {
+		for _, h := range hs {
+			shallow[h] = true
+		}
+	}
+	var todo []*object.Commit
+	h := ref.Hash()
+	for {
+		if h.String() == cpTip {
+			break
+		}
+		if len(todo)%1024 == 0 {
+			if err := ctx.Err(); err != nil {
+				return stats, fmt.Errorf("ledger: update %s: %w", name, err)
+			}
+		}
+		c, err := l.repo.CommitObject(h)
+		if err != nil {
+			return stats, fmt.Errorf("ledger: update %s: read commit %s: %w", name, h, err)
+		}
+		if shallow[h] {
+			root := *c
+			root.ParentHashes = nil
+			c = &root
+		}
+		todo = append(todo, c)
+		if len(c.ParentHashes) == 0 {
+			if cpTip != "" {
+				stats.Rebuilt = true
+			}
+			break
+		}
+		h = c.ParentHashes[0]
+	}
+	for i, j := 0, len(todo)-1; i < j; i, j = i+1, j-1 {
+		todo[i], todo[j] = todo[j], todo[i]
+	}
+
+	w, err := newWriter(ctx, tx)
+	if err != nil {
+		return stats, fmt.Errorf("ledger %s: update %s: %w", l.path, name, err)
+	}
+	defer w.close()
+	seq := cpCommits
+	if cpID == 0 {
+		res, err := tx.ExecContext(ctx, `INSERT INTO branches (name, tip, commits, updated_at) VALUES (?, '', 0, ?)`, name, time.Now().Unix())
+		if err != nil {
+			return stats, fmt.Errorf("ledger %s: add branch %s: %w", l.path, name, err)
+		}
+		if cpID, err = res.LastInsertId(); err != nil {
+			return stats, fmt.Errorf("ledger %s: add branch %s: %w", l.path, name, err)
+		}
+	} else if stats.Rebuilt {
+		for _, table := range []string{"commits", "claims", "problems"} {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM `+table+` WHERE branch = ?`, cpID); err != nil {
+				return stats, fmt.Errorf("ledger %s: clear rewritten branch %s: %w", l.path, name, err)
+			}
+		}
+		seq = 0
+	}
+
+	// A pipeline owned by this call: one goroutine reads Git objects, parse workers parse file
+	// versions of several commits at once, one goroutine turns commits into records in order, and
+	// this call's last goroutine writes SQLite. errgroup cancels the others when one fails, and
+	// Wait returns only when all have stopped.
+	g, gctx := errgroup.WithContext(ctx)
+	work := make(chan *parseJob, 64)
+	ordered := make(chan *parseJob, 64)
+	recs := make(chan *record, 64)
+	rd := &reader{repo: l.repo, maxBytes: l.opts.MaxFileBytes}
+	g.Go(func() error {
+		defer close(work)
+		defer close(ordered)
+		for i, c := range todo {
+			var prev *object.Commit
+			if i > 0 {
+				prev = todo[i-1]
+			}
+			rc, err := rd.read(c, prev)
+			if err != nil {
+				return fmt.Errorf("ledger: update %s: commit %s: %w", name, c.Hash, err)
+			}
+			job := &parseJob{rc: rc, ready: make(chan struct{})}
+			// In order first, then to the workers: the extractor may wait on this job only after
+			// the workers can see it.
+			for _, ch := range []chan *parseJob{ordered, work} {
+				select {
+				case ch <- job:
+				case <-gctx.Done():
+					return gctx.Err()
+				}
+			}
+		}
+		return nil
+	})
+	snaps := newSnapCache(l.opts.SnapshotCacheEntries)
+	for range max(1, runtime.GOMAXPROCS(0)) {
+		g.Go(func() error {
+			for job := range work {
+				if gctx.Err() == nil {
+					parseFiles(&job.rc, snaps)
+				}
+				close(job.ready)
+			}
+			return nil
+		})
+	}
+	g.Go(func() error {
+		defer close(recs)
+		ex := newExtractor()
+		for job := range ordered {
+			select {
+			case <-job.ready:
+			case <-gctx.Done():
+				return gctx.Err()
+			}
+			rec := ex.extract(job.rc)
+			select {
+			case recs <- rec:
+			case <-gctx.Done():
+				return gctx.Err()
+			}
+		}
+		return nil
+	})
+	g.Go(func() error {
+		for rec := range recs {
+			seq++
+			if err := w.write(gctx, cpID, seq, rec); err != nil {
+				return fmt.Errorf("ledger %s: update %s: commit %s: %w", l.path, name, rec.hash, err)
+			}
+			stats.Commits++
+			stats.Claims += len(rec.claims)
+			stats.Problems += len(rec.problems)
+		}
+		return nil
+	})
+	if err := g.Wait(); err != nil {
+		return stats, err
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE branches SET tip = ?, commits = ?, updated_at = ? WHERE id = ?`,
+		stats.To, seq, time.Now().Unix(), cpID); err != nil {
+		return stats, fmt.Errorf("ledger %s: record checkpoint of %s: %w", l.path, name, err)
+	}
+	w.close()
+	if err := tx.Commit(); err != nil {
+		return stats, fmt.Errorf("ledger %s: commit update of %s: %w", l.path, name, err)
+	}
+	l.branch = name
+	stats.Duration = time.Since(started)
+	l.opts.Logger.Info("ledger updated", "branch", name, "from", stats.From, "to", stats.To, "commits", stats.Commits,
+		"claims", stats.Claims, "problems", stats.Problems, "rebuilt", stats.Rebuilt, "duration", stats.Duration)
+	return stats, nil
+}
+
+// resolveBranch finds the reference a branch name means.
+func (l *Ledger) resolveBranch(branch string) (*plumbing.Reference, error) {
+	if branch == "" {
+		b, err := l.DefaultBranch()
+		if err != nil {
+			return nil, err
+		}
+		branch = b
+	}
+	var candidates []plumbing.ReferenceName
+	if strings.HasPrefix(branch, "refs/") {
+		candidates = []plumbing.ReferenceName{plumbing.ReferenceName(branch)}
+	} else {
+		candidates = []plumbing.ReferenceName{plumbing.NewBranchReferenceName(branch), plumbing.ReferenceName("refs/remotes/" + branch)}
+	}
+	for _, c := range candidates {
+		ref, err := l.repo.Reference(c, true)
+		if err == nil {
+			// Keep the branch's own name even when it is a symbolic ref.
+			return plumbing.NewHashReference(c, ref.Hash()), nil
+		}
+		if !errors.Is(err, plumbing.ErrReferenceNotFound) {
+			return nil, fmt.Errorf("ledger: resolve branch %q in %s: %w", branch, l.gitDir, err)
+		}
+	}
+	return nil, fmt.Errorf("ledger: branch %q in %s: %w", branch, l.gitDir, ErrNoBranch)
+}
+
+// writer inserts records with prepared statements inside the update's transaction.
+type writer struct {
+	tx                            *sql.Tx
+	commit, claim, problem, field *sql.Stmt
+	fields                        map[string]int64
+}
+
+func newWriter(ctx context.Context, tx *sql.Tx) (*writer, error) {
+	w := &writer{tx: tx, fields: map[string]int64{}}
+	var err error
+	prep := func(q string) *sql.Stmt {
+		if err != nil {
+			return nil
+		}
+		var s *sql.Stmt
+		s, err = tx.PrepareContext(ctx, q)
+		return s
+	}
+	w.commit = prep(`INSERT INTO commits (branch, seq, hash, author_name, author_email, at, subject, intent, intent_declared,
+		mot_kind, mot_ref, mot_severity, expires, pr, parents) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	w.claim = prep(`INSERT INTO claims (branch, field, seq, kind, has_value, vjson, vexpr) VALUES (?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT DO UPDATE SET has_value = excluded.has_value, vjson = excluded.vjson, vexpr = excluded.vexpr`)
+	w.problem = prep(`INSERT INTO problems (branch, seq, path, line, key, value, message) VALUES (?, ?, ?, ?, ?, ?, ?)`)
+	w.field = prep(`INSERT INTO fields (addr, pattern) VALUES (?, ?)`)
+	if err != nil {
+		w.close()
+		return nil, fmt.Errorf("prepare statements: %w", err)
+	}
+	// The field table is small next to the claims (one row per field ever seen): load it once.
+	rows, err := tx.QueryContext(ctx, `SELECT id, addr FROM fields`)
+	if err != nil {
+		w.close()
+		return nil, fmt.Errorf("load fields: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		var addr string
+		if err := rows.Scan(&id, &addr); err != nil {
+			w.close()
+			return nil, fmt.Errorf("load fields: %w", err)
+		}
+		w.fields[addr] = id
+	}
+	if err := rows.Err(); err != nil {
+		w.close()
+		return nil, fmt.Errorf("load fields: %w", err)
+	}
+	return w, nil
+}
+
+func (w *writer) close() {
+	for _, s := range []*sql.Stmt{w.commit, w.claim, w.problem, w.field} {
+		if s != nil {
+			_ = s.Close()
+		}
+	}
+	w.commit, w.claim, w.problem, w.field = nil, nil, nil, nil
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func unixOrZero(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.Unix()
+}
+
+func (w *writer) write(ctx context.Context, branch int64, seq int, r *record) error {
+	if _, err := w.commit.ExecContext(ctx, branch, seq, r.hash, r.authorName, r.authorEmail, r.at.Unix(), r.subject,
+		string(r.intent), boolInt(r.intentDeclared), r.motivation.Kind, r.motivation.Ref, string(r.motivation.Severity),
+		unixOrZero(r.expires), r.pr, r.parents); err != nil {
+		return fmt.Errorf("insert commit: %w", err)
+	}
+	for _, c := range r.claims {
+		id, ok := w.fields[c.addr]
+		if !ok {
+			res, err := w.field.ExecContext(ctx, c.addr, boolInt(c.pattern))
+			if err != nil {
+				return fmt.Errorf("insert field %s: %w", c.addr, err)
+			}
+			if id, err = res.LastInsertId(); err != nil {
+				return fmt.Errorf("insert field %s: %w", c.addr, err)
+			}
+			w.fields[c.addr] = id
+		}
+		if _, err := w.claim.ExecContext(ctx, branch, id, seq, int(c.kind), boolInt(c.hasValue), c.value.JSON(), c.value.Expr()); err != nil {
+			return fmt.Errorf("insert claim on %s: %w", c.addr, err)
+		}
+	}
+	for _, p := range r.problems {
+		if _, err := w.problem.ExecContext(ctx, branch, seq, p.Path, p.Line, p.Key, p.Value, p.Message); err != nil {
+			return fmt.Errorf("insert problem: %w", err)
+		}
+	}
+	return nil
+}
