@@ -5,11 +5,55 @@ import (
 	"testing"
 )
 
+// checkoutDeployment is a typical 40-line Deployment, the unit the ledger parses most.
+const checkoutDeployment = `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: checkout
+  namespace: shop
+  labels:
+    app.kubernetes.io/name: checkout
+    app.kubernetes.io/part-of: shop
+  annotations:
+    argocd.argoproj.io/sync-wave: "2"
+spec:
+  replicas: 4
+  revisionHistoryLimit: 5
+  selector:
+    matchLabels:
+      app.kubernetes.io/name: checkout
+  strategy:
+    type: RollingUpdate
+    rollingUpdate: {maxSurge: 25%, maxUnavailable: 0}
+  template:
+    metadata:
+      labels:
+        app.kubernetes.io/name: checkout
+    spec:
+      serviceAccountName: checkout
+      terminationGracePeriodSeconds: 30
+      containers:
+        - name: checkout
+          image: ghcr.io/acme/checkout:2.8.1
+          args: ["--listen=:8080", "--log-format=json"]
+          ports:
+            - {name: http, containerPort: 8080}
+          env:
+            - {name: DB_POOL_SIZE, value: "20"}
+          resources:
+            requests: {cpu: 500m, memory: 512Mi}
+            limits: {memory: 1Gi}
+          readinessProbe:
+            httpGet: {path: /healthz, port: http}
+            periodSeconds: 5
+`
+
 func BenchmarkParseDeployment(b *testing.B) {
-	doc := []byte(strings.Split(deployment, "---\n")[0])
+	src := []byte(checkoutDeployment)
 	b.ReportAllocs()
-	for i := 0; i < b.N; i++ {
-		if _, err := Parse("k8s/web.yaml", doc); err != nil {
+	b.SetBytes(int64(len(src)))
+	for b.Loop() {
+		if _, err := Parse("apps/checkout/deployment.yaml", src); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -18,7 +62,8 @@ func BenchmarkParseDeployment(b *testing.B) {
 func BenchmarkParseTF(b *testing.B) {
 	src := []byte(asg)
 	b.ReportAllocs()
-	for i := 0; i < b.N; i++ {
+	b.SetBytes(int64(len(src)))
+	for b.Loop() {
 		if _, err := Parse("infra/kafka/main.tf", src); err != nil {
 			b.Fatal(err)
 		}
@@ -26,10 +71,18 @@ func BenchmarkParseTF(b *testing.B) {
 }
 
 func BenchmarkDiffSnapshots(b *testing.B) {
-	x, _ := Parse("k8s/web.yaml", []byte(deployment))
-	y, _ := Parse("k8s/web.yaml", []byte(strings.Replace(deployment, "replicas: 3 #", "replicas: 5 #", 1)))
+	x, err := Parse("apps/checkout/deployment.yaml", []byte(checkoutDeployment))
+	if err != nil {
+		b.Fatal(err)
+	}
+	y, err := Parse("apps/checkout/deployment.yaml", []byte(strings.Replace(checkoutDeployment, "replicas: 4", "replicas: 6", 1)))
+	if err != nil {
+		b.Fatal(err)
+	}
 	b.ReportAllocs()
-	for i := 0; i < b.N; i++ {
-		DiffSnapshots(x, y)
+	for b.Loop() {
+		if len(DiffSnapshots(x, y)) != 1 {
+			b.Fatal("want one change")
+		}
 	}
 }

@@ -1,7 +1,9 @@
 package fielddiff
 
 import (
+	"fmt"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 
@@ -57,7 +59,14 @@ func Parse(p string, content []byte) (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	sort.Slice(leaves, func(i, j int) bool { return leaves[i].key < leaves[j].key })
+	slices.SortFunc(leaves, func(a, b leaf) int { return strings.Compare(a.key, b.key) })
+	for i := 1; i < len(leaves); i++ {
+		if leaves[i].key == leaves[i-1].key {
+			// Only Terraform can do this (an attribute and a nested block of one name); a field with
+			// two values cannot be claimed.
+			return nil, fmt.Errorf("%s: field %s is set twice", p, leaves[i].key)
+		}
+	}
 	return &Snapshot{leaves: leaves}, nil
 }
 

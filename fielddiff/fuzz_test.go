@@ -1,23 +1,37 @@
 package fielddiff
 
-import (
-	"testing"
-
-	"github.com/parleyhq/parley/core"
-)
+import "testing"
 
 // checkDiffProperties: no panic; a file never differs from itself; swapping the inputs swaps Old
-// and New; every emitted field round-trips through its text form.
+// and New; every emitted field round-trips through its text form and can be looked up; literal
+// values are in core's canonical form.
 func checkDiffProperties(t *testing.T, path string, a, b []byte) {
-	sa, errA := Parse(path, a)
-	sb, errB := Parse(path, b)
-	if errA != nil || errB != nil {
+	ab, errAB := Diff(path, a, b)
+	ba, errBA := Diff(path, b, a)
+	if (errAB == nil) != (errBA == nil) {
+		t.Fatalf("error depends on argument order: %v vs %v", errAB, errBA)
+	}
+	for _, in := range [][]byte{a, b} {
+		s, err := Parse(path, in)
+		if err != nil {
+			if errAB == nil {
+				t.Fatalf("Parse fails (%v) but Diff did not", err)
+			}
+			continue
+		}
+		if same, err := Diff(path, in, in); err != nil || len(same) != 0 {
+			t.Fatalf("a file differs from itself: %v %v", same, err)
+		}
+		for _, f := range s.Fields() {
+			if _, ok := s.Get(f); !ok {
+				t.Fatalf("field %s is listed but Get does not find it", f)
+			}
+		}
+	}
+	if errAB != nil {
 		return
 	}
-	if same := DiffSnapshots(sa, sa); len(same) != 0 {
-		t.Fatalf("a file differs from itself: %v", same)
-	}
-	ab, ba := DiffSnapshots(sa, sb), DiffSnapshots(sb, sa)
+	checkChanges(t, ab)
 	if len(ab) != len(ba) {
 		t.Fatalf("asymmetric diff: %d vs %d changes", len(ab), len(ba))
 	}
@@ -25,21 +39,22 @@ func checkDiffProperties(t *testing.T, path string, a, b []byte) {
 		if ab[i].Field != ba[i].Field || ab[i].Old != ba[i].New || ab[i].New != ba[i].Old {
 			t.Fatalf("swapped diff does not swap values: %+v vs %+v", ab[i], ba[i])
 		}
-		back, err := core.ParseField(ab[i].Field.String())
-		if err != nil || back != ab[i].Field {
-			t.Fatalf("field %q does not round-trip: %v", ab[i].Field, err)
-		}
 	}
 }
 
 func FuzzDiffYAML(f *testing.F) {
+	for _, src := range []string{deployment, configMap, fluxKustomization, argoApplication, kustomization, prometheusRule} {
+		f.Add([]byte(src), []byte(src+"---\n"+configMap))
+	}
 	f.Add([]byte(deployment), []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata: {x: '1'}\n"))
 	f.Add([]byte("apiVersion: v1\nkind: List\nitems: [{apiVersion: v1, kind: Secret, metadata: {name: s}}]\n"), []byte("a: &x [*x]\n"))
+	f.Add([]byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata: {yes: on, 0x1F: 1_000, b: &b {c: 1}, d: {<<: *b}}\n"), []byte("{{ .Values }}\n"))
 	f.Fuzz(func(t *testing.T, a, b []byte) { checkDiffProperties(t, "k8s/x.yaml", a, b) })
 }
 
 func FuzzDiffTF(f *testing.F) {
 	f.Add([]byte(asg), []byte("resource \"a\" \"b\" {\n  x = { k = [1, 2,] }\n  dynamic \"tag\" { for_each = var.t }\n}\n"))
 	f.Add([]byte("locals {\n  a = 1\n}\nvariable \"v\" { default = \"x\" }\n"), []byte(""))
+	f.Add([]byte("resource \"a\" \"b\" {\n  x = <<EOT\n${var.y}\nEOT\n  z = {\"a/b~c\" = 1, (var.k) = 2}\n}\n"), []byte("module \"m\" {\n  count = 2 # n\n}\n"))
 	f.Fuzz(func(t *testing.T, a, b []byte) { checkDiffProperties(t, "infra/main.tf", a, b) })
 }

@@ -3,37 +3,43 @@ package fielddiff
 import (
 	"bytes"
 	"fmt"
-	"path"
+	"math/big"
 	"strconv"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/hashicorp/hcl/v2/hclwrite"
+	"github.com/zclconf/go-cty/cty"
 	ctyjson "github.com/zclconf/go-cty/cty/json"
 
 	"github.com/parleyhq/parley/core"
 )
 
 // Terraform addresses: resource "t" "n" is t.n, data "t" "n" is data.t.n, module "m" is module.m,
-// variable "v" is var.v, output "o" is output.o, and each locals attribute is local.<name> (pointer
-// ""). Provider and terraform blocks are settings, not resources, and are left out.
+// variable "v" is var.v (its default, type and description are fields), output "o" is output.o, and
+// each locals attribute is local.<name> (pointer "", or into its object literal). Provider, terraform,
+// moved, import and check blocks are settings, not resources, and set no field. The module is the
+// file's directory, "." at the root. (A .tf.json file goes to the YAML reader and, having no
+// apiVersion, sets no field.)
 //
-// Within a block, attribute a is /a; nested blocks are /<type>/<index>/... counted per type in source
-// order (a dynamic "tag" block is /dynamic.tag/<index>); object literals with static keys descend
-// (tags = {team = "x"} is /tags/team). Literal values are canonical JSON; any other expression
-// (a reference, a function call) is its source text, normalised by hclwrite's formatter with
-// comments dropped, so reformatting does not count as a change.
+// Within a block, attribute a is /a (count and for_each included); nested blocks are
+// /<type>/<index>/... counted per type in source order (a dynamic "tag" block is
+// /dynamic.tag/<index>); object literals with static keys descend (tags = {team = "x"} is
+// /tags/team); lists and tuples are one value. Literal values (no variables, no function calls:
+// Value(nil) succeeds) are canonical JSON; any other expression is its source text, normalised by
+// hclwrite's formatter with comments, line breaks and trailing commas dropped, so reformatting does
+// not count as a change.
 
 func parseTF(p string, content []byte) ([]leaf, error) {
 	file, diags := hclsyntax.ParseConfig(content, p, hcl.InitialPos)
 	if diags.HasErrors() {
-		return nil, fmt.Errorf("%w", diags)
+		return nil, hclError(p, diags)
 	}
 	body, ok := file.Body.(*hclsyntax.Body)
 	if !ok {
 		return nil, fmt.Errorf("%s: not native HCL syntax", p)
 	}
-	module := path.Dir(p)
+	module := moduleDir(p)
 	t := tfParser{src: content, module: module, defined: map[string]hcl.Range{}}
 	for _, blk := range body.Blocks {
 		var addr string
@@ -78,9 +84,36 @@ type tfParser struct {
 	leaves  []leaf
 }
 
+// pos is a range's start as file:line:col, the form editors and CI annotations understand.
+func pos(r hcl.Range) string {
+	return fmt.Sprintf("%s:%d:%d", r.Filename, r.Start.Line, r.Start.Column)
+}
+
+// hclError reports the first error of a failed parse as file:line:col: summary; detail.
+func hclError(p string, diags hcl.Diagnostics) error {
+	for _, d := range diags {
+		if d.Severity != hcl.DiagError {
+			continue
+		}
+		where := p
+		if d.Subject != nil {
+			where = pos(*d.Subject)
+		}
+		msg := d.Summary
+		if d.Detail != "" {
+			msg += "; " + d.Detail
+		}
+		if n := len(diags.Errs()) - 1; n > 0 {
+			msg += fmt.Sprintf(" (and %d more errors)", n)
+		}
+		return fmt.Errorf("%s: %s", where, msg)
+	}
+	return fmt.Errorf("%s: %w", p, diags)
+}
+
 func (t *tfParser) define(addr string, r hcl.Range) error {
 	if first, dup := t.defined[addr]; dup {
-		return fmt.Errorf("%s: %s is defined twice: at %s and at %s", first.Filename, addr, first, r)
+		return fmt.Errorf("%s: %s is defined twice: at %s and at %s", first.Filename, addr, pos(first), pos(r))
 	}
 	t.defined[addr] = r
 	return nil
@@ -102,7 +135,7 @@ func sortedAttrs(b *hclsyntax.Body) []*hclsyntax.Attribute {
 
 func (t *tfParser) body(f core.Field, b *hclsyntax.Body, depth int) error {
 	if depth > maxDepth {
-		return fmt.Errorf("%s: blocks nested deeper than %d levels", b.SrcRange, maxDepth)
+		return fmt.Errorf("%s: blocks nested deeper than %d levels", pos(b.SrcRange), maxDepth)
 	}
 	for _, a := range sortedAttrs(b) {
 		if err := t.expr(f.Child(a.Name), a.Expr, depth+1); err != nil {
@@ -126,7 +159,7 @@ func (t *tfParser) body(f core.Field, b *hclsyntax.Body, depth int) error {
 
 func (t *tfParser) expr(f core.Field, e hclsyntax.Expression, depth int) error {
 	if depth > maxDepth {
-		return fmt.Errorf("%s: expression nested deeper than %d levels", e.Range(), maxDepth)
+		return fmt.Errorf("%s: expression nested deeper than %d levels", pos(e.Range()), maxDepth)
 	}
 	if obj, ok := e.(*hclsyntax.ObjectConsExpr); ok && len(obj.Items) > 0 {
 		keys := make([]string, len(obj.Items))
@@ -140,7 +173,14 @@ func (t *tfParser) expr(f core.Field, e hclsyntax.Expression, depth int) error {
 			keys[i] = k
 		}
 		if static {
+			last := make(map[string]int, len(keys))
+			for i, k := range keys {
+				last[k] = i
+			}
 			for i, it := range obj.Items {
+				if last[keys[i]] != i {
+					continue // a repeated key: the last one is the value, as when Terraform evaluates it
+				}
 				if err := t.expr(f.Child(keys[i]), it.ValueExpr, depth+1); err != nil {
 					return err
 				}
@@ -174,6 +214,9 @@ func staticKey(e hclsyntax.Expression) (string, bool) {
 func (t *tfParser) value(e hclsyntax.Expression) core.Value {
 	if len(e.Variables()) == 0 {
 		if v, diags := e.Value(nil); !diags.HasErrors() && v.IsWhollyKnown() {
+			if cv, ok := primitiveValue(v); ok {
+				return cv
+			}
 			if b, err := ctyjson.Marshal(v, v.Type()); err == nil {
 				if cv, err := core.ParseJSONValue(b); err == nil {
 					return cv
@@ -182,6 +225,25 @@ func (t *tfParser) value(e hclsyntax.Expression) core.Value {
 		}
 	}
 	return core.ExprValue(normaliseExpr(e.Range().SliceBytes(t.src)))
+}
+
+// primitiveValue is the canonical JSON of a string, bool or integer without the detour through
+// ctyjson, which formats every number through a 512-bit big.Float (a third of ParseTF's time).
+func primitiveValue(v cty.Value) (core.Value, bool) {
+	if v.IsNull() || v.IsMarked() {
+		return core.Value{}, false
+	}
+	switch v.Type() {
+	case cty.String:
+		return core.CanonicalJSONValue(jsonString(v.AsString())), true
+	case cty.Bool:
+		return boolValue(v.True()), true
+	case cty.Number:
+		if i, acc := v.AsBigFloat().Int64(); acc == big.Exact {
+			return core.CanonicalJSONValue(strconv.FormatInt(i, 10)), true
+		}
+	}
+	return core.Value{}, false
 }
 
 // normaliseExpr drops comments and newlines from expression source and lets hclwrite's formatter
