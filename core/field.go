@@ -195,35 +195,7 @@ func (p *FieldPattern) UnmarshalText(b []byte) error {
 }
 
 // Match reports whether f is matched by the pattern.
-func (p FieldPattern) Match(f Field) bool {
-	if p.Scheme != f.Scheme {
-		return false
-	}
-	switch p.Scheme {
-	case SchemeKubernetes:
-		fg := f.Group
-		if fg == "" {
-			fg = CoreGroup
-		}
-		if !segMatch(p.Group, fg) || !segMatch(p.Kind, f.Kind) || !segMatch(p.Name, f.Name) {
-			return false
-		}
-		// A pattern without a namespace matches cluster-scoped objects only, and vice versa.
-		if (p.Namespace == "") != (f.Namespace == "") || !segMatch(p.Namespace, f.Namespace) {
-			return false
-		}
-	case SchemeTerraform:
-		if !tokensMatch(splitModule(p.Module), splitModule(cleanModule(f.Module))) || !segMatch(p.Resource, f.Resource) {
-			return false
-		}
-	default:
-		return false
-	}
-	if p.Path == "" && !strings.Contains(p.text, "#") {
-		return true // the whole object: every field in it
-	}
-	return tokensMatch(escapedTokens(p.Path), escapedTokens(f.Path))
-}
+func (p FieldPattern) Match(f Field) bool { return p.MatchObject(f) && p.MatchPath(f.Path) }
 
 // MatchObject reports whether the object holding f (its identity, ignoring the pointer) is matched by
 // the pattern's object part. Callers that test many fields of one object cache this and then call
@@ -547,13 +519,6 @@ func cleanModule(m string) string {
 		return "."
 	}
 	return path.Clean(m)
-}
-
-func splitModule(m string) []string {
-	if m == "." {
-		return nil
-	}
-	return strings.Split(m, "/")
 }
 
 // segMatch matches one escaped pattern segment against an unescaped value: * matches any run of

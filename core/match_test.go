@@ -33,8 +33,8 @@ func TestMatchObjectPath(t *testing.T) {
 	for _, ps := range pats {
 		p := MustFieldPattern(ps)
 		for _, f := range fields {
-			want := p.Match(f)
-			if got := p.MatchObject(f) && p.MatchPath(f.Path); got != want {
+			want := referenceMatch(p, f)
+			if got := p.MatchObject(f) && p.MatchPath(f.Path); got != want || p.Match(f) != want {
 				t.Errorf("%s vs %s: split %v, Match %v", ps, f, got, want)
 			}
 		}
@@ -77,4 +77,39 @@ func TestSeqMatchAgreesWithTokensMatch(t *testing.T) {
 			}
 		}
 	}
+}
+
+// referenceMatch is the straightforward, allocating matcher: tokens split out and compared with
+// tokensMatch. The fast matchers must agree with it.
+func referenceMatch(p FieldPattern, f Field) bool {
+	if p.Scheme != f.Scheme {
+		return false
+	}
+	switch p.Scheme {
+	case SchemeKubernetes:
+		fg := f.Group
+		if fg == "" {
+			fg = CoreGroup
+		}
+		if !segMatch(p.Group, fg) || !segMatch(p.Kind, f.Kind) || !segMatch(p.Name, f.Name) ||
+			(p.Namespace == "") != (f.Namespace == "") || !segMatch(p.Namespace, f.Namespace) {
+			return false
+		}
+	case SchemeTerraform:
+		split := func(m string) []string {
+			if m == "." || m == "" {
+				return nil
+			}
+			return strings.Split(m, "/")
+		}
+		if !tokensMatch(split(p.Module), split(cleanModule(f.Module))) || !segMatch(p.Resource, f.Resource) {
+			return false
+		}
+	default:
+		return false
+	}
+	if p.Path == "" && !strings.Contains(p.text, "#") {
+		return true
+	}
+	return tokensMatch(escapedTokens(p.Path), escapedTokens(f.Path))
 }
