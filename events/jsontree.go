@@ -1,0 +1,175 @@
+package events
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/parleyhq/parley/core"
+)
+
+// The JSON documents inside events (request and response objects, patches, request parameters) are
+// decoded into plain trees (map[string]any, []any, json.Number, string, bool, nil) and flattened into
+// leaves with the rules fielddiff uses for manifests, so an observed field has the same address and
+// canonical value as Git's: objects descend (an empty object is a leaf {}), arrays of scalars are one
+// leaf, other arrays descend by index, scalars are leaves.
+
+const maxTreeDepth = 100
+
+// decodeTree decodes one JSON value, keeping numbers exact.
+func decodeTree(raw []byte) (any, error) {
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		return nil, jsonError(raw, err)
+	}
+	return v, nil
+}
+
+// jsonError names where a JSON document went wrong.
+func jsonError(raw []byte, err error) error {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case len(bytes.TrimSpace(raw)) == 0:
+		return fmt.Errorf("empty body: %w", err)
+	case errors.As(err, &se):
+		return fmt.Errorf("invalid JSON at byte %d: %w", se.Offset, err)
+	case errors.As(err, &te):
+		where := te.Field
+		if where == "" {
+			where = "the top level"
+		}
+		return fmt.Errorf("at byte %d, %s: want %s, got JSON %s: %w", te.Offset, where, te.Type, te.Value, err)
+	}
+	return err
+}
+
+// treeValue is the canonical Value of a decoded tree.
+func treeValue(v any) core.Value {
+	if s, ok := v.(string); ok {
+		return core.StringValue(s)
+	}
+	cv, err := core.JSONValue(v)
+	if err != nil {
+		// Trees come from the JSON decoder and always re-encode; keep the text form if not.
+		return core.StringValue(fmt.Sprint(v))
+	}
+	return cv
+}
+
+func isScalar(v any) bool {
+	switch v.(type) {
+	case map[string]any, []any:
+		return false
+	}
+	return true
+}
+
+// flattenTree calls emit for each leaf of v found below pointer ptr.
+func flattenTree(v any, ptr string, depth int, emit func(ptr string, v any)) {
+	if depth > maxTreeDepth {
+		emit(ptr, v) // deeper than any real object: keep the rest as one value
+		return
+	}
+	switch x := v.(type) {
+	case map[string]any:
+		if len(x) == 0 {
+			if ptr != "" {
+				emit(ptr, x)
+			}
+			return
+		}
+		for _, k := range sortedKeys(x) {
+			flattenTree(x[k], ptr+"/"+core.EscapePointerToken(k), depth+1, emit)
+		}
+	case []any:
+		for _, c := range x {
+			if !isScalar(c) {
+				for i, c := range x {
+					flattenTree(c, ptr+"/"+strconv.Itoa(i), depth+1, emit)
+				}
+				return
+			}
+		}
+		emit(ptr, x)
+	default:
+		emit(ptr, x)
+	}
+}
+
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	// Insertion sort: objects in events are small, and this keeps the package free of sort imports.
+	for i := 1; i < len(keys); i++ {
+		for j := i; j > 0 && keys[j] < keys[j-1]; j-- {
+			keys[j], keys[j-1] = keys[j-1], keys[j]
+		}
+	}
+	return keys
+}
+
+// lookup returns the value at an RFC 6901 pointer in a tree.
+func lookup(v any, ptr string) (any, bool) {
+	for _, tok := range core.SplitPointer(ptr) {
+		switch x := v.(type) {
+		case map[string]any:
+			c, ok := x[tok]
+			if !ok {
+				return nil, false
+			}
+			v = c
+		case []any:
+			i, err := strconv.Atoi(tok)
+			if err != nil || i < 0 || i >= len(x) || (len(tok) > 1 && tok[0] == '0') {
+				return nil, false
+			}
+			v = x[i]
+		default:
+			return nil, false
+		}
+	}
+	return v, true
+}
+
+// stringAt returns the string at a path of keys in a tree, or "".
+func stringAt(v any, keys ...string) string {
+	for _, k := range keys {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return ""
+		}
+		v = m[k]
+	}
+	s, _ := v.(string)
+	return s
+}
+
+// stringMapAt returns the map of strings at a path of keys (annotations, labels), skipping values
+// that are not strings.
+func stringMapAt(v any, keys ...string) map[string]string {
+	for _, k := range keys {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = m[k]
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, x := range m {
+		if s, ok := x.(string); ok {
+			out[k] = s
+		}
+	}
+	return out
+}
