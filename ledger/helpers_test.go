@@ -32,7 +32,7 @@ type gitRepo struct {
 func newGitRepo(t testing.TB) *gitRepo {
 	t.Helper()
 	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git is not installed")
+		t.Fatal("git is required: the tests compare with and build repositories through the git CLI")
 	}
 	r := &gitRepo{t: t, dir: t.TempDir()}
 	r.git("init", "--quiet", "--initial-branch=main")

@@ -26,7 +26,7 @@ func runIn(t *testing.T, stdin string, args ...string) (code int, stdout, stderr
 func gitOracle(t *testing.T, stdin string, args ...string) string {
 	t.Helper()
 	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git is not installed")
+		t.Fatal("git is required: the tests compare with and build repositories through the git CLI")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -179,7 +179,7 @@ func deploymentYAML(replicas int, tag string) string {
 func cliRepo(t *testing.T) (dir string, git func(args ...string) string) {
 	t.Helper()
 	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git is not installed")
+		t.Fatal("git is required: the tests compare with and build repositories through the git CLI")
 	}
 	dir = t.TempDir()
 	n := 0
@@ -263,7 +263,7 @@ func TestLedgerCommand(t *testing.T) {
 
 func TestDemo(t *testing.T) {
 	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git is not installed")
+		t.Fatal("git is required: the tests compare with and build repositories through the git CLI")
 	}
 	code, out, stderr := runIn(t, "", "demo")
 	if code != 0 {

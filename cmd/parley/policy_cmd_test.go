@@ -335,7 +335,7 @@ func TestExplainInputMergesLedgerAndClaims(t *testing.T) {
 // default branch, not the one in the checked-out pull request branch.
 func TestExplainRepoReadsPolicyFromDefaultBranch(t *testing.T) {
 	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git not installed")
+		t.Fatal("git is required: the tests build repositories through the git CLI")
 	}
 	dir := t.TempDir()
 	git := func(args ...string) {
