@@ -1,0 +1,565 @@
+// Package fakegithub is a GitHub REST API for tests, built from GitHub's own OpenAPI description
+// (the npm package @octokit/openapi, fetched by scripts/fetch-testdata.sh). A request whose method
+// and path are not in the description is refused with 404, and one whose parameters or body do not
+// match the description's schema with 422, so a test cannot pass against an API GitHub does not
+// have. Answers come from the description's own examples, overridden by the small state the test
+// sets up (comments, check runs, permissions, file contents) for the operations Parley uses. Every
+// call is counted by route and status, and every write is recorded.
+//
+// Routing and validation are kin-openapi's (github.com/getkin/kin-openapi); only the state model is
+// written here.
+package fakegithub
+
+import (
+	"bytes"
+	"context"
+	"crypto/rsa"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/gorillamux"
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/parleyhq/parley/internal/npmdata"
+)
+
+// description is GitHub's API description, loaded once per test binary: it takes about two
+// seconds, and it is never modified after loading, so sharing it between tests is safe.
+var description struct {
+	once   sync.Once
+	doc    *openapi3.T
+	router routers.Router
+	err    error
+}
+
+func load() (*openapi3.T, routers.Router, error) {
+	description.once.Do(func() {
+		dir, err := npmdata.Dir(npmdata.OpenAPI)
+		if err != nil {
+			description.err = err
+			return
+		}
+		loader := openapi3.NewLoader()
+		doc, err := loader.LoadFromFile(filepath.Join(dir, "generated", "api.github.com.json"))
+		if err != nil {
+			description.err = fmt.Errorf("load GitHub's OpenAPI description: %w", err)
+			return
+		}
+		// Route on paths only: the test server is not api.github.com.
+		doc.Servers = openapi3.Servers{{URL: "/"}}
+		description.router, description.err = gorillamux.NewRouter(doc)
+		description.doc = doc
+	})
+	return description.doc, description.router, description.err
+}
+
+// Write is one recorded write request.
+type Write struct {
+	Method, Path, Operation string
+	Body                    map[string]any
+}
+
+// Comment is an issue comment in the fake's state.
+type Comment struct {
+	ID        int64
+	Body      string
+	User      string
+	UpdatedAt time.Time
+}
+
+// CheckRun is a check run in the fake's state.
+type CheckRun struct {
+	ID                         int64
+	Name, HeadSHA, Status      string
+	Conclusion, Title, Summary string
+	ExternalID                 string
+}
+
+// Server is the fake GitHub. Its zero value is not usable: call New.
+type Server struct {
+	*httptest.Server
+	t      testing.TB
+	router routers.Router
+
+	// AppPublicKey verifies App JWTs on the installation token endpoint; nil accepts none.
+	AppPublicKey *rsa.PublicKey
+	AppID        int64
+
+	mu          sync.Mutex
+	calls       map[string]int // "OPERATION STATUS"
+	writes      []Write
+	nextID      int64
+	comments    map[string][]*Comment // "owner/repo#n"
+	checkRuns   map[string][]*CheckRun
+	permissions map[string]string // "owner/repo user" -> permission
+	contents    map[string][]byte // "owner/repo ref path"
+	tokens      map[string]int64  // installation token -> installation
+	tokenTTL    time.Duration
+	throttle    []throttle
+	now         func() time.Time
+}
+
+type throttle struct {
+	status     int
+	retryAfter string
+}
+
+// New starts a fake GitHub; it is closed when the test ends. It fails the test if the description
+// cannot be loaded (run ./scripts/fetch-testdata.sh).
+func New(t testing.TB) *Server {
+	t.Helper()
+	_, router, err := load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{t: t, router: router, calls: map[string]int{}, nextID: 1000, comments: map[string][]*Comment{},
+		checkRuns: map[string][]*CheckRun{}, permissions: map[string]string{}, contents: map[string][]byte{},
+		tokens: map[string]int64{}, tokenTTL: time.Hour, now: time.Now}
+	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// SetPermission sets a user's permission on a repository ("admin", "maintain", "write", ...).
+func (s *Server) SetPermission(repo, user, permission string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.permissions[repo+" "+user] = permission
+}
+
+// SetContent sets a file's content at a ref.
+func (s *Server) SetContent(repo, ref, path string, data []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.contents[repo+" "+ref+" "+path] = data
+}
+
+// SetTokenTTL sets the lifetime of installation tokens the fake issues.
+func (s *Server) SetTokenTTL(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tokenTTL = d
+}
+
+// Throttle makes the next n requests answer status (403 or 429) with a Retry-After header.
+func (s *Server) Throttle(n, status int, retryAfter string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := 0; i < n; i++ {
+		s.throttle = append(s.throttle, throttle{status, retryAfter})
+	}
+}
+
+// Comments returns the comments on an issue or pull request ("owner/repo#n").
+func (s *Server) Comments(issue string) []Comment {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Comment
+	for _, c := range s.comments[issue] {
+		out = append(out, *c)
+	}
+	return out
+}
+
+// CheckRuns returns the check runs of a repository.
+func (s *Server) CheckRuns(repo string) []CheckRun {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []CheckRun
+	for _, c := range s.checkRuns[repo] {
+		out = append(out, *c)
+	}
+	return out
+}
+
+// Writes returns every recorded write, in order.
+func (s *Server) Writes() []Write {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Write(nil), s.writes...)
+}
+
+// Calls returns the number of calls per "operationId status" (e.g. "checks/create 201"), and
+// "unknown 404" for requests outside the description.
+func (s *Server) Calls() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range s.calls {
+		out[k] = v
+	}
+	return out
+}
+
+// TotalCalls is the number of requests served.
+func (s *Server) TotalCalls() int {
+	n := 0
+	for _, v := range s.Calls() {
+		n += v
+	}
+	return n
+}
+
+type errorBody struct {
+	Message          string `json:"message"`
+	DocumentationURL string `json:"documentation_url"`
+}
+
+func (s *Server) answer(w http.ResponseWriter, op string, status int, body any) {
+	s.mu.Lock()
+	s.calls[op+" "+strconv.Itoa(status)]++
+	s.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	if body != nil {
+		_ = json.NewEncoder(w).Encode(body)
+	}
+}
+
+func (s *Server) fail(w http.ResponseWriter, op string, status int, format string, args ...any) {
+	s.answer(w, op, status, errorBody{Message: fmt.Sprintf(format, args...), DocumentationURL: "https://docs.github.com/rest"})
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	// GitHub Enterprise Server clients call /api/v3/...; serve both.
+	r.URL.Path = strings.TrimPrefix(r.URL.Path, "/api/v3")
+	route, params, err := s.findRoute(r)
+	if err != nil {
+		s.fail(w, "unknown", http.StatusNotFound, "%s %s is not in GitHub's API description", r.Method, r.URL.Path)
+		return
+	}
+	op := route.Operation.OperationID
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		s.fail(w, op, http.StatusBadRequest, "read body: %v", err)
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	in := &openapi3filter.RequestValidationInput{Request: r, PathParams: params, Route: route,
+		Options: &openapi3filter.Options{AuthenticationFunc: func(context.Context, *openapi3filter.AuthenticationInput) error { return nil }}}
+	if err := openapi3filter.ValidateRequest(r.Context(), in); err != nil {
+		s.fail(w, op, http.StatusUnprocessableEntity, "%s %s does not match GitHub's description: %v", r.Method, r.URL.Path, err)
+		return
+	}
+	s.mu.Lock()
+	var th *throttle
+	if len(s.throttle) > 0 {
+		th = &s.throttle[0]
+		s.throttle = s.throttle[1:]
+	}
+	s.mu.Unlock()
+	if th != nil {
+		w.Header().Set("Retry-After", th.retryAfter)
+		s.fail(w, op, th.status, "You have exceeded a secondary rate limit.")
+		return
+	}
+	var doc map[string]any
+	if len(body) > 0 {
+		_ = json.Unmarshal(body, &doc) // validated above
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		s.mu.Lock()
+		s.writes = append(s.writes, Write{Method: r.Method, Path: r.URL.Path, Operation: op, Body: doc})
+		s.mu.Unlock()
+	}
+	if op != "apps/create-installation-access-token" && !s.authorised(r) {
+		s.fail(w, op, http.StatusUnauthorized, "Bad credentials")
+		return
+	}
+	if h, ok := s.handlers()[op]; ok {
+		h(w, r, op, params, doc)
+		return
+	}
+	s.example(w, route, op)
+}
+
+// findRoute routes r. The contents API's {path} parameter spans several segments
+// (contents/k8s/prod/web.yaml), which the router's one-segment parameters cannot match, so it is
+// routed with one placeholder segment and the parameter restored afterwards.
+func (s *Server) findRoute(r *http.Request) (*routers.Route, map[string]string, error) {
+	parts := strings.SplitN(r.URL.Path, "/", 6) // "", "repos", owner, repo, "contents", path
+	if len(parts) == 6 && parts[1] == "repos" && parts[4] == "contents" && strings.Contains(parts[5], "/") {
+		alt := r.Clone(r.Context())
+		alt.URL.Path = strings.Join(parts[:5], "/") + "/placeholder"
+		alt.URL.RawPath = ""
+		route, params, err := s.router.FindRoute(alt)
+		if err == nil {
+			params["path"] = parts[5]
+		}
+		return route, params, err
+	}
+	return s.router.FindRoute(r)
+}
+
+// authorised accepts requests carrying an installation token the fake issued, or none at all
+// (tests of unauthenticated calls); a token it did not issue is refused.
+func (s *Server) authorised(r *http.Request) bool {
+	auth := r.Header.Get("Authorization")
+	if auth == "" || strings.HasPrefix(auth, "Bearer ") {
+		return true // App JWT endpoints are checked where they are served
+	}
+	tok := strings.TrimPrefix(strings.TrimPrefix(auth, "token "), "Bearer ")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.tokens[tok]
+	return ok
+}
+
+// example answers with the description's example for the operation's success response.
+func (s *Server) example(w http.ResponseWriter, route *routers.Route, op string) {
+	codes := route.Operation.Responses.Map()
+	var keys []string
+	for k := range codes {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if !strings.HasPrefix(k, "2") {
+			continue
+		}
+		status, _ := strconv.Atoi(k)
+		resp := codes[k].Value
+		if resp == nil {
+			continue
+		}
+		mt := resp.Content.Get("application/json")
+		if mt == nil {
+			s.answer(w, op, status, nil)
+			return
+		}
+		if mt.Example != nil {
+			s.answer(w, op, status, mt.Example)
+			return
+		}
+		var names []string
+		for n := range mt.Examples {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			if ex := mt.Examples[n]; ex != nil && ex.Value != nil {
+				s.answer(w, op, status, ex.Value.Value)
+				return
+			}
+		}
+		s.answer(w, op, status, map[string]any{})
+		return
+	}
+	s.fail(w, op, http.StatusNotImplemented, "no success response described for %s", op)
+}
+
+type handler func(w http.ResponseWriter, r *http.Request, op string, params map[string]string, body map[string]any)
+
+func (s *Server) handlers() map[string]handler {
+	return map[string]handler{
+		"apps/create-installation-access-token":   s.createToken,
+		"issues/list-comments":                    s.listComments,
+		"issues/create-comment":                   s.createComment,
+		"issues/update-comment":                   s.updateComment,
+		"checks/create":                           s.createCheckRun,
+		"checks/update":                           s.updateCheckRun,
+		"checks/list-for-ref":                     s.listCheckRuns,
+		"repos/get-collaborator-permission-level": s.permission,
+		"repos/get-content":                       s.content,
+	}
+}
+
+func repoKey(p map[string]string) string { return p["owner"] + "/" + p["repo"] }
+
+func (s *Server) createToken(w http.ResponseWriter, r *http.Request, op string, p map[string]string, _ map[string]any) {
+	raw, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || s.AppPublicKey == nil {
+		s.fail(w, op, http.StatusUnauthorized, "A JSON web token could not be decoded")
+		return
+	}
+	claims := jwt.RegisteredClaims{}
+	_, err := jwt.ParseWithClaims(raw, &claims, func(*jwt.Token) (any, error) { return s.AppPublicKey, nil },
+		jwt.WithValidMethods([]string{"RS256"}), jwt.WithIssuedAt(), jwt.WithExpirationRequired(), jwt.WithLeeway(30*time.Second))
+	if err != nil {
+		s.fail(w, op, http.StatusUnauthorized, "'Expiration time' claim ('exp') or signature is invalid: %v", err)
+		return
+	}
+	if claims.Issuer != strconv.FormatInt(s.AppID, 10) {
+		s.fail(w, op, http.StatusUnauthorized, "'Issuer' claim ('iss') must be the App ID %d, got %q", s.AppID, claims.Issuer)
+		return
+	}
+	if claims.ExpiresAt.Sub(claims.IssuedAt.Time) > 10*time.Minute+time.Second {
+		s.fail(w, op, http.StatusUnauthorized, "'Expiration time' claim ('exp') is too far in the future")
+		return
+	}
+	id, _ := strconv.ParseInt(p["installation_id"], 10, 64)
+	s.mu.Lock()
+	s.nextID++
+	tok := fmt.Sprintf("ghs_fake%d_%d", id, s.nextID)
+	s.tokens[tok] = id
+	exp := s.now().Add(s.tokenTTL).UTC().Truncate(time.Second)
+	s.mu.Unlock()
+	s.answer(w, op, http.StatusCreated, map[string]any{"token": tok, "expires_at": exp.Format(time.RFC3339),
+		"permissions": map[string]string{"checks": "write", "contents": "write", "pull_requests": "write"}, "repository_selection": "all"})
+}
+
+func (s *Server) commentJSON(r *http.Request, repo string, issue string, c *Comment) map[string]any {
+	return map[string]any{"id": c.ID, "node_id": "IC_" + strconv.FormatInt(c.ID, 10), "body": c.Body,
+		"url":      "http://" + r.Host + "/repos/" + repo + "/issues/comments/" + strconv.FormatInt(c.ID, 10),
+		"html_url": "https://github.com/" + repo + "/pull/" + issue + "#issuecomment-" + strconv.FormatInt(c.ID, 10),
+		"user":     map[string]any{"login": c.User, "type": "Bot"}, "created_at": c.UpdatedAt.Format(time.RFC3339),
+		"updated_at": c.UpdatedAt.Format(time.RFC3339), "author_association": "NONE"}
+}
+
+func (s *Server) listComments(w http.ResponseWriter, r *http.Request, op string, p map[string]string, _ map[string]any) {
+	key := repoKey(p) + "#" + p["issue_number"]
+	s.mu.Lock()
+	out := []map[string]any{}
+	for _, c := range s.comments[key] {
+		out = append(out, s.commentJSON(r, repoKey(p), p["issue_number"], c))
+	}
+	s.mu.Unlock()
+	s.answer(w, op, http.StatusOK, out)
+}
+
+func (s *Server) createComment(w http.ResponseWriter, r *http.Request, op string, p map[string]string, body map[string]any) {
+	key := repoKey(p) + "#" + p["issue_number"]
+	s.mu.Lock()
+	s.nextID++
+	c := &Comment{ID: s.nextID, Body: fmt.Sprint(body["body"]), User: "parley[bot]", UpdatedAt: s.now()}
+	s.comments[key] = append(s.comments[key], c)
+	out := s.commentJSON(r, repoKey(p), p["issue_number"], c)
+	s.mu.Unlock()
+	s.answer(w, op, http.StatusCreated, out)
+}
+
+func (s *Server) updateComment(w http.ResponseWriter, r *http.Request, op string, p map[string]string, body map[string]any) {
+	id, _ := strconv.ParseInt(p["comment_id"], 10, 64)
+	var out map[string]any
+	s.mu.Lock()
+	for key, cs := range s.comments {
+		if !strings.HasPrefix(key, repoKey(p)+"#") {
+			continue
+		}
+		for _, c := range cs {
+			if c.ID == id {
+				c.Body, c.UpdatedAt = fmt.Sprint(body["body"]), s.now()
+				out = s.commentJSON(r, repoKey(p), strings.TrimPrefix(key, repoKey(p)+"#"), c)
+			}
+		}
+	}
+	s.mu.Unlock()
+	if out == nil {
+		s.fail(w, op, http.StatusNotFound, "Not Found")
+		return
+	}
+	s.answer(w, op, http.StatusOK, out)
+}
+
+func str(v any) string {
+	if v == nil {
+		return ""
+	}
+	return fmt.Sprint(v)
+}
+
+func checkRunJSON(c *CheckRun) map[string]any {
+	return map[string]any{"id": c.ID, "name": c.Name, "head_sha": c.HeadSHA, "status": c.Status, "conclusion": nilIfEmpty(c.Conclusion),
+		"external_id": c.ExternalID, "output": map[string]any{"title": c.Title, "summary": c.Summary}}
+}
+
+func nilIfEmpty(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func (s *Server) applyCheckRun(c *CheckRun, body map[string]any) {
+	if v := str(body["status"]); v != "" {
+		c.Status = v
+	}
+	if v := str(body["conclusion"]); v != "" {
+		c.Conclusion, c.Status = v, "completed"
+	}
+	if v := str(body["external_id"]); v != "" {
+		c.ExternalID = v
+	}
+	if out, ok := body["output"].(map[string]any); ok {
+		c.Title, c.Summary = str(out["title"]), str(out["summary"])
+	}
+}
+
+func (s *Server) createCheckRun(w http.ResponseWriter, r *http.Request, op string, p map[string]string, body map[string]any) {
+	s.mu.Lock()
+	s.nextID++
+	c := &CheckRun{ID: s.nextID, Name: str(body["name"]), HeadSHA: str(body["head_sha"]), Status: "queued"}
+	s.applyCheckRun(c, body)
+	s.checkRuns[repoKey(p)] = append(s.checkRuns[repoKey(p)], c)
+	out := checkRunJSON(c)
+	s.mu.Unlock()
+	s.answer(w, op, http.StatusCreated, out)
+}
+
+func (s *Server) updateCheckRun(w http.ResponseWriter, r *http.Request, op string, p map[string]string, body map[string]any) {
+	id, _ := strconv.ParseInt(p["check_run_id"], 10, 64)
+	s.mu.Lock()
+	for _, c := range s.checkRuns[repoKey(p)] {
+		if c.ID == id {
+			s.applyCheckRun(c, body)
+			out := checkRunJSON(c)
+			s.mu.Unlock()
+			s.answer(w, op, http.StatusOK, out)
+			return
+		}
+	}
+	s.mu.Unlock()
+	s.fail(w, op, http.StatusNotFound, "Not Found")
+}
+
+func (s *Server) listCheckRuns(w http.ResponseWriter, r *http.Request, op string, p map[string]string, _ map[string]any) {
+	name := r.URL.Query().Get("check_name")
+	s.mu.Lock()
+	runs := []map[string]any{}
+	for _, c := range s.checkRuns[repoKey(p)] {
+		if c.HeadSHA == p["ref"] && (name == "" || c.Name == name) {
+			runs = append(runs, checkRunJSON(c))
+		}
+	}
+	s.mu.Unlock()
+	s.answer(w, op, http.StatusOK, map[string]any{"total_count": len(runs), "check_runs": runs})
+}
+
+func (s *Server) permission(w http.ResponseWriter, r *http.Request, op string, p map[string]string, _ map[string]any) {
+	s.mu.Lock()
+	perm, ok := s.permissions[repoKey(p)+" "+p["username"]]
+	s.mu.Unlock()
+	if !ok {
+		s.fail(w, op, http.StatusNotFound, "%s is not a user of %s", p["username"], repoKey(p))
+		return
+	}
+	role := map[string]string{"admin": "admin", "maintain": "maintain", "write": "write", "triage": "triage", "read": "read"}[perm]
+	legacy := map[string]string{"admin": "admin", "maintain": "write", "write": "write", "triage": "read", "read": "read"}[perm]
+	s.answer(w, op, http.StatusOK, map[string]any{"permission": legacy, "role_name": role, "user": map[string]any{"login": p["username"]}})
+}
+
+func (s *Server) content(w http.ResponseWriter, r *http.Request, op string, p map[string]string, _ map[string]any) {
+	ref := r.URL.Query().Get("ref")
+	s.mu.Lock()
+	data, ok := s.contents[repoKey(p)+" "+ref+" "+p["path"]]
+	s.mu.Unlock()
+	if !ok {
+		s.fail(w, op, http.StatusNotFound, "Not Found")
+		return
+	}
+	s.answer(w, op, http.StatusOK, map[string]any{"type": "file", "encoding": "base64", "name": filepath.Base(p["path"]),
+		"path": p["path"], "size": len(data), "content": encodeBase64(data), "sha": fmt.Sprintf("%x", len(data))})
+}
