@@ -147,6 +147,14 @@ func (s *Server) SetContent(repo, ref, path string, data []byte) {
 	s.contents[repo+" "+ref+" "+path] = data
 }
 
+// SetClock sets the fake's clock: token expiry and App JWT validation follow it, so tests can move
+// time forward.
+func (s *Server) SetClock(now func() time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.now = now
+}
+
 // SetTokenTTL sets the lifetime of installation tokens the fake issues.
 func (s *Server) SetTokenTTL(d time.Duration) {
 	s.mu.Lock()
@@ -386,8 +394,12 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request, op string, 
 		return
 	}
 	claims := jwt.RegisteredClaims{}
+	s.mu.Lock()
+	now := s.now
+	s.mu.Unlock()
 	_, err := jwt.ParseWithClaims(raw, &claims, func(*jwt.Token) (any, error) { return s.AppPublicKey, nil },
-		jwt.WithValidMethods([]string{"RS256"}), jwt.WithIssuedAt(), jwt.WithExpirationRequired(), jwt.WithLeeway(30*time.Second))
+		jwt.WithValidMethods([]string{"RS256"}), jwt.WithIssuedAt(), jwt.WithExpirationRequired(), jwt.WithLeeway(30*time.Second),
+		jwt.WithTimeFunc(now))
 	if err != nil {
 		s.fail(w, op, http.StatusUnauthorized, "'Expiration time' claim ('exp') or signature is invalid: %v", err)
 		return
