@@ -14,6 +14,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rsa"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -226,15 +227,31 @@ type errorBody struct {
 	DocumentationURL string `json:"documentation_url"`
 }
 
+// answer writes a JSON answer. Successful GETs carry an ETag, and a request whose If-None-Match
+// names the current one is answered 304 with no body, as GitHub does (and GitHub does not count
+// such answers against the rate limit).
 func (s *Server) answer(w http.ResponseWriter, op string, status int, body any) {
+	var buf []byte
+	if body != nil {
+		buf, _ = json.Marshal(body)
+	}
+	if status == http.StatusOK && w.Header().Get("X-Fake-Method") == http.MethodGet {
+		etag := fmt.Sprintf(`"%x"`, sha256.Sum256(buf))
+		w.Header().Set("ETag", etag)
+		if w.Header().Get("X-Fake-If-None-Match") == etag {
+			status, buf = http.StatusNotModified, nil
+		}
+	}
+	w.Header().Del("X-Fake-Method")
+	w.Header().Del("X-Fake-If-None-Match")
 	s.mu.Lock()
 	s.calls[op+" "+strconv.Itoa(status)]++
 	s.mu.Unlock()
-	w.Header().Set("Content-Type", "application/json; charset=utf-8")
-	w.WriteHeader(status)
-	if body != nil {
-		_ = json.NewEncoder(w).Encode(body)
+	if buf != nil {
+		w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	}
+	w.WriteHeader(status)
+	w.Write(buf)
 }
 
 func (s *Server) fail(w http.ResponseWriter, op string, status int, format string, args ...any) {
@@ -242,6 +259,9 @@ func (s *Server) fail(w http.ResponseWriter, op string, status int, format strin
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	// answer reads these to decide on ETags; they never reach the client.
+	w.Header().Set("X-Fake-Method", r.Method)
+	w.Header().Set("X-Fake-If-None-Match", r.Header.Get("If-None-Match"))
 	// GitHub Enterprise Server clients call /api/v3/...; serve both.
 	r.URL.Path = strings.TrimPrefix(r.URL.Path, "/api/v3")
 	route, params, err := s.findRoute(r)
