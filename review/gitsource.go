@@ -23,7 +23,10 @@ type GitSource struct {
 
 // OpenGitSource opens the repository at dir and resolves base and head (any revision go-git reads).
 func OpenGitSource(dir, base, head string) (*GitSource, error) {
-	repo, err := git.PlainOpenWithOptions(dir, &git.PlainOpenOptions{DetectDotGit: true})
+	repo, err := git.PlainOpen(dir) // a bare clone, or a work tree's root
+	if err != nil {
+		repo, err = git.PlainOpenWithOptions(dir, &git.PlainOpenOptions{DetectDotGit: true})
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open repository %s: %w", dir, err)
 	}

@@ -1,0 +1,293 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/google/go-github/v60/github"
+
+	"github.com/parleyhq/parley/app/repocache"
+	"github.com/parleyhq/parley/core"
+	"github.com/parleyhq/parley/ledger"
+	"github.com/parleyhq/parley/policy"
+	"github.com/parleyhq/parley/report"
+	"github.com/parleyhq/parley/review"
+	"github.com/parleyhq/parley/store"
+	"github.com/parleyhq/parley/webhooks"
+)
+
+// CheckName is the name of Parley's check run.
+const CheckName = "parley"
+
+// Installations gives clients and tokens acting as an installation (ghauth.App satisfies it
+// through InstallationAuth).
+type Installations interface {
+	Client(installation int64) (*github.Client, error)
+	Token(ctx context.Context, installation int64) (string, error)
+}
+
+// PullRequests judges pull requests: on pull_request opened, synchronize, reopened, edited and
+// ready_for_review it fetches the repository and the pull request's head into the clone cache,
+// brings the default branch's ledger up to date, judges the pull request under the default
+// branch's policy and publishes the verdicts. Publishing is idempotent: the check run is found by
+// head SHA and name and the comment by its marker, and nothing is written when nothing changed.
+type PullRequests struct {
+	Installations Installations
+	Repos         *repocache.Cache
+	PolicyPath    string // default .parley/policy.hcl
+	Now           func() time.Time
+	Log           *slog.Logger
+}
+
+// judgedActions are the pull_request actions that can change a verdict.
+var judgedActions = map[string]bool{"opened": true, "synchronize": true, "reopened": true, "edited": true, "ready_for_review": true}
+
+// Handle implements webhooks.Handler for pull_request deliveries.
+func (h *PullRequests) Handle(ctx context.Context, d store.Delivery) error {
+	var ev github.PullRequestEvent
+	if err := json.Unmarshal(d.Body, &ev); err != nil {
+		return webhooks.Permanent(fmt.Errorf("decode pull_request delivery %s: %w", d.ID, err))
+	}
+	if !judgedActions[ev.GetAction()] {
+		return nil
+	}
+	pr, repo := ev.GetPullRequest(), ev.GetRepo()
+	if pr == nil || repo == nil || ev.GetInstallation().GetID() == 0 {
+		return webhooks.Permanent(fmt.Errorf("pull_request delivery %s lacks the pull request, repository or installation", d.ID))
+	}
+	return h.Judge(ctx, Target{
+		Installation: ev.GetInstallation().GetID(), Owner: repo.GetOwner().GetLogin(), Repo: repo.GetName(),
+		FullName: repo.GetFullName(), CloneURL: repo.GetCloneURL(), DefaultBranch: repo.GetDefaultBranch(), PR: pr,
+	})
+}
+
+// Target is one pull request to judge.
+type Target struct {
+	Installation            int64
+	Owner, Repo, FullName   string
+	CloneURL, DefaultBranch string
+	PR                      *github.PullRequest
+}
+
+func (h *PullRequests) now() time.Time {
+	if h.Now != nil {
+		return h.Now()
+	}
+	return time.Now()
+}
+
+// Judge evaluates and publishes one pull request.
+func (h *PullRequests) Judge(ctx context.Context, t Target) error {
+	log := h.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	n := t.PR.GetNumber()
+	id := fmt.Sprintf("%s#%d", t.FullName, n)
+	log = log.With("repo", t.FullName, "pr", n, "installation", t.Installation)
+	token, err := h.Installations.Token(ctx, t.Installation)
+	if err != nil {
+		return fmt.Errorf("%s: installation token: %w", id, err)
+	}
+	gh, err := h.Installations.Client(t.Installation)
+	if err != nil {
+		return fmt.Errorf("%s: client: %w", id, err)
+	}
+	prRef := fmt.Sprintf("refs/parley/pull/%d", n)
+	dir, unlock, err := h.Repos.Sync(ctx, t.FullName, t.CloneURL, token, fmt.Sprintf("+refs/pull/%d/head:%s", n, prRef))
+	if err != nil {
+		return fmt.Errorf("%s: %w", id, err)
+	}
+	defer unlock()
+
+	headSHA, baseSHA := t.PR.GetHead().GetSHA(), t.PR.GetBase().GetSHA()
+	pol, policyNote, err := h.readPolicy(dir, t.DefaultBranch)
+	if err != nil {
+		return fmt.Errorf("%s: %w", id, err)
+	}
+	var res review.Result
+	var headTime time.Time
+	if pol != nil {
+		led, err := ledger.Open(dir, ledger.Options{})
+		if err != nil {
+			return fmt.Errorf("%s: open ledger: %w", id, err)
+		}
+		defer led.Close()
+		if _, err := led.Update(ctx, t.DefaultBranch); err != nil {
+			return fmt.Errorf("%s: update ledger of %s: %w", id, t.DefaultBranch, err)
+		}
+		src, err := review.OpenGitSource(dir, baseSHA, headSHA)
+		if err != nil {
+			return webhooks.Permanent(fmt.Errorf("%s: %w", id, err))
+		}
+		_, head := src.HeadCommit()
+		headTime = head.Time
+		var labels []string
+		for _, l := range t.PR.Labels {
+			labels = append(labels, l.GetName())
+		}
+		in := review.PullRequest{Number: n, BaseSHA: baseSHA, HeadSHA: headSHA, Title: t.PR.GetTitle(), Body: t.PR.GetBody(),
+			Labels: labels, Author: core.Identity{Source: core.SourceGitHubUser, ID: t.PR.GetUser().GetLogin()}, Updated: head.Time}
+		if res, err = review.Evaluate(ctx, in, src, pol, led, nil, h.now()); err != nil {
+			return fmt.Errorf("%s: %w", id, err)
+		}
+	}
+	wrote, err := publish(ctx, gh, t, headSHA, headTime, res, policyNote)
+	if err != nil {
+		return fmt.Errorf("%s: publish: %w", id, err)
+	}
+	log.Info("judged pull request", "head", headSHA, "fields", len(res.Verdicts), "conclusion", conclusion(res, policyNote), "writes", wrote)
+	return nil
+}
+
+// readPolicy reads the policy from the default branch of the clone; a missing policy is a note for
+// the check run, not an error.
+func (h *PullRequests) readPolicy(dir, branch string) (*policy.Policy, string, error) {
+	path := h.PolicyPath
+	if path == "" {
+		path = policy.DefaultFile
+	}
+	repo, err := git.PlainOpen(dir)
+	if err != nil {
+		return nil, "", err
+	}
+	ref, err := repo.Reference(plumbing.NewBranchReferenceName(branch), true)
+	if err != nil {
+		return nil, "", fmt.Errorf("default branch %s: %w", branch, err)
+	}
+	c, err := repo.CommitObject(ref.Hash())
+	if err != nil {
+		return nil, "", err
+	}
+	f, err := c.File(path)
+	if errors.Is(err, object.ErrFileNotFound) {
+		return nil, fmt.Sprintf("No policy: %s does not exist on %s. Run `parley init` and commit it to judge claims.", path, branch), nil
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	src, err := f.Contents()
+	if err != nil {
+		return nil, "", err
+	}
+	pol, err := policy.Parse([]byte(src), branch+":"+path)
+	if err != nil {
+		return nil, fmt.Sprintf("The policy on %s is invalid, so nothing was judged:\n\n```\n%v\n```", branch, err), nil
+	}
+	return pol, "", nil
+}
+
+func conclusion(res review.Result, note string) string {
+	if note != "" {
+		return "neutral"
+	}
+	return report.Conclusion(res.Verdicts)
+}
+
+// maxCheckText is GitHub's limit on a check run's output summary.
+const maxCheckText = 65535
+
+// publish writes the check run and the sticky comment if they differ from what GitHub shows. It
+// returns how many writes it made.
+func publish(ctx context.Context, gh *github.Client, t Target, headSHA string, headTime time.Time, res review.Result, note string) (int, error) {
+	writes := 0
+	concl := conclusion(res, note)
+	title := strings.TrimPrefix(report.Headline(res.Verdicts), "### ")
+	// The comment is rendered for the head commit's time, not the wall clock, so the same head
+	// always renders the same body and a redelivery writes nothing.
+	body := report.Comment(report.Input{Head: headSHA, Generated: headTime.UTC(), Verdicts: res.Verdicts, Notes: append(problemNotes(res), nonEmpty(note)...)})
+	summary := body
+	if note != "" {
+		title, summary = "Parley: nothing judged", note
+	}
+	if len(summary) > maxCheckText {
+		summary = summary[:maxCheckText]
+	}
+
+	runs, _, err := gh.Checks.ListCheckRunsForRef(ctx, t.Owner, t.Repo, headSHA, &github.ListCheckRunsOptions{CheckName: github.String(CheckName)})
+	if err != nil {
+		return writes, fmt.Errorf("list check runs: %w", err)
+	}
+	var existing *github.CheckRun
+	if runs != nil && len(runs.CheckRuns) > 0 {
+		existing = runs.CheckRuns[0]
+	}
+	out := &github.CheckRunOutput{Title: github.String(title), Summary: github.String(summary)}
+	switch {
+	case existing == nil:
+		_, _, err = gh.Checks.CreateCheckRun(ctx, t.Owner, t.Repo, github.CreateCheckRunOptions{Name: CheckName, HeadSHA: headSHA,
+			Status: github.String("completed"), Conclusion: github.String(concl), Output: out})
+		writes++
+	case existing.GetConclusion() != concl || existing.GetOutput().GetTitle() != title || existing.GetOutput().GetSummary() != summary:
+		_, _, err = gh.Checks.UpdateCheckRun(ctx, t.Owner, t.Repo, existing.GetID(), github.UpdateCheckRunOptions{Name: CheckName,
+			Status: github.String("completed"), Conclusion: github.String(concl), Output: out})
+		writes++
+	}
+	if err != nil {
+		return writes, fmt.Errorf("write check run: %w", err)
+	}
+	if note != "" && len(res.Verdicts) == 0 {
+		return writes, nil // nothing judged: the check run says why; no comment to add noise
+	}
+
+	sticky, err := findSticky(ctx, gh, t.Owner, t.Repo, t.PR.GetNumber())
+	if err != nil {
+		return writes, err
+	}
+	switch {
+	case sticky == nil:
+		_, _, err = gh.Issues.CreateComment(ctx, t.Owner, t.Repo, t.PR.GetNumber(), &github.IssueComment{Body: github.String(body)})
+		writes++
+	case sticky.GetBody() != body:
+		_, _, err = gh.Issues.EditComment(ctx, t.Owner, t.Repo, sticky.GetID(), &github.IssueComment{Body: github.String(body)})
+		writes++
+	}
+	if err != nil {
+		return writes, fmt.Errorf("write sticky comment: %w", err)
+	}
+	return writes, nil
+}
+
+// findSticky returns Parley's comment on the pull request: the first comment by a bot that starts
+// with the marker. Humans quoting the marker are not mistaken for it.
+func findSticky(ctx context.Context, gh *github.Client, owner, repo string, number int) (*github.IssueComment, error) {
+	opts := &github.IssueListCommentsOptions{ListOptions: github.ListOptions{PerPage: 100}}
+	for {
+		cs, resp, err := gh.Issues.ListComments(ctx, owner, repo, number, opts)
+		if err != nil {
+			return nil, fmt.Errorf("list comments: %w", err)
+		}
+		for _, c := range cs {
+			if strings.HasPrefix(c.GetBody(), report.Marker) && c.GetUser().GetType() == "Bot" {
+				return c, nil
+			}
+		}
+		if resp == nil || resp.NextPage == 0 {
+			return nil, nil
+		}
+		opts.Page = resp.NextPage
+	}
+}
+
+func problemNotes(res review.Result) []string {
+	var out []string
+	for _, p := range res.Problems {
+		out = append(out, "Problem: "+p)
+	}
+	return out
+}
+
+func nonEmpty(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return []string{s}
+}

@@ -1,0 +1,218 @@
+package app
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/parleyhq/parley/app/ghauth"
+	"github.com/parleyhq/parley/app/repocache"
+	"github.com/parleyhq/parley/internal/fakegithub"
+	"github.com/parleyhq/parley/internal/npmdata"
+	"github.com/parleyhq/parley/report"
+	"github.com/parleyhq/parley/store"
+)
+
+const webYAML = `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: prod}
+spec:
+  replicas: 3
+---
+apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata: {name: web, namespace: prod}
+spec:
+  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: web}
+  maxReplicas: 20
+`
+
+const kafkaTF = `resource "aws_autoscaling_group" "consumer" {
+  min_size         = 4
+  max_size         = 16
+  desired_capacity = 6
+}
+`
+
+// remote is the repository GitHub would host: main with the policy and manifests, and the pull
+// request's head under refs/pull/7/head, as GitHub exposes it.
+func remote(t *testing.T) (dir string, git func(args ...string) string) {
+	t.Helper()
+	dir = t.TempDir()
+	git = func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command("git", args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "HOME="+dir,
+			"GIT_AUTHOR_NAME=Cost Bot", "GIT_AUTHOR_EMAIL=cost-optimizer@parley.example", "GIT_COMMITTER_NAME=Cost Bot",
+			"GIT_COMMITTER_EMAIL=cost-optimizer@parley.example", "GIT_AUTHOR_DATE=2026-11-20T10:00:00Z", "GIT_COMMITTER_DATE=2026-11-20T10:00:00Z")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	pol, err := os.ReadFile(filepath.Join("..", "demo", "policy.hcl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(p, s string) {
+		os.MkdirAll(filepath.Dir(filepath.Join(dir, p)), 0o755)
+		os.WriteFile(filepath.Join(dir, p), []byte(s), 0o644)
+	}
+	git("init", "-q", "-b", "main")
+	write(".parley/policy.hcl", string(pol))
+	write("k8s/prod/web.yaml", webYAML)
+	write("infra/kafka/main.tf", kafkaTF)
+	git("add", ".")
+	git("commit", "-q", "-m", "Baseline")
+	git("checkout", "-q", "-b", "rightsize")
+	write("infra/kafka/main.tf", strings.Replace(kafkaTF, "desired_capacity = 6", "desired_capacity = 20", 1))
+	git("commit", "-q", "-am", "Right-size the consumers\n\nIntent: cost\nMotivation: budget\n")
+	git("update-ref", "refs/pull/7/head", "HEAD")
+	git("checkout", "-q", "main")
+	return dir, git
+}
+
+// prEvent is GitHub's own example pull_request "opened" payload, pointed at the test repository.
+func prEvent(t *testing.T, cloneURL, base, head, action string) []byte {
+	t.Helper()
+	examples, err := npmdata.WebhookExamples()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ex := range examples {
+		if ex.Event != "pull_request" {
+			continue
+		}
+		var ev map[string]any
+		if json.Unmarshal(ex.Payload, &ev) != nil || ev["action"] != "opened" {
+			continue
+		}
+		ev["action"] = action
+		ev["number"] = 7
+		ev["installation"] = map[string]any{"id": 77, "node_id": "x"}
+		repo := ev["repository"].(map[string]any)
+		repo["full_name"], repo["name"], repo["clone_url"], repo["default_branch"] = "acme/infra", "infra", cloneURL, "main"
+		repo["owner"].(map[string]any)["login"] = "acme"
+		pr := ev["pull_request"].(map[string]any)
+		pr["number"], pr["title"], pr["body"] = 7, "Right-size the consumers", "Monthly budget review."
+		pr["head"].(map[string]any)["sha"] = head
+		pr["base"].(map[string]any)["sha"] = base
+		pr["user"].(map[string]any)["login"] = "cost-optimizer[bot]"
+		b, _ := json.Marshal(ev)
+		return b
+	}
+	t.Fatal("no pull_request opened example in @octokit/webhooks-examples")
+	return nil
+}
+
+func handler(t *testing.T) (*PullRequests, *fakegithub.Server) {
+	t.Helper()
+	gh := fakegithub.New(t)
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gh.AppPublicKey, gh.AppID = &key.PublicKey, 99
+	pemKey := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
+	app, err := ghauth.NewApp(99, pemKey, ghauth.Options{BaseURL: gh.URL + "/api/v3/", Client: gh.Client()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &PullRequests{Installations: InstallationAuth{App: app, Base: gh.Client().Transport},
+		Repos: &repocache.Cache{Dir: t.TempDir()}, Now: func() time.Time { return time.Date(2026, 11, 20, 10, 5, 0, 0, time.UTC) }}, gh
+}
+
+func TestPullRequestVerdictsArePublishedOnceAndEditedInPlace(t *testing.T) {
+	dir, git := remote(t)
+	h, gh := handler(t)
+	base, head := git("rev-parse", "main"), git("rev-parse", "refs/pull/7/head")
+	deliver := func(action, head string) {
+		t.Helper()
+		if err := h.Handle(context.Background(), store.Delivery{ID: "d-" + action + head[:6], Event: "pull_request", Body: prEvent(t, dir, base, head, action)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	deliver("opened", head)
+	runs := gh.CheckRuns("acme/infra")
+	if len(runs) != 1 || runs[0].Name != "parley" || runs[0].HeadSHA != head || runs[0].Conclusion != "failure" {
+		t.Fatalf("check runs %+v: want one failing parley run (desired_capacity 20 is above max_size 16)", runs)
+	}
+	comments := gh.Comments("acme/infra#7")
+	if len(comments) != 1 || !strings.HasPrefix(comments[0].Body, report.Marker) {
+		t.Fatalf("comments %+v", comments)
+	}
+	doc, err := report.Extract(comments[0].Body)
+	if err != nil || len(doc.Verdicts) != 1 || doc.Verdicts[0].Decision != "veto" || doc.Head != head {
+		t.Fatalf("verdicts in the comment: %+v, %v", doc, err)
+	}
+
+	// A redelivery, or an edit that changes nothing, reads at most 4 times and writes nothing.
+	writes, calls := len(gh.Writes()), gh.TotalCalls()
+	deliver("edited", head)
+	if w := len(gh.Writes()); w != writes {
+		t.Errorf("an unchanged verdict wrote %d times", w-writes)
+	}
+	if c := gh.TotalCalls() - calls; c > 4 {
+		t.Errorf("an unchanged verdict made %d API calls, want at most 4 (%v)", c, gh.Calls())
+	}
+
+	// A new push fixes the capacity: a new check run for the new head, the same comment edited.
+	git("checkout", "-q", "rightsize")
+	os.WriteFile(filepath.Join(dir, "infra/kafka/main.tf"), []byte(strings.Replace(kafkaTF, "desired_capacity = 6", "desired_capacity = 12", 1)), 0o644)
+	git("commit", "-q", "-am", "Stay inside the bounds\n\nIntent: cost\nMotivation: budget\n")
+	head2 := git("rev-parse", "HEAD")
+	git("update-ref", "refs/pull/7/head", head2)
+	deliver("synchronize", head2)
+	runs = gh.CheckRuns("acme/infra")
+	if len(runs) != 2 || runs[1].HeadSHA != head2 || runs[1].Conclusion == "failure" {
+		t.Fatalf("after the fix: check runs %+v", runs)
+	}
+	comments = gh.Comments("acme/infra#7")
+	if len(comments) != 1 || !strings.Contains(comments[0].Body, head2) {
+		t.Fatalf("the sticky comment must be edited in place, not re-posted: %d comments", len(comments))
+	}
+	if err := h.Handle(context.Background(), store.Delivery{ID: "closed", Event: "pull_request", Body: prEvent(t, dir, base, head2, "closed")}); err != nil {
+		t.Fatal(err)
+	}
+	if len(gh.CheckRuns("acme/infra")) != 2 {
+		t.Error("a closed pull request must not be judged")
+	}
+}
+
+func TestPullRequestWithoutPolicy(t *testing.T) {
+	dir, git := remote(t)
+	git("rm", "-q", ".parley/policy.hcl")
+	git("commit", "-q", "-m", "No policy")
+	h, gh := handler(t)
+	if err := h.Handle(context.Background(), store.Delivery{ID: "x", Event: "pull_request",
+		Body: prEvent(t, dir, git("rev-parse", "main"), git("rev-parse", "refs/pull/7/head"), "opened")}); err != nil {
+		t.Fatal(err)
+	}
+	runs := gh.CheckRuns("acme/infra")
+	if len(runs) != 1 || runs[0].Conclusion != "neutral" || !strings.Contains(runs[0].Summary, "parley init") {
+		t.Fatalf("check runs %+v", runs)
+	}
+	if len(gh.Comments("acme/infra#7")) != 0 {
+		t.Error("no comment is written when nothing was judged")
+	}
+}
+
+func TestMalformedDeliveryIsPermanent(t *testing.T) {
+	h, _ := handler(t)
+	err := h.Handle(context.Background(), store.Delivery{ID: "bad", Event: "pull_request", Body: []byte(`{"action":"opened"}`)})
+	if err == nil || !strings.Contains(err.Error(), "lacks") {
+		t.Fatalf("want a permanent error, got %v", err)
+	}
+}

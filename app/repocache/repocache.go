@@ -1,0 +1,89 @@
+// Package repocache keeps a bare clone of each repository Parley judges, fetched with go-git before
+// each evaluation. The ledger and pull request reviews then read history, trees and files locally,
+// so judging a pull request costs a fetch, not dozens of REST calls.
+package repocache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sync"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/config"
+	"github.com/go-git/go-git/v5/plumbing/transport"
+	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
+)
+
+// Cache holds bare clones under Dir, one per repository, and serialises work on each.
+type Cache struct {
+	Dir string
+
+	mu    sync.Mutex
+	locks map[string]*sync.Mutex
+}
+
+var validName = regexp.MustCompile(`^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$`)
+
+// lock returns the mutex of one repository.
+func (c *Cache) lock(name string) *sync.Mutex {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.locks == nil {
+		c.locks = map[string]*sync.Mutex{}
+	}
+	if c.locks[name] == nil {
+		c.locks[name] = &sync.Mutex{}
+	}
+	return c.locks[name]
+}
+
+// Sync clones (first time) or fetches the repository fullName ("owner/repo") from url, with the
+// branches and any extra refspecs (such as "+refs/pull/7/head:refs/parley/pull/7"), and returns
+// the clone's directory. token, if not empty, authenticates as an installation. Callers holding
+// the returned unlock function have the clone to themselves until they call it.
+func (c *Cache) Sync(ctx context.Context, fullName, url, token string, extra ...string) (dir string, unlock func(), err error) {
+	if !validName.MatchString(fullName) || fullName == "./." {
+		return "", nil, fmt.Errorf("repository name %q is not owner/repo", fullName)
+	}
+	l := c.lock(fullName)
+	l.Lock()
+	dir = filepath.Join(c.Dir, filepath.FromSlash(fullName)+".git")
+	specs := []config.RefSpec{"+refs/heads/*:refs/heads/*"}
+	for _, s := range extra {
+		rs := config.RefSpec(s)
+		if err := rs.Validate(); err != nil {
+			l.Unlock()
+			return "", nil, fmt.Errorf("refspec %q: %w", s, err)
+		}
+		specs = append(specs, rs)
+	}
+	var auth transport.AuthMethod
+	if token != "" {
+		auth = &githttp.BasicAuth{Username: "x-access-token", Password: token}
+	}
+	repo, err := git.PlainOpen(dir)
+	if errors.Is(err, git.ErrRepositoryNotExists) {
+		if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+			l.Unlock()
+			return "", nil, err
+		}
+		repo, err = git.PlainInit(dir, true)
+		if err == nil {
+			_, err = repo.CreateRemote(&config.RemoteConfig{Name: "origin", URLs: []string{url}})
+		}
+	}
+	if err != nil {
+		l.Unlock()
+		return "", nil, fmt.Errorf("open clone of %s: %w", fullName, err)
+	}
+	err = repo.FetchContext(ctx, &git.FetchOptions{RemoteName: "origin", RemoteURL: url, RefSpecs: specs, Auth: auth, Force: true, Tags: git.NoTags})
+	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
+		l.Unlock()
+		return "", nil, fmt.Errorf("fetch %s: %w", fullName, err)
+	}
+	return dir, l.Unlock, nil
+}
