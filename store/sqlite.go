@@ -591,6 +591,24 @@ func (s *SQLite) Release(ctx context.Context, k Key, worker string) error {
 		k.Source, k.ID, worker)
 }
 
+// ReclaimLeases frees every lease held on pending deliveries, by any worker. It is for the start
+// of a single-writer deployment (one parley serve over one SQLite file): leases then can only be
+// left over from a process that died, and waiting for them to expire would delay the unfinished
+// work by the whole lease. The attempt the dead process used is kept, so a payload that crashes
+// the process still reaches the dead-letter list. A multi-replica store must not call it.
+func (s *SQLite) ReclaimLeases(ctx context.Context) (int, error) {
+	if s.closed() {
+		return 0, fmt.Errorf("store %s: reclaim leases: %w", s.path, ErrClosed)
+	}
+	res, err := s.write.ExecContext(ctx, `UPDATE deliveries SET lease_owner = NULL, lease_until = NULL
+		WHERE state = 0 AND lease_owner IS NOT NULL`)
+	if err != nil {
+		return 0, fmt.Errorf("store %s: reclaim leases: %w", s.path, err)
+	}
+	n, err := res.RowsAffected()
+	return int(n), err
+}
+
 // DeadLetters lists dead deliveries, oldest first, with their bodies and last errors.
 func (s *SQLite) DeadLetters(ctx context.Context) ([]Delivery, error) {
 	rows, err := s.read.QueryContext(ctx, `SELECT `+deliveryColumns+` FROM deliveries WHERE state = 2 ORDER BY seq`)

@@ -710,3 +710,25 @@ func TestWALStaysBoundedUnderSustainedWrites(t *testing.T) {
 	stop()
 	wg.Wait()
 }
+
+func TestReclaimLeasesResumesAtOnce(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, Options{})
+	t0 := time.Now()
+	if _, err := s.Put(ctx, Delivery{Source: SourceGitHub, ID: "a", Event: "push", Body: []byte(`{}`), ReceivedAt: t0}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := s.Claim(ctx, "dead-process", time.Hour, t0); !ok || err != nil {
+		t.Fatalf("claim: %v %v", ok, err)
+	}
+	if _, ok, _ := s.Claim(ctx, "new-process", time.Hour, t0); ok {
+		t.Fatal("a leased delivery was claimed twice")
+	}
+	if n, err := s.ReclaimLeases(ctx); n != 1 || err != nil {
+		t.Fatalf("reclaimed %d, %v", n, err)
+	}
+	d, ok, err := s.Claim(ctx, "new-process", time.Hour, t0)
+	if !ok || err != nil || d.Attempts != 2 {
+		t.Fatalf("after reclaiming: ok %v err %v attempts %d (the dead process's attempt counts)", ok, err, d.Attempts)
+	}
+}

@@ -146,6 +146,8 @@ type RateLimit struct {
 	// Sleep waits for d or until ctx ends; tests replace it.
 	Sleep func(ctx context.Context, d time.Duration) error
 	Now   func() time.Time
+	// OnRecord, if set, is told the remaining primary limit after each answer that reports it.
+	OnRecord func(remaining int)
 
 	mu        sync.Mutex
 	remaining int
@@ -226,6 +228,9 @@ func (r *RateLimit) record(resp *http.Response) {
 	r.mu.Lock()
 	r.remaining, r.reset = rem, time.Unix(reset, 0)
 	r.mu.Unlock()
+	if r.OnRecord != nil {
+		r.OnRecord(rem)
+	}
 }
 
 // waitFor says how long GitHub asks to wait before trying again.
@@ -312,6 +317,9 @@ func NewCounter(base http.RoundTripper, reg prometheus.Registerer) (*Counter, er
 	}
 	return &Counter{Base: base, calls: cv}, nil
 }
+
+// Wrap returns a Counter over base that counts into the same metric.
+func (c *Counter) Wrap(base http.RoundTripper) *Counter { return &Counter{Base: base, calls: c.calls} }
 
 // RoundTrip implements http.RoundTripper.
 func (c *Counter) RoundTrip(req *http.Request) (*http.Response, error) {

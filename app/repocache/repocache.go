@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"sync"
 
 	"github.com/go-git/go-git/v5"
@@ -27,6 +28,19 @@ type Cache struct {
 }
 
 var validName = regexp.MustCompile(`^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$`)
+
+// validRepo accepts owner/repo names and refuses . and .. parts, which would leave Dir.
+func validRepo(name string) bool {
+	if !validName.MatchString(name) {
+		return false
+	}
+	for _, p := range strings.Split(name, "/") {
+		if p == "." || p == ".." {
+			return false
+		}
+	}
+	return true
+}
 
 // lock returns the mutex of one repository.
 func (c *Cache) lock(name string) *sync.Mutex {
@@ -46,7 +60,7 @@ func (c *Cache) lock(name string) *sync.Mutex {
 // the clone's directory. token, if not empty, authenticates as an installation. Callers holding
 // the returned unlock function have the clone to themselves until they call it.
 func (c *Cache) Sync(ctx context.Context, fullName, url, token string, extra ...string) (dir string, unlock func(), err error) {
-	if !validName.MatchString(fullName) || fullName == "./." {
+	if !validRepo(fullName) {
 		return "", nil, fmt.Errorf("repository name %q is not owner/repo", fullName)
 	}
 	l := c.lock(fullName)
@@ -86,4 +100,19 @@ func (c *Cache) Sync(ctx context.Context, fullName, url, token string, extra ...
 		return "", nil, fmt.Errorf("fetch %s: %w", fullName, err)
 	}
 	return dir, l.Unlock, nil
+}
+
+// Forget deletes the clone (and the ledger inside it) of fullName; forgetting an unknown
+// repository is not an error.
+func (c *Cache) Forget(fullName string) error {
+	if !validRepo(fullName) {
+		return fmt.Errorf("repository name %q is not owner/repo", fullName)
+	}
+	l := c.lock(fullName)
+	l.Lock()
+	defer l.Unlock()
+	if err := os.RemoveAll(filepath.Join(c.Dir, filepath.FromSlash(fullName)+".git")); err != nil {
+		return fmt.Errorf("forget %s: %w", fullName, err)
+	}
+	return nil
 }

@@ -26,6 +26,7 @@ Start with 'parley demo': it builds a small infrastructure repository with histo
 		newDemoCmd(),
 		newPolicyCmd(), newInitCmd(), newExplainCmd(), newSimulateCmd(),
 		newReviewCmd(),
+		newServeCmd(), newDeliveriesCmd(),
 	)
 	return root
 }

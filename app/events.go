@@ -1,0 +1,146 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/google/go-github/v60/github"
+
+	"github.com/parleyhq/parley/ledger"
+	"github.com/parleyhq/parley/store"
+	"github.com/parleyhq/parley/webhooks"
+)
+
+// Rerequests re-judges the pull requests of a check run or check suite when someone presses
+// "Re-run" on GitHub (check_run rerequested, check_suite rerequested).
+type Rerequests struct {
+	PullRequests *PullRequests
+}
+
+// Handle implements webhooks.Handler for check_run and check_suite deliveries.
+func (h *Rerequests) Handle(ctx context.Context, d store.Delivery) error {
+	var prs []*github.PullRequest
+	var repo *github.Repository
+	var inst int64
+	switch d.Event {
+	case "check_run":
+		var ev github.CheckRunEvent
+		if err := json.Unmarshal(d.Body, &ev); err != nil {
+			return webhooks.Permanent(fmt.Errorf("decode check_run delivery %s: %w", d.ID, err))
+		}
+		if ev.GetAction() != "rerequested" || ev.GetCheckRun().GetName() != CheckName {
+			return nil
+		}
+		prs, repo, inst = ev.GetCheckRun().PullRequests, ev.GetRepo(), ev.GetInstallation().GetID()
+	case "check_suite":
+		var ev github.CheckSuiteEvent
+		if err := json.Unmarshal(d.Body, &ev); err != nil {
+			return webhooks.Permanent(fmt.Errorf("decode check_suite delivery %s: %w", d.ID, err))
+		}
+		if ev.GetAction() != "rerequested" {
+			return nil
+		}
+		prs, repo, inst = ev.GetCheckSuite().PullRequests, ev.GetRepo(), ev.GetInstallation().GetID()
+	default:
+		return nil
+	}
+	if repo == nil || inst == 0 {
+		return webhooks.Permanent(fmt.Errorf("%s delivery %s lacks the repository or installation", d.Event, d.ID))
+	}
+	gh, err := h.PullRequests.Installations.Client(inst)
+	if err != nil {
+		return err
+	}
+	for _, ref := range prs {
+		// The check's pull request entries are stubs; read the pull request itself.
+		pr, _, err := gh.PullRequests.Get(ctx, repo.GetOwner().GetLogin(), repo.GetName(), ref.GetNumber())
+		if err != nil {
+			return fmt.Errorf("%s#%d: %w", repo.GetFullName(), ref.GetNumber(), err)
+		}
+		if pr.GetState() != "open" {
+			continue
+		}
+		if err := h.PullRequests.Judge(ctx, Target{Installation: inst, Owner: repo.GetOwner().GetLogin(), Repo: repo.GetName(),
+			FullName: repo.GetFullName(), CloneURL: repo.GetCloneURL(), DefaultBranch: repo.GetDefaultBranch(), PR: pr}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Pushes keep each repository's ledger current: a push to the default branch fetches it and
+// updates the ledger, so the next pull request is judged against up-to-date claims.
+type Pushes struct {
+	PullRequests *PullRequests
+}
+
+// Handle implements webhooks.Handler for push deliveries.
+func (h *Pushes) Handle(ctx context.Context, d store.Delivery) error {
+	var ev github.PushEvent
+	if err := json.Unmarshal(d.Body, &ev); err != nil {
+		return webhooks.Permanent(fmt.Errorf("decode push delivery %s: %w", d.ID, err))
+	}
+	repo := ev.GetRepo()
+	if repo == nil || ev.GetInstallation().GetID() == 0 {
+		return webhooks.Permanent(fmt.Errorf("push delivery %s lacks the repository or installation", d.ID))
+	}
+	if ev.GetRef() != "refs/heads/"+repo.GetDefaultBranch() || ev.GetDeleted() {
+		return nil
+	}
+	token, err := h.PullRequests.Installations.Token(ctx, ev.GetInstallation().GetID())
+	if err != nil {
+		return err
+	}
+	dir, unlock, err := h.PullRequests.Repos.Sync(ctx, repo.GetFullName(), repo.GetCloneURL(), token)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	led, err := ledger.Open(dir, ledger.Options{})
+	if err != nil {
+		return fmt.Errorf("%s: open ledger: %w", repo.GetFullName(), err)
+	}
+	defer led.Close()
+	if _, err := led.Update(ctx, repo.GetDefaultBranch()); err != nil {
+		return fmt.Errorf("%s: update ledger: %w", repo.GetFullName(), err)
+	}
+	return nil
+}
+
+// Installations events set repositories up and forget them: when the App is uninstalled or a
+// repository is removed from the installation, its clone and ledger are deleted.
+type InstallationEvents struct {
+	Repos interface{ Forget(fullName string) error }
+}
+
+// Handle implements webhooks.Handler for installation and installation_repositories deliveries.
+func (h *InstallationEvents) Handle(ctx context.Context, d store.Delivery) error {
+	var gone []string
+	switch d.Event {
+	case "installation":
+		var ev github.InstallationEvent
+		if err := json.Unmarshal(d.Body, &ev); err != nil {
+			return webhooks.Permanent(fmt.Errorf("decode installation delivery %s: %w", d.ID, err))
+		}
+		if ev.GetAction() == "deleted" {
+			for _, r := range ev.Repositories {
+				gone = append(gone, r.GetFullName())
+			}
+		}
+	case "installation_repositories":
+		var ev github.InstallationRepositoriesEvent
+		if err := json.Unmarshal(d.Body, &ev); err != nil {
+			return webhooks.Permanent(fmt.Errorf("decode installation_repositories delivery %s: %w", d.ID, err))
+		}
+		for _, r := range ev.RepositoriesRemoved {
+			gone = append(gone, r.GetFullName())
+		}
+	}
+	for _, name := range gone {
+		if err := h.Repos.Forget(name); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,70 @@
+package repocache
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+)
+
+func TestSyncFetchesBranchesAndPullRefs(t *testing.T) {
+	remote := t.TempDir()
+	run := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command("git", args...)
+		cmd.Dir = remote
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "HOME="+remote,
+			"GIT_AUTHOR_NAME=a", "GIT_AUTHOR_EMAIL=a@x", "GIT_COMMITTER_NAME=a", "GIT_COMMITTER_EMAIL=a@x")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	run("init", "-q", "-b", "main")
+	os.WriteFile(filepath.Join(remote, "a.yaml"), []byte("a: 1\n"), 0o644)
+	run("add", ".")
+	run("commit", "-q", "-m", "one")
+	run("update-ref", "refs/pull/3/head", "HEAD")
+	c := &Cache{Dir: t.TempDir()}
+	dir, unlock, err := c.Sync(context.Background(), "acme/infra", remote, "", "+refs/pull/3/head:refs/parley/pull/3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unlock()
+	repo, err := git.PlainOpen(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ref := range []string{"refs/heads/main", "refs/parley/pull/3"} {
+		if r, err := repo.Reference(plumbing.ReferenceName(ref), true); err != nil || r.Hash().String() != run("rev-parse", "HEAD") {
+			t.Errorf("%s: %v", ref, err)
+		}
+	}
+	// A new commit arrives with the next fetch.
+	os.WriteFile(filepath.Join(remote, "a.yaml"), []byte("a: 2\n"), 0o644)
+	run("commit", "-q", "-am", "two")
+	if _, unlock, err = c.Sync(context.Background(), "acme/infra", remote, ""); err != nil {
+		t.Fatal(err)
+	}
+	unlock()
+	if r, _ := repo.Reference("refs/heads/main", true); r.Hash().String() != run("rev-parse", "HEAD") {
+		t.Error("fetch did not move main")
+	}
+	if err := c.Forget("acme/infra"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("clone still there after Forget: %v", err)
+	}
+	for _, bad := range []string{"../etc", "acme/..", "acme", "a/b/c", "acme/in fra"} {
+		if _, _, err := c.Sync(context.Background(), bad, remote, ""); err == nil {
+			t.Errorf("Sync accepted repository name %q", bad)
+		}
+	}
+}

@@ -1,0 +1,244 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/go-github/v60/github"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/parleyhq/parley/app/config"
+	"github.com/parleyhq/parley/app/ghauth"
+	"github.com/parleyhq/parley/app/ghclient"
+	"github.com/parleyhq/parley/app/repocache"
+	"github.com/parleyhq/parley/store"
+	"github.com/parleyhq/parley/webhooks"
+)
+
+// githubApp gives each installation its own client: its own rate-limit state, ETag cache and
+// concurrency bound, all counting into one metric.
+type githubApp struct {
+	app         *ghauth.App
+	counter     *ghclient.Counter
+	concurrency int
+	remaining   *prometheus.GaugeVec
+
+	mu      sync.Mutex
+	clients map[int64]*github.Client
+}
+
+func (g *githubApp) Client(installation int64) (*github.Client, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if c, ok := g.clients[installation]; ok {
+		return c, nil
+	}
+	rl := &ghclient.RateLimit{Base: &ghclient.ETagCache{Base: g.counter.Wrap(ghclient.NewLimit(http.DefaultTransport, g.concurrency))}}
+	rl.OnRecord = func(remaining int) {
+		g.remaining.WithLabelValues(strconv.FormatInt(installation, 10)).Set(float64(remaining))
+	}
+	c, err := g.app.Client(installation, rl)
+	if err != nil {
+		return nil, err
+	}
+	g.clients[installation] = c
+	return c, nil
+}
+
+func (g *githubApp) Token(ctx context.Context, installation int64) (string, error) {
+	t, err := g.app.InstallationToken(ctx, installation)
+	return t.Value(), err
+}
+
+// Server is `parley serve`: the webhook receiver, the workers that handle deliveries, and the
+// operational endpoints, over one durable store.
+type Server struct {
+	cfg      config.Config
+	log      *slog.Logger
+	store    *store.SQLite
+	reg      *prometheus.Registry
+	receiver *webhooks.Receiver
+	pool     *webhooks.Pool
+	draining atomic.Bool
+}
+
+// NewServer opens the store (creating it on first start) and wires the handlers.
+func NewServer(ctx context.Context, cfg config.Config, log *slog.Logger) (*Server, error) {
+	st, err := store.Open(ctx, cfg.Store, store.Options{MaxAttempts: cfg.MaxAttempts})
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", cfg.Store, err)
+	}
+	s := &Server{cfg: cfg, log: log, store: st, reg: prometheus.NewRegistry()}
+	fail := func(err error) (*Server, error) {
+		st.Close()
+		return nil, err
+	}
+	// One parley serve owns the SQLite file (the chart runs one replica), so leases found at start
+	// belong to a process that died: its deliveries resume now, not when the leases expire.
+	if n, err := st.ReclaimLeases(ctx); err != nil {
+		return fail(err)
+	} else if n > 0 {
+		log.Info("resuming deliveries left unfinished by a previous process", "deliveries", n)
+	}
+	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics, err := webhooks.NewMetrics(s.reg, st)
+	if err != nil {
+		return fail(err)
+	}
+	var secrets []webhooks.Secret
+	for i, sec := range cfg.WebhookSecrets {
+		ws, err := webhooks.NewSecret(sec.Reveal())
+		if err != nil {
+			return fail(fmt.Errorf("webhook secret %d: %w", i+1, err))
+		}
+		secrets = append(secrets, ws)
+	}
+	app, err := ghauth.NewApp(cfg.AppID, []byte(cfg.PrivateKey.Reveal()), ghauth.Options{BaseURL: cfg.GitHubURL})
+	if err != nil {
+		return fail(err)
+	}
+	counter, err := ghclient.NewCounter(nil, s.reg)
+	if err != nil {
+		return fail(err)
+	}
+	remaining := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "parley_github_rate_limit_remaining",
+		Help: "GitHub's primary rate limit left, as last reported, per installation."}, []string{"installation"})
+	s.reg.MustRegister(remaining)
+	gh := &githubApp{app: app, counter: counter, concurrency: cfg.PerInstallationConcurrency, remaining: remaining, clients: map[int64]*github.Client{}}
+	repos := &repocache.Cache{Dir: filepath.Join(filepath.Dir(cfg.Store), "repos")}
+	prs := &PullRequests{Installations: gh, Repos: repos, PolicyPath: cfg.PolicyPath, Log: log}
+	route := func(event string) webhooks.Route { return webhooks.Route{Source: store.SourceGitHub, Event: event} }
+	handlers := map[webhooks.Route]webhooks.Handler{
+		route("pull_request"):              prs,
+		route("check_run"):                 &Rerequests{PullRequests: prs},
+		route("check_suite"):               &Rerequests{PullRequests: prs},
+		route("push"):                      &Pushes{PullRequests: prs},
+		route("installation"):              &InstallationEvents{Repos: repos},
+		route("installation_repositories"): &InstallationEvents{Repos: repos},
+	}
+	s.pool, err = webhooks.NewPool(webhooks.PoolConfig{Queue: st, Handlers: handlers, Workers: cfg.Workers,
+		Grace: cfg.ShutdownGrace, Logger: log, Metrics: metrics})
+	if err != nil {
+		return fail(err)
+	}
+	s.receiver, err = webhooks.NewReceiver(webhooks.ReceiverConfig{Store: st, Secrets: secrets, Notify: s.pool.Notify, Logger: log, Metrics: metrics})
+	if err != nil {
+		return fail(err)
+	}
+	return s, nil
+}
+
+// Handler serves the webhook endpoint, /healthz, /readyz and (unless metrics have their own
+// listener) /metrics.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("POST "+webhooks.GitHubPath, s.receiver)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("GET /readyz", s.ready)
+	if s.cfg.MetricsListen == "" {
+		mux.Handle("GET /metrics", s.metrics())
+	}
+	return mux
+}
+
+func (s *Server) metrics() http.Handler { return promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}) }
+
+// ready answers 200 while the store answers and the server is not draining.
+func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
+	if s.draining.Load() {
+		http.Error(w, "draining", http.StatusServiceUnavailable)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if _, err := s.store.Stats(ctx, time.Now()); err != nil {
+		http.Error(w, "store unavailable", http.StatusServiceUnavailable)
+		return
+	}
+	fmt.Fprintln(w, "ok")
+}
+
+// Run serves until ctx ends, then drains: it stops accepting deliveries, lets the workers finish
+// what they hold within the shutdown grace (unfinished deliveries are released and resume on the
+// next start), and closes the store. ready, if not nil, receives the listener's address.
+func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
+	ln, err := net.Listen("tcp", s.cfg.Listen)
+	if err != nil {
+		s.store.Close()
+		return fmt.Errorf("listen on %s: %w", s.cfg.Listen, err)
+	}
+	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	var msrv *http.Server
+	var mln net.Listener
+	if s.cfg.MetricsListen != "" {
+		if mln, err = net.Listen("tcp", s.cfg.MetricsListen); err != nil {
+			ln.Close()
+			s.store.Close()
+			return fmt.Errorf("listen on %s: %w", s.cfg.MetricsListen, err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", s.metrics())
+		msrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	}
+	poolCtx, stopPool := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopPool()
+	var wg sync.WaitGroup
+	errs := make(chan error, 3)
+	wg.Add(1)
+	go func() { // owned by Run; ends when stopPool is called and in-flight work has drained
+		defer wg.Done()
+		if err := s.pool.Run(poolCtx); err != nil && !errors.Is(err, context.Canceled) {
+			errs <- fmt.Errorf("workers: %w", err)
+		}
+	}()
+	serve := func(srv *http.Server, ln net.Listener) {
+		defer wg.Done()
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errs <- err
+		}
+	}
+	wg.Add(1)
+	go serve(srv, ln)
+	if msrv != nil {
+		wg.Add(1)
+		go serve(msrv, mln)
+	}
+	s.log.Info("parley serving", "addr", ln.Addr().String(), "store", s.cfg.Store, "workers", s.cfg.Workers)
+	if ready != nil {
+		ready(ln.Addr().String())
+	}
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-errs:
+	}
+	s.draining.Store(true)
+	s.log.Info("parley draining", "grace", s.cfg.ShutdownGrace)
+	shutCtx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownGrace)
+	defer cancel()
+	_ = srv.Shutdown(shutCtx) // no new deliveries; those being stored finish first
+	if msrv != nil {
+		_ = msrv.Shutdown(shutCtx)
+	}
+	stopPool()
+	wg.Wait()
+	if err := s.store.Close(); err != nil && runErr == nil {
+		runErr = err
+	}
+	s.log.Info("parley stopped")
+	return runErr
+}
+
+// Store exposes the delivery store (for `parley deliveries`).
+func (s *Server) Store() *store.SQLite { return s.store }

@@ -1,0 +1,148 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/parleyhq/parley/app"
+	"github.com/parleyhq/parley/app/config"
+	"github.com/parleyhq/parley/store"
+)
+
+func newServeCmd() *cobra.Command {
+	var cfgPath string
+	cmd := &cobra.Command{
+		Use:   "serve [--config FILE]",
+		Short: "Run the GitHub App: receive webhooks, judge pull requests, publish verdicts",
+		Long: `Serve runs Parley's GitHub App. It answers GitHub's webhooks at POST /webhooks/github (each
+delivery verified against every configured webhook secret and stored durably before the 2xx),
+judges pull requests in worker goroutines, and publishes one check run and one sticky comment per
+pull request. /healthz, /readyz and /metrics serve operations. SIGTERM drains: no new deliveries,
+in-flight ones finish within shutdown_grace, unfinished ones resume on the next start.
+
+Configuration comes from an HCL file (--config) and then the environment, which overrides it:
+
+` + config.Help(),
+		Example: `  PARLEY_APP_ID=1234 PARLEY_PRIVATE_KEY_FILE=app.pem PARLEY_WEBHOOK_SECRETS=s3cret parley serve
+  parley serve --config /etc/parley/parley.hcl`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := config.Load(cfgPath, os.Getenv)
+			if err != nil {
+				return usageErr(err)
+			}
+			log := slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: cfg.LogLevel}))
+			srv, err := app.NewServer(cmd.Context(), cfg, log)
+			if err != nil {
+				return err
+			}
+			return srv.Run(cmd.Context(), nil)
+		},
+	}
+	cmd.Flags().StringVar(&cfgPath, "config", "", "HCL configuration file (keys listed above)")
+	return cmd
+}
+
+func newDeliveriesCmd() *cobra.Command {
+	var storePath string
+	openStore := func(cmd *cobra.Command) (*store.SQLite, error) {
+		if storePath == "" {
+			storePath = os.Getenv("PARLEY_STORE")
+		}
+		if storePath == "" {
+			storePath = "parley.db"
+		}
+		if _, err := os.Stat(storePath); err != nil {
+			return nil, usageErr(fmt.Errorf("store %s: %w (point --store at parley serve's database)", storePath, err))
+		}
+		return store.Open(cmd.Context(), storePath, store.Options{})
+	}
+	cmd := &cobra.Command{
+		Use:   "deliveries",
+		Short: "List and replay deliveries that failed every attempt (the dead-letter list)",
+		Long: `Deliveries inspects the durable store of parley serve. A delivery whose handling failed on every
+attempt, or failed permanently, is kept as a dead letter; list shows them with their last error, and
+replay puts one (or all) back in the queue, with its attempts reset, once the cause is fixed.`,
+		Example: `  parley deliveries list --store /var/lib/parley/parley.db
+  parley deliveries replay github 72d3162e-cc78-11e3-81ab-4c9367dc0958
+  parley deliveries replay --all`,
+	}
+	cmd.PersistentFlags().StringVar(&storePath, "store", "", "the store database (default $PARLEY_STORE, else parley.db)")
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List dead-lettered deliveries",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			st, err := openStore(cmd)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			dead, err := st.DeadLetters(cmd.Context())
+			if err != nil {
+				return err
+			}
+			stats, err := st.Stats(cmd.Context(), time.Now())
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "%d pending, %d dead\n", stats.Pending, len(dead))
+			if len(dead) == 0 {
+				return nil
+			}
+			tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "SOURCE\tID\tEVENT\tRECEIVED\tATTEMPTS\tLAST ERROR")
+			for _, d := range dead {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", d.Source, d.ID, d.Event, d.ReceivedAt.UTC().Format(time.RFC3339), d.Attempts, d.LastError)
+			}
+			return tw.Flush()
+		},
+	}
+	var all bool
+	replay := &cobra.Command{
+		Use:   "replay [SOURCE ID | --all]",
+		Short: "Put dead-lettered deliveries back in the queue",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if all == (len(args) == 2) || (!all && len(args) != 2) {
+				return usageErr(errors.New("give SOURCE and ID of one delivery, or --all"))
+			}
+			st, err := openStore(cmd)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			keys := []store.Key{}
+			if all {
+				dead, err := st.DeadLetters(cmd.Context())
+				if err != nil {
+					return err
+				}
+				for _, d := range dead {
+					keys = append(keys, store.Key{Source: d.Source, ID: d.ID})
+				}
+			} else {
+				keys = append(keys, store.Key{Source: args[0], ID: args[1]})
+			}
+			for _, k := range keys {
+				if err := st.Replay(cmd.Context(), k, time.Now()); err != nil {
+					if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrNotDead) {
+						return usageErr(err)
+					}
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "replaying %s %s\n", k.Source, k.ID)
+			}
+			return nil
+		},
+	}
+	replay.Flags().BoolVar(&all, "all", false, "replay every dead-lettered delivery")
+	cmd.AddCommand(list, replay)
+	return cmd
+}

@@ -1,0 +1,215 @@
+package main
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/parleyhq/parley/internal/fakegithub"
+	"github.com/parleyhq/parley/internal/npmdata"
+	"github.com/parleyhq/parley/report"
+)
+
+// TestServeEndToEnd runs the built parley binary as `parley serve` against the OpenAPI-built fake
+// GitHub and a real repository: a signed pull_request delivery yields one check run and one sticky
+// comment; SIGKILL with deliveries in flight and a restart process every delivery exactly once;
+// SIGTERM drains and exits cleanly.
+func TestServeEndToEnd(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "parley")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build parley: %v\n%s", err, out)
+	}
+	gh := fakegithub.New(t)
+	key, _ := rsa.GenerateKey(rand.Reader, 2048)
+	gh.AppPublicKey, gh.AppID = &key.PublicKey, 31337
+	keyFile := filepath.Join(t.TempDir(), "app.pem")
+	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}), 0o600)
+
+	repo, git := cliRepo(t)
+	pol, _ := os.ReadFile(filepath.Join("..", "..", "demo", "policy.hcl"))
+	writeFile(t, filepath.Join(repo, ".parley/policy.hcl"), string(pol))
+	writeFile(t, filepath.Join(repo, "infra/kafka/main.tf"), "resource \"aws_autoscaling_group\" \"consumer\" {\n  min_size = 4\n  max_size = 16\n  desired_capacity = 6\n}\n")
+	git("add", "-A")
+	git("commit", "-q", "-m", "Baseline")
+	base := git("rev-parse", "HEAD")
+	const prs = 6
+	heads := map[int]string{}
+	for n := 1; n <= prs; n++ {
+		git("checkout", "-q", "-b", fmt.Sprintf("pr%d", n), base)
+		writeFile(t, filepath.Join(repo, "infra/kafka/main.tf"), fmt.Sprintf("resource \"aws_autoscaling_group\" \"consumer\" {\n  min_size = 4\n  max_size = 16\n  desired_capacity = %d\n}\n", 6+n))
+		git("commit", "-q", "-am", fmt.Sprintf("Capacity %d\n\nIntent: cost\nMotivation: budget\n", 6+n))
+		heads[n] = git("rev-parse", "HEAD")
+		git("update-ref", fmt.Sprintf("refs/pull/%d/head", n), "HEAD")
+	}
+	git("checkout", "-q", "main")
+
+	storeDir := t.TempDir()
+	secret := "e2e-webhook-secret"
+	start := func() (*exec.Cmd, string) {
+		t.Helper()
+		cmd := exec.Command(bin, "serve")
+		cmd.Env = append(os.Environ(), "PARLEY_APP_ID=31337", "PARLEY_PRIVATE_KEY_FILE="+keyFile, "PARLEY_WEBHOOK_SECRETS=old-secret,"+secret,
+			"PARLEY_LISTEN=127.0.0.1:0", "PARLEY_STORE="+filepath.Join(storeDir, "parley.db"), "PARLEY_GITHUB_URL="+gh.URL+"/api/v3/",
+			"PARLEY_WORKERS=2", "PARLEY_SHUTDOWN_GRACE=10s")
+		var logs bytes.Buffer
+		cmd.Stderr = &logs
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		deadline := time.Now().Add(20 * time.Second)
+		for time.Now().Before(deadline) {
+			if i := strings.Index(logs.String(), `"addr":"`); i >= 0 {
+				addr := logs.String()[i+8:]
+				addr = addr[:strings.IndexByte(addr, '"')]
+				if resp, err := http.Get("http://" + addr + "/readyz"); err == nil {
+					resp.Body.Close()
+					if resp.StatusCode == 200 {
+						return cmd, "http://" + addr
+					}
+				}
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		t.Fatalf("parley serve did not become ready:\n%s", logs.String())
+		return nil, ""
+	}
+	deliver := func(url string, n int) int {
+		t.Helper()
+		body := prPayload(t, repo, base, heads[n], n)
+		req, _ := http.NewRequest("POST", url+"/webhooks/github", bytes.NewReader(body))
+		mac := hmac.New(sha256.New, []byte(secret))
+		mac.Write(body)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-GitHub-Event", "pull_request")
+		req.Header.Set("X-GitHub-Delivery", fmt.Sprintf("00000000-0000-4000-8000-%012d", n))
+		req.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(mac.Sum(nil)))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for time.Now().Before(deadline) {
+			if cond() {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Fatalf("timed out waiting for %s; GitHub calls %v", what, gh.Calls())
+	}
+
+	cmd, url := start()
+	if code := deliver(url, 1); code != http.StatusAccepted {
+		t.Fatalf("delivery answered %d", code)
+	}
+	waitFor("the first verdict", func() bool { return len(gh.Comments("acme/infra#1")) == 1 })
+	runs := gh.CheckRuns("acme/infra")
+	if len(runs) != 1 || runs[0].HeadSHA != heads[1] || runs[0].Conclusion != "success" {
+		t.Fatalf("check runs %+v", runs)
+	}
+	if doc, err := report.Extract(gh.Comments("acme/infra#1")[0].Body); err != nil || len(doc.Verdicts) != 1 {
+		t.Fatalf("comment verdicts %+v %v", doc, err)
+	}
+
+	// SIGKILL while deliveries are being handled; every acknowledged one must be handled after a
+	// restart, and none twice.
+	acked := map[int]bool{}
+	for n := 2; n <= prs; n++ {
+		if deliver(url, n) == http.StatusAccepted {
+			acked[n] = true
+		}
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	cmd, url = start()
+	for n := 1; n <= prs; n++ { // GitHub redelivers: the same delivery IDs again
+		deliver(url, n)
+	}
+	waitFor("every pull request judged", func() bool {
+		for n := 1; n <= prs; n++ {
+			if len(gh.Comments(fmt.Sprintf("acme/infra#%d", n))) < 1 {
+				return false
+			}
+		}
+		return true
+	})
+	for n := 1; n <= prs; n++ {
+		if c := gh.Comments(fmt.Sprintf("acme/infra#%d", n)); len(c) != 1 {
+			t.Errorf("pull request %d has %d comments, want exactly 1", n, len(c))
+		}
+	}
+	perHead := map[string]int{}
+	for _, r := range gh.CheckRuns("acme/infra") {
+		perHead[r.HeadSHA]++
+	}
+	for n, h := range heads {
+		if perHead[h] != 1 {
+			t.Errorf("pull request %d: %d check runs for its head, want 1", n, perHead[h])
+		}
+	}
+	if len(acked) == 0 {
+		t.Error("no delivery was acknowledged before the kill")
+	}
+
+	// SIGTERM drains and exits 0.
+	cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("parley serve exited with %v after SIGTERM", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Error("parley serve did not stop within 20 s of SIGTERM")
+	}
+}
+
+// prPayload is GitHub's own pull_request "opened" example, pointed at the test repository.
+func prPayload(t *testing.T, cloneURL, base, head string, n int) []byte {
+	t.Helper()
+	examples, err := npmdata.WebhookExamples()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ex := range examples {
+		var ev map[string]any
+		if ex.Event != "pull_request" || json.Unmarshal(ex.Payload, &ev) != nil || ev["action"] != "opened" {
+			continue
+		}
+		ev["number"] = n
+		ev["installation"] = map[string]any{"id": 5, "node_id": "x"}
+		repo := ev["repository"].(map[string]any)
+		repo["full_name"], repo["name"], repo["clone_url"], repo["default_branch"] = "acme/infra", "infra", cloneURL, "main"
+		repo["owner"].(map[string]any)["login"] = "acme"
+		pr := ev["pull_request"].(map[string]any)
+		pr["number"] = n
+		pr["head"].(map[string]any)["sha"] = head
+		pr["base"].(map[string]any)["sha"] = base
+		pr["user"].(map[string]any)["login"] = "cost-optimizer[bot]"
+		b, _ := json.Marshal(ev)
+		return b
+	}
+	t.Fatal("no pull_request opened example")
+	return nil
+}
