@@ -61,7 +61,7 @@ func (h *Rerequests) Handle(ctx context.Context, d store.Delivery) error {
 		if pr.GetState() != "open" {
 			continue
 		}
-		if err := h.PullRequests.Judge(ctx, Target{Installation: inst, Owner: repo.GetOwner().GetLogin(), Repo: repo.GetName(),
+		if _, err := h.PullRequests.Judge(ctx, Target{Installation: inst, Owner: repo.GetOwner().GetLogin(), Repo: repo.GetName(),
 			FullName: repo.GetFullName(), CloneURL: repo.GetCloneURL(), DefaultBranch: repo.GetDefaultBranch(), PR: pr}); err != nil {
 			return err
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/google/go-github/v60/github"
 
+	"github.com/parleyhq/parley/app/livestate"
 	"github.com/parleyhq/parley/app/repocache"
 	"github.com/parleyhq/parley/core"
 	"github.com/parleyhq/parley/ledger"
@@ -43,8 +44,10 @@ type PullRequests struct {
 	Installations Installations
 	Repos         *repocache.Cache
 	PolicyPath    string // default .parley/policy.hcl
-	Now           func() time.Time
-	Log           *slog.Logger
+	// Live holds what /parley commands said (claims, overrides, holds); nil: no commands.
+	Live *livestate.DB
+	Now  func() time.Time
+	Log  *slog.Logger
 }
 
 // judgedActions are the pull_request actions that can change a verdict.
@@ -63,10 +66,11 @@ func (h *PullRequests) Handle(ctx context.Context, d store.Delivery) error {
 	if pr == nil || repo == nil || ev.GetInstallation().GetID() == 0 {
 		return webhooks.Permanent(fmt.Errorf("pull_request delivery %s lacks the pull request, repository or installation", d.ID))
 	}
-	return h.Judge(ctx, Target{
+	_, err := h.Judge(ctx, Target{
 		Installation: ev.GetInstallation().GetID(), Owner: repo.GetOwner().GetLogin(), Repo: repo.GetName(),
 		FullName: repo.GetFullName(), CloneURL: repo.GetCloneURL(), DefaultBranch: repo.GetDefaultBranch(), PR: pr,
 	})
+	return err
 }
 
 // Target is one pull request to judge.
@@ -84,8 +88,13 @@ func (h *PullRequests) now() time.Time {
 	return time.Now()
 }
 
-// Judge evaluates and publishes one pull request.
-func (h *PullRequests) Judge(ctx context.Context, t Target) error {
+// Judge evaluates and publishes one pull request, and returns what it decided.
+func (h *PullRequests) Judge(ctx context.Context, t Target) (review.Result, error) {
+	res, err := h.judge(ctx, t)
+	return res, err
+}
+
+func (h *PullRequests) judge(ctx context.Context, t Target) (review.Result, error) {
 	log := h.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -95,38 +104,38 @@ func (h *PullRequests) Judge(ctx context.Context, t Target) error {
 	log = log.With("repo", t.FullName, "pr", n, "installation", t.Installation)
 	token, err := h.Installations.Token(ctx, t.Installation)
 	if err != nil {
-		return fmt.Errorf("%s: installation token: %w", id, err)
+		return review.Result{}, fmt.Errorf("%s: installation token: %w", id, err)
 	}
 	gh, err := h.Installations.Client(t.Installation)
 	if err != nil {
-		return fmt.Errorf("%s: client: %w", id, err)
+		return review.Result{}, fmt.Errorf("%s: client: %w", id, err)
 	}
 	prRef := fmt.Sprintf("refs/parley/pull/%d", n)
 	dir, unlock, err := h.Repos.Sync(ctx, t.FullName, t.CloneURL, token, fmt.Sprintf("+refs/pull/%d/head:%s", n, prRef))
 	if err != nil {
-		return fmt.Errorf("%s: %w", id, err)
+		return review.Result{}, fmt.Errorf("%s: %w", id, err)
 	}
 	defer unlock()
 
 	headSHA, baseSHA := t.PR.GetHead().GetSHA(), t.PR.GetBase().GetSHA()
 	pol, policyNote, err := h.readPolicy(dir, t.DefaultBranch)
 	if err != nil {
-		return fmt.Errorf("%s: %w", id, err)
+		return review.Result{}, fmt.Errorf("%s: %w", id, err)
 	}
 	var res review.Result
 	var headTime time.Time
 	if pol != nil {
 		led, err := ledger.Open(dir, ledger.Options{})
 		if err != nil {
-			return fmt.Errorf("%s: open ledger: %w", id, err)
+			return review.Result{}, fmt.Errorf("%s: open ledger: %w", id, err)
 		}
 		defer led.Close()
 		if _, err := led.Update(ctx, t.DefaultBranch); err != nil {
-			return fmt.Errorf("%s: update ledger of %s: %w", id, t.DefaultBranch, err)
+			return review.Result{}, fmt.Errorf("%s: update ledger of %s: %w", id, t.DefaultBranch, err)
 		}
 		src, err := review.OpenGitSource(dir, baseSHA, headSHA)
 		if err != nil {
-			return webhooks.Permanent(fmt.Errorf("%s: %w", id, err))
+			return review.Result{}, webhooks.Permanent(fmt.Errorf("%s: %w", id, err))
 		}
 		_, head := src.HeadCommit()
 		headTime = head.Time
@@ -136,16 +145,28 @@ func (h *PullRequests) Judge(ctx context.Context, t Target) error {
 		}
 		in := review.PullRequest{Number: n, BaseSHA: baseSHA, HeadSHA: headSHA, Title: t.PR.GetTitle(), Body: t.PR.GetBody(),
 			Labels: labels, Author: core.Identity{Source: core.SourceGitHubUser, ID: t.PR.GetUser().GetLogin()}, Updated: head.Time}
-		if res, err = review.Evaluate(ctx, in, src, pol, led, nil, h.now()); err != nil {
-			return fmt.Errorf("%s: %w", id, err)
+		var live livestate.PR
+		if h.Live != nil {
+			if live, err = h.Live.ForPR(ctx, t.FullName, n); err != nil {
+				return review.Result{}, fmt.Errorf("%s: %w", id, err)
+			}
+			in.Commands = live.Claims
+		}
+		if res, err = review.Evaluate(ctx, in, src, pol, led, livestate.Live{Claims: live.Claims}, h.now()); err != nil {
+			return review.Result{}, fmt.Errorf("%s: %w", id, err)
+		}
+		applyOverrides(&res, live.Overrides)
+		if live.Held {
+			log.Info("pull request is held: nothing published", "held_by", live.HeldBy, "fields", len(res.Verdicts))
+			return res, nil
 		}
 	}
 	wrote, err := publish(ctx, gh, t, headSHA, headTime, res, policyNote)
 	if err != nil {
-		return fmt.Errorf("%s: publish: %w", id, err)
+		return review.Result{}, fmt.Errorf("%s: publish: %w", id, err)
 	}
 	log.Info("judged pull request", "head", headSHA, "fields", len(res.Verdicts), "conclusion", conclusion(res, policyNote), "writes", wrote)
-	return nil
+	return res, nil
 }
 
 // readPolicy reads the policy from the default branch of the clone; a missing policy is a note for
@@ -290,4 +311,25 @@ func nonEmpty(s string) []string {
 		return nil
 	}
 	return []string{s}
+}
+
+// applyOverrides replaces the verdict of every overridden field: the pull request's claim wins,
+// and the explanation says who overrode the policy and why.
+func applyOverrides(res *review.Result, overrides map[core.Field]livestate.Command) {
+	for i, v := range res.Verdicts {
+		o, ok := overrides[v.Field]
+		if !ok {
+			continue
+		}
+		var own *core.Claim
+		for j := range res.Claims {
+			if res.Claims[j].Field == v.Field && res.Claims[j].Evidence.Source == "github-pull-request" {
+				own = &res.Claims[j]
+			}
+		}
+		step := core.Step{Rule: "override", Outcome: "decided",
+			Detail: fmt.Sprintf("@%s overrode the policy with /parley override (%s); the policy had decided %s by %s", o.Actor, o.Reason, v.Decision, v.Rule)}
+		res.Verdicts[i] = core.Verdict{Field: v.Field, Decision: core.DecisionEnforceGit, Winner: own, Losers: v.Losers,
+			Rule: "override", Recheck: v.Recheck, Explanation: append([]core.Step{step}, v.Explanation...)}
+	}
 }

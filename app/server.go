@@ -21,6 +21,7 @@ import (
 	"github.com/parleyhq/parley/app/config"
 	"github.com/parleyhq/parley/app/ghauth"
 	"github.com/parleyhq/parley/app/ghclient"
+	"github.com/parleyhq/parley/app/livestate"
 	"github.com/parleyhq/parley/app/repocache"
 	"github.com/parleyhq/parley/store"
 	"github.com/parleyhq/parley/webhooks"
@@ -70,6 +71,7 @@ type Server struct {
 	reg      *prometheus.Registry
 	receiver *webhooks.Receiver
 	pool     *webhooks.Pool
+	live     *livestate.DB
 	draining atomic.Bool
 }
 
@@ -82,6 +84,9 @@ func NewServer(ctx context.Context, cfg config.Config, log *slog.Logger) (*Serve
 	s := &Server{cfg: cfg, log: log, store: st, reg: prometheus.NewRegistry()}
 	fail := func(err error) (*Server, error) {
 		st.Close()
+		if s.live != nil {
+			s.live.Close()
+		}
 		return nil, err
 	}
 	// One parley serve owns the SQLite file (the chart runs one replica), so leases found at start
@@ -117,7 +122,12 @@ func NewServer(ctx context.Context, cfg config.Config, log *slog.Logger) (*Serve
 	s.reg.MustRegister(remaining)
 	gh := &githubApp{app: app, counter: counter, concurrency: cfg.PerInstallationConcurrency, remaining: remaining, clients: map[int64]*github.Client{}}
 	repos := &repocache.Cache{Dir: filepath.Join(filepath.Dir(cfg.Store), "repos")}
-	prs := &PullRequests{Installations: gh, Repos: repos, PolicyPath: cfg.PolicyPath, Log: log}
+	live, err := livestate.Open(ctx, filepath.Join(filepath.Dir(cfg.Store), "live.db"))
+	if err != nil {
+		return fail(err)
+	}
+	s.live = live
+	prs := &PullRequests{Installations: gh, Repos: repos, PolicyPath: cfg.PolicyPath, Live: live, Log: log}
 	route := func(event string) webhooks.Route { return webhooks.Route{Source: store.SourceGitHub, Event: event} }
 	handlers := map[webhooks.Route]webhooks.Handler{
 		route("pull_request"):              prs,
@@ -126,6 +136,7 @@ func NewServer(ctx context.Context, cfg config.Config, log *slog.Logger) (*Serve
 		route("push"):                      &Pushes{PullRequests: prs},
 		route("installation"):              &InstallationEvents{Repos: repos},
 		route("installation_repositories"): &InstallationEvents{Repos: repos},
+		route("issue_comment"):             &Comments{PullRequests: prs, Live: live},
 	}
 	s.pool, err = webhooks.NewPool(webhooks.PoolConfig{Queue: st, Handlers: handlers, Workers: cfg.Workers,
 		Grace: cfg.ShutdownGrace, Logger: log, Metrics: metrics})
@@ -176,6 +187,7 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 	ln, err := net.Listen("tcp", s.cfg.Listen)
 	if err != nil {
 		s.store.Close()
+		s.live.Close()
 		return fmt.Errorf("listen on %s: %w", s.cfg.Listen, err)
 	}
 	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
@@ -185,6 +197,7 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 		if mln, err = net.Listen("tcp", s.cfg.MetricsListen); err != nil {
 			ln.Close()
 			s.store.Close()
+			s.live.Close()
 			return fmt.Errorf("listen on %s: %w", s.cfg.MetricsListen, err)
 		}
 		mux := http.NewServeMux()
@@ -233,7 +246,7 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 	}
 	stopPool()
 	wg.Wait()
-	if err := s.store.Close(); err != nil && runErr == nil {
+	if err := errors.Join(s.store.Close(), s.live.Close()); err != nil && runErr == nil {
 		runErr = err
 	}
 	s.log.Info("parley stopped")

@@ -25,6 +25,10 @@ type PullRequest struct {
 	Labels  []string
 	Author  core.Identity // the GitHub user who opened it
 	Updated time.Time     // when the head last changed: the time of the PR's claims
+	// Commands are claims people made on the pull request (/parley claim, /parley yield): each is
+	// judged on its field, beside the pull request's own claims, whether or not the pull request
+	// changes that field.
+	Commands []core.Claim
 }
 
 // Commit is one commit of the pull request.
@@ -142,6 +146,14 @@ func Evaluate(ctx context.Context, pr PullRequest, src Source, pol *policy.Polic
 		}
 	}
 
+	commands := map[core.Field][]core.Claim{}
+	for _, c := range pr.Commands {
+		commands[c.Field] = append(commands[c.Field], c)
+		if _, ok := claims[c.Field]; !ok {
+			claims[c.Field] = c // the field is judged even if the pull request does not change it
+		}
+	}
+
 	lookup := overlay{git: git, head: changed}
 	arb := arbiter.New(pol)
 	fields := make([]core.Field, 0, len(claims))
@@ -150,7 +162,11 @@ func Evaluate(ctx context.Context, pr PullRequest, src Source, pol *policy.Polic
 	}
 	sort.Slice(fields, func(i, j int) bool { return fields[i].String() < fields[j].String() })
 	for _, f := range fields {
-		in := arbiter.Input{Field: f, Now: now, Lookup: lookup, Live: []core.Claim{claims[f]}}
+		in := arbiter.Input{Field: f, Now: now, Lookup: lookup}
+		if own := claims[f]; own.Evidence.Source == "github-pull-request" {
+			in.Live = append(in.Live, own)
+		}
+		in.Live = append(in.Live, commands[f]...)
 		if git != nil {
 			cur, ok, err := git.Current(f)
 			if err != nil {

@@ -108,6 +108,7 @@ type Server struct {
 	permissions map[string]string // "owner/repo user" -> permission
 	contents    map[string][]byte // "owner/repo ref path"
 	tokens      map[string]int64  // installation token -> installation
+	pulls       map[string]any    // "owner/repo#n" -> pull request object
 	tokenTTL    time.Duration
 	throttle    []throttle
 	now         func() time.Time
@@ -128,7 +129,7 @@ func New(t testing.TB) *Server {
 	}
 	s := &Server{t: t, router: router, calls: map[string]int{}, nextID: 1000, comments: map[string][]*Comment{},
 		checkRuns: map[string][]*CheckRun{}, permissions: map[string]string{}, contents: map[string][]byte{},
-		tokens: map[string]int64{}, tokenTTL: time.Hour, now: time.Now}
+		tokens: map[string]int64{}, pulls: map[string]any{}, tokenTTL: time.Hour, now: time.Now}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(s.Close)
 	return s
@@ -139,6 +140,13 @@ func (s *Server) SetPermission(repo, user, permission string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.permissions[repo+" "+user] = permission
+}
+
+// SetPullRequest sets what GET /repos/{owner}/{repo}/pulls/{n} answers ("owner/repo", n).
+func (s *Server) SetPullRequest(repo string, number int, pr any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pulls[fmt.Sprintf("%s#%d", repo, number)] = pr
 }
 
 // SetContent sets a file's content at a ref.
@@ -402,6 +410,7 @@ func (s *Server) handlers() map[string]handler {
 		"checks/list-for-ref":                     s.listCheckRuns,
 		"repos/get-collaborator-permission-level": s.permission,
 		"repos/get-content":                       s.content,
+		"pulls/get":                               s.pull,
 	}
 }
 
@@ -594,4 +603,15 @@ func (s *Server) content(w http.ResponseWriter, r *http.Request, op string, p ma
 	}
 	s.answer(w, op, http.StatusOK, map[string]any{"type": "file", "encoding": "base64", "name": filepath.Base(p["path"]),
 		"path": p["path"], "size": len(data), "content": encodeBase64(data), "sha": fmt.Sprintf("%x", len(data))})
+}
+
+func (s *Server) pull(w http.ResponseWriter, r *http.Request, op string, p map[string]string, _ map[string]any) {
+	s.mu.Lock()
+	pr, ok := s.pulls[repoKey(p)+"#"+p["pull_number"]]
+	s.mu.Unlock()
+	if !ok {
+		s.fail(w, op, http.StatusNotFound, "Not Found")
+		return
+	}
+	s.answer(w, op, http.StatusOK, pr)
 }

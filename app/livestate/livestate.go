@@ -1,0 +1,166 @@
+// Package livestate keeps what people tell Parley on pull requests: claims and yields made with
+// /parley commands, overrides, and holds. It is a small SQLite database beside the delivery store;
+// every command is recorded once (keyed by its comment and line), so a redelivered or edited
+// comment never applies a command twice.
+package livestate
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	_ "modernc.org/sqlite" // the pure-Go SQLite driver, registered as "sqlite"
+
+	"github.com/parleyhq/parley/core"
+)
+
+// DB is the live state of every repository Parley serves.
+type DB struct{ db *sql.DB }
+
+const schema = `
+CREATE TABLE IF NOT EXISTS commands (
+	repo TEXT NOT NULL, pr INTEGER NOT NULL, comment INTEGER NOT NULL, line INTEGER NOT NULL, text TEXT NOT NULL,
+	kind TEXT NOT NULL, field TEXT NOT NULL DEFAULT '', claim TEXT NOT NULL DEFAULT '', actor TEXT NOT NULL, reason TEXT NOT NULL DEFAULT '',
+	at TEXT NOT NULL,
+	PRIMARY KEY (repo, pr, comment, line, text));
+CREATE INDEX IF NOT EXISTS commands_pr ON commands (repo, pr);`
+
+// Open opens (creating on first use) the database at path.
+func Open(ctx context.Context, path string) (*DB, error) {
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)")
+	if err != nil {
+		return nil, fmt.Errorf("open live state %s: %w", path, err)
+	}
+	db.SetMaxOpenConns(1) // one writer; the data is small
+	if _, err := db.ExecContext(ctx, schema); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("create live state %s: %w", path, err)
+	}
+	return &DB{db: db}, nil
+}
+
+// Close closes the database.
+func (d *DB) Close() error { return d.db.Close() }
+
+// Kind is what a recorded command does.
+type Kind string
+
+// Kinds of command.
+const (
+	KindClaim    Kind = "claim" // a claim or a yield (Claim.Yield)
+	KindOverride Kind = "override"
+	KindHold     Kind = "hold"
+	KindUnhold   Kind = "unhold"
+)
+
+// Command is one recorded command.
+type Command struct {
+	Repo          string
+	PR            int
+	Comment       int64
+	Line          int
+	Text          string
+	Kind          Kind
+	Field         core.Field // for claims and overrides
+	Claim         core.Claim // for claims
+	Actor, Reason string
+	At            time.Time
+}
+
+// Record stores a command; it reports false when the same command (same comment, line and text)
+// was recorded before.
+func (d *DB) Record(ctx context.Context, c Command) (bool, error) {
+	var claim []byte
+	if c.Kind == KindClaim {
+		var err error
+		if claim, err = json.Marshal(c.Claim); err != nil {
+			return false, fmt.Errorf("encode claim: %w", err)
+		}
+	}
+	field := ""
+	if !c.Field.IsZero() {
+		field = c.Field.String()
+	}
+	res, err := d.db.ExecContext(ctx, `INSERT OR IGNORE INTO commands (repo, pr, comment, line, text, kind, field, claim, actor, reason, at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, c.Repo, c.PR, c.Comment, c.Line, c.Text, string(c.Kind), field, string(claim),
+		c.Actor, c.Reason, c.At.UTC().Format(time.RFC3339Nano))
+	if err != nil {
+		return false, fmt.Errorf("record command on %s#%d: %w", c.Repo, c.PR, err)
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}
+
+// PR is the live state of one pull request, as its commands left it.
+type PR struct {
+	Claims    []core.Claim           // the latest claim per field and actor
+	Overrides map[core.Field]Command // the latest override per field
+	Held      bool
+	HeldBy    string
+}
+
+// ForPR replays the commands of a pull request in order.
+func (d *DB) ForPR(ctx context.Context, repo string, pr int) (PR, error) {
+	rows, err := d.db.QueryContext(ctx, `SELECT comment, line, text, kind, field, claim, actor, reason, at FROM commands
+		WHERE repo = ? AND pr = ? ORDER BY at, comment, line`, repo, pr)
+	if err != nil {
+		return PR{}, fmt.Errorf("live state of %s#%d: %w", repo, pr, err)
+	}
+	defer rows.Close()
+	out := PR{Overrides: map[core.Field]Command{}}
+	latest := map[string]int{}
+	for rows.Next() {
+		var c Command
+		var kind, field, claim, at string
+		if err := rows.Scan(&c.Comment, &c.Line, &c.Text, &kind, &field, &claim, &c.Actor, &c.Reason, &at); err != nil {
+			return PR{}, err
+		}
+		c.Kind, c.Repo, c.PR = Kind(kind), repo, pr
+		c.At, _ = time.Parse(time.RFC3339Nano, at)
+		if field != "" {
+			if c.Field, err = core.ParseField(field); err != nil {
+				return PR{}, fmt.Errorf("live state of %s#%d: %w", repo, pr, err)
+			}
+		}
+		switch c.Kind {
+		case KindClaim:
+			var cl core.Claim
+			if err := json.Unmarshal([]byte(claim), &cl); err != nil {
+				return PR{}, fmt.Errorf("live state of %s#%d: decode claim: %w", repo, pr, err)
+			}
+			key := c.Field.String() + " " + c.Actor
+			if i, ok := latest[key]; ok {
+				out.Claims[i] = cl
+			} else {
+				latest[key] = len(out.Claims)
+				out.Claims = append(out.Claims, cl)
+			}
+		case KindOverride:
+			out.Overrides[c.Field] = c
+		case KindHold:
+			out.Held, out.HeldBy = true, c.Actor
+		case KindUnhold:
+			out.Held, out.HeldBy = false, ""
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return PR{}, err
+	}
+	return out, nil
+}
+
+// Live implements review.LiveState for one pull request's command claims that have not expired.
+type Live struct{ Claims []core.Claim }
+
+// Live returns the unexpired claims on f.
+func (l Live) Live(f core.Field, now time.Time) ([]core.Claim, error) {
+	var out []core.Claim
+	for _, c := range l.Claims {
+		if c.Field == f && !c.ExpiredAt(now) {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
