@@ -96,16 +96,47 @@ func (h *Pushes) Handle(ctx context.Context, d store.Delivery) error {
 	if err != nil {
 		return err
 	}
-	defer unlock()
 	led, err := ledger.Open(dir, ledger.Options{})
 	if err != nil {
+		unlock()
 		return fmt.Errorf("%s: open ledger: %w", repo.GetFullName(), err)
 	}
-	defer led.Close()
-	if _, err := led.Update(ctx, repo.GetDefaultBranch()); err != nil {
+	stats, err := led.Update(ctx, repo.GetDefaultBranch())
+	led.Close()
+	unlock()
+	if err != nil {
 		return fmt.Errorf("%s: update ledger: %w", repo.GetFullName(), err)
 	}
-	return nil
+	if stats.Claims == 0 && !stats.Rebuilt {
+		return nil // no claim changed: no verdict can have changed
+	}
+	// Git's claims changed: re-judge the open pull requests against them. Publishing writes only
+	// where a verdict actually changed.
+	gh, err := h.PullRequests.Installations.Client(ev.GetInstallation().GetID())
+	if err != nil {
+		return err
+	}
+	owner, name := repo.GetOwner().GetLogin(), repo.GetName()
+	if owner == "" {
+		owner = repo.GetOwner().GetName() // push payloads name the owner this way
+	}
+	opts := &github.PullRequestListOptions{State: "open", Base: repo.GetDefaultBranch(), ListOptions: github.ListOptions{PerPage: 100}}
+	for {
+		prs, resp, err := gh.PullRequests.List(ctx, owner, name, opts)
+		if err != nil {
+			return fmt.Errorf("%s: list open pull requests: %w", repo.GetFullName(), err)
+		}
+		for _, pr := range prs {
+			if _, err := h.PullRequests.Judge(ctx, Target{Installation: ev.GetInstallation().GetID(), Owner: owner, Repo: name,
+				FullName: repo.GetFullName(), CloneURL: repo.GetCloneURL(), DefaultBranch: repo.GetDefaultBranch(), PR: pr}); err != nil {
+				return err
+			}
+		}
+		if resp == nil || resp.NextPage == 0 {
+			return nil
+		}
+		opts.Page = resp.NextPage
+	}
 }
 
 // Installations events set repositories up and forget them: when the App is uninstalled or a

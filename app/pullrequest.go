@@ -222,17 +222,6 @@ func publish(ctx context.Context, gh *github.Client, t Target, headSHA string, h
 	writes := 0
 	concl := conclusion(res, note)
 	title := strings.TrimPrefix(report.Headline(res.Verdicts), "### ")
-	// The comment is rendered for the head commit's time, not the wall clock, so the same head
-	// always renders the same body and a redelivery writes nothing.
-	body := report.Comment(report.Input{Head: headSHA, Generated: headTime.UTC(), Verdicts: res.Verdicts, Notes: append(problemNotes(res), nonEmpty(note)...)})
-	summary := body
-	if note != "" {
-		title, summary = "Parley: nothing judged", note
-	}
-	if len(summary) > maxCheckText {
-		summary = summary[:maxCheckText]
-	}
-
 	runs, _, err := gh.Checks.ListCheckRunsForRef(ctx, t.Owner, t.Repo, headSHA, &github.ListCheckRunsOptions{CheckName: github.String(CheckName)})
 	if err != nil {
 		return writes, fmt.Errorf("list check runs: %w", err)
@@ -241,12 +230,32 @@ func publish(ctx context.Context, gh *github.Client, t Target, headSHA string, h
 	if runs != nil && len(runs.CheckRuns) > 0 {
 		existing = runs.CheckRuns[0]
 	}
+	// The comment is rendered for the head commit's time, not the wall clock, so the same head
+	// always renders the same body and a redelivery writes nothing. It links the check run, which
+	// holds the full verdicts when the comment must be shortened.
+	in := report.Input{Head: headSHA, Generated: headTime.UTC(), Verdicts: res.Verdicts, Notes: append(problemNotes(res), nonEmpty(note)...)}
+	summary := report.Comment(in) // the check run's own summary needs no link to itself
+	if existing != nil {
+		in.DetailsURL = existing.GetHTMLURL()
+	}
+	body := report.Comment(in)
+	if note != "" {
+		title, summary = "Parley: nothing judged", note
+	}
+	if len(summary) > maxCheckText {
+		summary = summary[:maxCheckText]
+	}
 	out := &github.CheckRunOutput{Title: github.String(title), Summary: github.String(summary)}
 	switch {
 	case existing == nil:
-		_, _, err = gh.Checks.CreateCheckRun(ctx, t.Owner, t.Repo, github.CreateCheckRunOptions{Name: CheckName, HeadSHA: headSHA,
+		var run *github.CheckRun
+		run, _, err = gh.Checks.CreateCheckRun(ctx, t.Owner, t.Repo, github.CreateCheckRunOptions{Name: CheckName, HeadSHA: headSHA,
 			Status: github.String("completed"), Conclusion: github.String(concl), Output: out})
 		writes++
+		if err == nil && run.GetHTMLURL() != "" {
+			in.DetailsURL = run.GetHTMLURL() // as later evaluations will render it
+			body = report.Comment(in)
+		}
 	case existing.GetConclusion() != concl || existing.GetOutput().GetTitle() != title || existing.GetOutput().GetSummary() != summary:
 		_, _, err = gh.Checks.UpdateCheckRun(ctx, t.Owner, t.Repo, existing.GetID(), github.UpdateCheckRunOptions{Name: CheckName,
 			Status: github.String("completed"), Conclusion: github.String(concl), Output: out})

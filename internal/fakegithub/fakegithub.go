@@ -410,6 +410,7 @@ func (s *Server) handlers() map[string]handler {
 		"checks/list-for-ref":                     s.listCheckRuns,
 		"repos/get-collaborator-permission-level": s.permission,
 		"repos/get-content":                       s.content,
+		"pulls/list":                              s.listPulls,
 		"pulls/get":                               s.pull,
 	}
 }
@@ -513,7 +514,7 @@ func str(v any) string {
 }
 
 func checkRunJSON(c *CheckRun) map[string]any {
-	return map[string]any{"id": c.ID, "name": c.Name, "head_sha": c.HeadSHA, "status": c.Status, "conclusion": nilIfEmpty(c.Conclusion),
+	return map[string]any{"id": c.ID, "html_url": fmt.Sprintf("https://github.example/runs/%d", c.ID), "name": c.Name, "head_sha": c.HeadSHA, "status": c.Status, "conclusion": nilIfEmpty(c.Conclusion),
 		"external_id": c.ExternalID, "output": map[string]any{"title": c.Title, "summary": c.Summary}}
 }
 
@@ -614,4 +615,21 @@ func (s *Server) pull(w http.ResponseWriter, r *http.Request, op string, p map[s
 		return
 	}
 	s.answer(w, op, http.StatusOK, pr)
+}
+
+func (s *Server) listPulls(w http.ResponseWriter, r *http.Request, op string, p map[string]string, _ map[string]any) {
+	s.mu.Lock()
+	out := []any{}
+	keys := []string{}
+	for k := range s.pulls {
+		if strings.HasPrefix(k, repoKey(p)+"#") {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		out = append(out, s.pulls[k])
+	}
+	s.mu.Unlock()
+	s.answer(w, op, http.StatusOK, out)
 }
