@@ -12,6 +12,8 @@ import (
 	"encoding/pem"
 	"fmt"
 	"net/http"
+	"net/http/cgi"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -57,6 +59,7 @@ func TestServeEndToEnd(t *testing.T) {
 		git("update-ref", fmt.Sprintf("refs/pull/%d/head", n), "HEAD")
 	}
 	git("checkout", "-q", "main")
+	cloneURL := serveGit(t, repo)
 
 	storeDir := t.TempDir()
 	secret := "e2e-webhook-secret"
@@ -91,7 +94,7 @@ func TestServeEndToEnd(t *testing.T) {
 	}
 	deliver := func(url string, n int) int {
 		t.Helper()
-		body := prPayload(t, repo, base, heads[n], n)
+		body := prPayload(t, cloneURL, base, heads[n], n)
 		req, _ := http.NewRequest("POST", url+"/webhooks/github", bytes.NewReader(body))
 		mac := hmac.New(sha256.New, []byte(secret))
 		mac.Write(body)
@@ -183,6 +186,21 @@ func TestServeEndToEnd(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Error("parley serve did not stop within 20 s of SIGTERM")
 	}
+}
+
+// serveGit serves the repository over git's smart HTTP protocol with the real `git http-backend`,
+// as GitHub serves clones, and returns its clone URL.
+func serveGit(t *testing.T, repo string) string {
+	t.Helper()
+	execPath, err := exec.Command("git", "--exec-path").Output()
+	if err != nil {
+		t.Fatalf("git --exec-path: %v", err)
+	}
+	h := &cgi.Handler{Path: filepath.Join(strings.TrimSpace(string(execPath)), "git-http-backend"),
+		Env: []string{"GIT_PROJECT_ROOT=" + filepath.Dir(repo), "GIT_HTTP_EXPORT_ALL=1", "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null"}}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv.URL + "/" + filepath.Base(repo)
 }
 
 // prPayload is GitHub's own pull_request "opened" example, pointed at the test repository.
