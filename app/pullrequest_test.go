@@ -45,7 +45,7 @@ const kafkaTF = `resource "aws_autoscaling_group" "consumer" {
 
 // remote is the repository GitHub would host: main with the policy and manifests, and the pull
 // request's head under refs/pull/7/head, as GitHub exposes it.
-func remote(t *testing.T) (dir string, git func(args ...string) string) {
+func remote(t testing.TB) (dir string, git func(args ...string) string) {
 	t.Helper()
 	dir = t.TempDir()
 	git = func(args ...string) string {
@@ -84,7 +84,7 @@ func remote(t *testing.T) (dir string, git func(args ...string) string) {
 }
 
 // prEvent is GitHub's own example pull_request "opened" payload, pointed at the test repository.
-func prEvent(t *testing.T, cloneURL, base, head, action string) []byte {
+func prEvent(t testing.TB, cloneURL, base, head, action string) []byte {
 	t.Helper()
 	examples, err := npmdata.WebhookExamples()
 	if err != nil {
@@ -116,7 +116,7 @@ func prEvent(t *testing.T, cloneURL, base, head, action string) []byte {
 	return nil
 }
 
-func handler(t *testing.T) (*PullRequests, *fakegithub.Server) {
+func handler(t testing.TB) (*PullRequests, *fakegithub.Server) {
 	t.Helper()
 	gh := fakegithub.New(t)
 	key, err := rsa.GenerateKey(rand.Reader, 2048)

@@ -109,6 +109,7 @@ type Server struct {
 	contents    map[string][]byte // "owner/repo ref path"
 	tokens      map[string]int64  // installation token -> installation
 	pulls       map[string]any    // "owner/repo#n" -> pull request object
+	bytes       int               // response body bytes served
 	tokenTTL    time.Duration
 	throttle    []throttle
 	now         func() time.Time
@@ -221,6 +222,13 @@ func (s *Server) Calls() map[string]int {
 	return out
 }
 
+// TotalBytes is the number of response body bytes served.
+func (s *Server) TotalBytes() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.bytes
+}
+
 // TotalCalls is the number of requests served.
 func (s *Server) TotalCalls() int {
 	n := 0
@@ -254,6 +262,7 @@ func (s *Server) answer(w http.ResponseWriter, op string, status int, body any) 
 	w.Header().Del("X-Fake-If-None-Match")
 	s.mu.Lock()
 	s.calls[op+" "+strconv.Itoa(status)]++
+	s.bytes += len(buf)
 	s.mu.Unlock()
 	if buf != nil {
 		w.Header().Set("Content-Type", "application/json; charset=utf-8")
