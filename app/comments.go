@@ -65,8 +65,23 @@ func (h *Comments) Handle(ctx context.Context, d store.Delivery) error {
 	now := h.PullRequests.now()
 	changed, rejudge, refused := false, false, len(perrs) > 0
 	var whys []core.Field
+	var asked *bool // whether the policy's escalation asks this commenter; read once, when needed
 	for _, c := range cmds {
-		if need := chatops.RequiredPermission(c.Verb); perm < need {
+		need := chatops.RequiredPermission(c.Verb)
+		if perm < need && need == chatops.PermissionMaintain && perm >= chatops.PermissionWrite {
+			// The people and teams the policy asks to decide escalations may also override and hold.
+			if asked == nil {
+				ok, err := h.askedByPolicy(ctx, gh, inst, repo, login)
+				if err != nil {
+					return err
+				}
+				asked = &ok
+			}
+			if *asked {
+				need = perm
+			}
+		}
+		if perm < need {
 			replies = append(replies, fmt.Sprintf("`%s`: refused: @%s has %s permission on %s; this command needs %s.", c.Text, login, perm, repo.GetFullName(), need))
 			refused = true
 			continue
@@ -166,4 +181,43 @@ func permission(ctx context.Context, gh *github.Client, owner, repo, user string
 		return p, nil
 	}
 	return chatops.ParsePermission(out.Permission)
+}
+
+// askedByPolicy reports whether the default branch's policy names the commenter in its escalation's
+// ask list, directly ("@login") or through a team ("@org/team") they are an active member of.
+func (h *Comments) askedByPolicy(ctx context.Context, gh *github.Client, inst int64, repo *github.Repository, login string) (bool, error) {
+	token, err := h.PullRequests.Installations.Token(ctx, inst)
+	if err != nil {
+		return false, err
+	}
+	dir, unlock, err := h.PullRequests.Repos.Sync(ctx, repo.GetFullName(), repo.GetCloneURL(), token)
+	if err != nil {
+		return false, err
+	}
+	pol, _, err := h.PullRequests.readPolicy(dir, repo.GetDefaultBranch())
+	unlock()
+	if err != nil || pol == nil {
+		return false, err
+	}
+	for _, who := range pol.Escalation.Ask {
+		who = strings.TrimPrefix(who, "@")
+		org, team, isTeam := strings.Cut(who, "/")
+		if !isTeam {
+			if strings.EqualFold(who, login) {
+				return true, nil
+			}
+			continue
+		}
+		m, resp, err := gh.Teams.GetTeamMembershipBySlug(ctx, org, team, login)
+		if resp != nil && resp.StatusCode == 404 {
+			continue
+		}
+		if err != nil {
+			return false, fmt.Errorf("membership of %s in %s: %w", login, who, err)
+		}
+		if m.GetState() == "active" {
+			return true, nil
+		}
+	}
+	return false, nil
 }

@@ -115,6 +115,20 @@ func TestChatOpsCommands(t *testing.T) {
 	if len(gh.Writes()) != writes {
 		t.Error("a bot's command was acted on")
 	}
+	// A writer in the team the policy's escalation asks (@parleyhq/sre) may hold; another writer may not.
+	gh.SetPermission("acme/infra", "erin", "write")
+	gh.SetPermission("acme/infra", "frank", "write")
+	gh.SetTeamMember("parleyhq", "sre", "erin")
+	comment(506, "frank", "User", "/parley hold")
+	if r := lastReply(gh); !strings.Contains(r, "refused: @frank has write permission") {
+		t.Errorf("frank's hold: %q", r)
+	}
+	comment(507, "erin", "User", `/parley hold reason="freeze for the incident"`)
+	if st, _ := live.ForPR(context.Background(), "acme/infra", 7); !st.Held || st.HeldBy != "erin" {
+		t.Errorf("erin's hold was not recorded: %+v", st)
+	}
+	comment(508, "erin", "User", "/parley unhold")
+
 	// A commenter's claim becomes a claim with the commenter as actor.
 	comment(505, "dana", "User", "/parley claim "+capacity+"=10 intent=availability motivation=incident ref=INC-9 ttl=2h")
 	st, err := live.ForPR(context.Background(), "acme/infra", 7)

@@ -106,8 +106,9 @@ func lookup(v string) (spec, bool) {
 	return spec{}, false
 }
 
-// RequiredPermission is the least repository permission a commenter needs for v. Policies may grant
-// override and hold to named teams in addition; that is the caller's check.
+// RequiredPermission is the least repository permission a commenter needs for v. The people and
+// teams a policy's escalation asks may also override and hold with write permission; that is the
+// caller's check.
 func RequiredPermission(v Verb) Permission {
 	s, ok := lookup(string(v))
 	if !ok {

@@ -110,6 +110,7 @@ type Server struct {
 	tokens      map[string]int64  // installation token -> installation
 	pulls       map[string]any    // "owner/repo#n" -> pull request object
 	bytes       int               // response body bytes served
+	members     map[string]bool   // "org/team user" -> active member
 	tokenTTL    time.Duration
 	throttle    []throttle
 	now         func() time.Time
@@ -130,7 +131,7 @@ func New(t testing.TB) *Server {
 	}
 	s := &Server{t: t, router: router, calls: map[string]int{}, nextID: 1000, comments: map[string][]*Comment{},
 		checkRuns: map[string][]*CheckRun{}, permissions: map[string]string{}, contents: map[string][]byte{},
-		tokens: map[string]int64{}, pulls: map[string]any{}, tokenTTL: time.Hour, now: time.Now}
+		tokens: map[string]int64{}, pulls: map[string]any{}, members: map[string]bool{}, tokenTTL: time.Hour, now: time.Now}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(s.Close)
 	return s
@@ -148,6 +149,13 @@ func (s *Server) SetPullRequest(repo string, number int, pr any) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.pulls[fmt.Sprintf("%s#%d", repo, number)] = pr
+}
+
+// SetTeamMember makes user an active member of org/team.
+func (s *Server) SetTeamMember(org, team, user string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.members[org+"/"+team+" "+user] = true
 }
 
 // SetContent sets a file's content at a ref.
@@ -421,6 +429,7 @@ func (s *Server) handlers() map[string]handler {
 		"repos/get-content":                       s.content,
 		"pulls/list":                              s.listPulls,
 		"pulls/get":                               s.pull,
+		"teams/get-membership-for-user-in-org":    s.membership,
 	}
 }
 
@@ -641,4 +650,15 @@ func (s *Server) listPulls(w http.ResponseWriter, r *http.Request, op string, p 
 	}
 	s.mu.Unlock()
 	s.answer(w, op, http.StatusOK, out)
+}
+
+func (s *Server) membership(w http.ResponseWriter, r *http.Request, op string, p map[string]string, _ map[string]any) {
+	s.mu.Lock()
+	ok := s.members[p["org"]+"/"+p["team_slug"]+" "+p["username"]]
+	s.mu.Unlock()
+	if !ok {
+		s.fail(w, op, http.StatusNotFound, "Not Found")
+		return
+	}
+	s.answer(w, op, http.StatusOK, map[string]any{"url": "https://api.github.com/teams/1/memberships/" + p["username"], "role": "member", "state": "active"})
 }
