@@ -18,33 +18,48 @@ type Rerequests struct {
 	PullRequests *PullRequests
 }
 
+// checkEvent is the part of check_run and check_suite payloads the re-run needs. It is decoded
+// here rather than into go-github's types because some real payloads carry timestamps such as
+// "2018-04-25 20:42:10", which github.Timestamp refuses, and none of them is needed.
+type checkEvent struct {
+	Action   string `json:"action"`
+	CheckRun *struct {
+		Name         string     `json:"name"`
+		PullRequests []prNumber `json:"pull_requests"`
+	} `json:"check_run"`
+	CheckSuite *struct {
+		PullRequests []prNumber `json:"pull_requests"`
+	} `json:"check_suite"`
+	Repo         *github.Repository   `json:"repository"`
+	Installation *github.Installation `json:"installation"`
+}
+
+type prNumber struct {
+	Number int `json:"number"`
+}
+
 // Handle implements webhooks.Handler for check_run and check_suite deliveries.
 func (h *Rerequests) Handle(ctx context.Context, d store.Delivery) error {
-	var prs []*github.PullRequest
-	var repo *github.Repository
-	var inst int64
-	switch d.Event {
-	case "check_run":
-		var ev github.CheckRunEvent
-		if err := json.Unmarshal(d.Body, &ev); err != nil {
-			return webhooks.Permanent(fmt.Errorf("decode check_run delivery %s: %w", d.ID, err))
-		}
-		if ev.GetAction() != "rerequested" || ev.GetCheckRun().GetName() != CheckName {
+	var ev checkEvent
+	if err := json.Unmarshal(d.Body, &ev); err != nil {
+		return webhooks.Permanent(fmt.Errorf("decode %s delivery %s: %w", d.Event, d.ID, err))
+	}
+	if ev.Action != "rerequested" {
+		return nil
+	}
+	var prs []prNumber
+	switch {
+	case d.Event == "check_run" && ev.CheckRun != nil:
+		if ev.CheckRun.Name != CheckName {
 			return nil
 		}
-		prs, repo, inst = ev.GetCheckRun().PullRequests, ev.GetRepo(), ev.GetInstallation().GetID()
-	case "check_suite":
-		var ev github.CheckSuiteEvent
-		if err := json.Unmarshal(d.Body, &ev); err != nil {
-			return webhooks.Permanent(fmt.Errorf("decode check_suite delivery %s: %w", d.ID, err))
-		}
-		if ev.GetAction() != "rerequested" {
-			return nil
-		}
-		prs, repo, inst = ev.GetCheckSuite().PullRequests, ev.GetRepo(), ev.GetInstallation().GetID()
+		prs = ev.CheckRun.PullRequests
+	case d.Event == "check_suite" && ev.CheckSuite != nil:
+		prs = ev.CheckSuite.PullRequests
 	default:
 		return nil
 	}
+	repo, inst := ev.Repo, ev.Installation.GetID()
 	if repo == nil || inst == 0 {
 		return webhooks.Permanent(fmt.Errorf("%s delivery %s lacks the repository or installation", d.Event, d.ID))
 	}
@@ -54,9 +69,9 @@ func (h *Rerequests) Handle(ctx context.Context, d store.Delivery) error {
 	}
 	for _, ref := range prs {
 		// The check's pull request entries are stubs; read the pull request itself.
-		pr, _, err := gh.PullRequests.Get(ctx, repo.GetOwner().GetLogin(), repo.GetName(), ref.GetNumber())
+		pr, _, err := gh.PullRequests.Get(ctx, repo.GetOwner().GetLogin(), repo.GetName(), ref.Number)
 		if err != nil {
-			return fmt.Errorf("%s#%d: %w", repo.GetFullName(), ref.GetNumber(), err)
+			return fmt.Errorf("%s#%d: %w", repo.GetFullName(), ref.Number, err)
 		}
 		if pr.GetState() != "open" {
 			continue
