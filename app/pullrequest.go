@@ -13,7 +13,9 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/google/go-github/v60/github"
+	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/parleyhq/parley/app/ghclient"
 	"github.com/parleyhq/parley/app/livestate"
 	"github.com/parleyhq/parley/app/repocache"
 	"github.com/parleyhq/parley/core"
@@ -46,8 +48,10 @@ type PullRequests struct {
 	PolicyPath    string // default .parley/policy.hcl
 	// Live holds what /parley commands said (claims, overrides, holds); nil: no commands.
 	Live *livestate.DB
-	Now  func() time.Time
-	Log  *slog.Logger
+	// CallsPerEvent, if set, observes how many GitHub calls each judgement made.
+	CallsPerEvent prometheus.Observer
+	Now           func() time.Time
+	Log           *slog.Logger
 }
 
 // judgedActions are the pull_request actions that can change a verdict.
@@ -90,7 +94,11 @@ func (h *PullRequests) now() time.Time {
 
 // Judge evaluates and publishes one pull request, and returns what it decided.
 func (h *PullRequests) Judge(ctx context.Context, t Target) (review.Result, error) {
+	ctx, calls := ghclient.WithCallCount(ctx)
 	res, err := h.judge(ctx, t)
+	if h.CallsPerEvent != nil {
+		h.CallsPerEvent.Observe(float64(calls.Load()))
+	}
 	return res, err
 }
 

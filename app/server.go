@@ -127,7 +127,10 @@ func NewServer(ctx context.Context, cfg config.Config, log *slog.Logger) (*Serve
 		return fail(err)
 	}
 	s.live = live
-	prs := &PullRequests{Installations: gh, Repos: repos, PolicyPath: cfg.PolicyPath, Live: live, Log: log}
+	perEvent := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "parley_github_calls_per_judgement",
+		Help: "GitHub REST calls one pull request judgement made (goal: at most 4 when the verdict is unchanged).", Buckets: []float64{0, 1, 2, 3, 4, 6, 8, 12, 20}})
+	s.reg.MustRegister(perEvent)
+	prs := &PullRequests{Installations: gh, Repos: repos, PolicyPath: cfg.PolicyPath, Live: live, Log: log, CallsPerEvent: perEvent}
 	route := func(event string) webhooks.Route { return webhooks.Route{Source: store.SourceGitHub, Event: event} }
 	handlers := map[webhooks.Route]webhooks.Handler{
 		route("pull_request"):              prs,

@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -318,6 +319,15 @@ func NewCounter(base http.RoundTripper, reg prometheus.Registerer) (*Counter, er
 	return &Counter{Base: base, calls: cv}, nil
 }
 
+type callCountKey struct{}
+
+// WithCallCount returns a context whose GitHub calls through a Counter are also counted in the
+// returned counter: a handler reads it to report the calls one event cost.
+func WithCallCount(ctx context.Context) (context.Context, *atomic.Int64) {
+	n := new(atomic.Int64)
+	return context.WithValue(ctx, callCountKey{}, n), n
+}
+
 // Wrap returns a Counter over base that counts into the same metric.
 func (c *Counter) Wrap(base http.RoundTripper) *Counter { return &Counter{Base: base, calls: c.calls} }
 
@@ -333,6 +343,9 @@ func (c *Counter) RoundTrip(req *http.Request) (*http.Response, error) {
 		status = strconv.Itoa(resp.StatusCode)
 	}
 	c.calls.WithLabelValues(req.Method+" "+Route(req.URL.Path), status).Inc()
+	if n, ok := req.Context().Value(callCountKey{}).(*atomic.Int64); ok {
+		n.Add(1)
+	}
 	return resp, err
 }
 

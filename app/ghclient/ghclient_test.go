@@ -150,6 +150,13 @@ func TestRouteAndCounter(t *testing.T) {
 	if n := testutil.ToFloat64(cnt.calls.WithLabelValues("GET /repos/{owner}/{repo}/pulls/{n}/files", "200")); n != 2 {
 		t.Errorf("counted %v calls", n)
 	}
+	ctx, n := WithCallCount(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "GET", gh.URL+"/repos/acme/infra/pulls/3/files", nil)
+	resp, _ := cnt.Wrap(gh.Client().Transport).RoundTrip(req)
+	resp.Body.Close()
+	if n.Load() != 1 {
+		t.Errorf("per-event count %d, want 1", n.Load())
+	}
 	if _, err := NewCounter(nil, reg); err == nil {
 		t.Error("registering twice must fail")
 	}

@@ -133,6 +133,18 @@ func TestServeEndToEnd(t *testing.T) {
 	if doc, err := report.Extract(gh.Comments("acme/infra#1")[0].Body); err != nil || len(doc.Verdicts) != 1 {
 		t.Fatalf("comment verdicts %+v %v", doc, err)
 	}
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var metrics bytes.Buffer
+	metrics.ReadFrom(resp.Body)
+	resp.Body.Close()
+	for _, m := range []string{"parley_github_calls_per_judgement_count 1", "parley_github_calls_total{", "parley_github_rate_limit_remaining", "parley_webhook"} {
+		if !strings.Contains(metrics.String(), m) {
+			t.Errorf("/metrics lacks %s", m)
+		}
+	}
 
 	// SIGKILL while deliveries are being handled; every acknowledged one must be handled after a
 	// restart, and none twice.

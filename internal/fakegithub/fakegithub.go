@@ -110,6 +110,7 @@ type Server struct {
 	tokens      map[string]int64  // installation token -> installation
 	pulls       map[string]any    // "owner/repo#n" -> pull request object
 	bytes       int               // response body bytes served
+	used        int               // primary rate limit used (304s are free)
 	members     map[string]bool   // "org/team user" -> active member
 	tokenTTL    time.Duration
 	throttle    []throttle
@@ -271,7 +272,15 @@ func (s *Server) answer(w http.ResponseWriter, op string, status int, body any) 
 	s.mu.Lock()
 	s.calls[op+" "+strconv.Itoa(status)]++
 	s.bytes += len(buf)
+	if status != http.StatusNotModified { // GitHub does not count 304s against the primary limit
+		s.used++
+	}
+	used := s.used
 	s.mu.Unlock()
+	w.Header().Set("X-RateLimit-Limit", "5000")
+	w.Header().Set("X-RateLimit-Used", strconv.Itoa(used))
+	w.Header().Set("X-RateLimit-Remaining", strconv.Itoa(max(5000-used, 0)))
+	w.Header().Set("X-RateLimit-Reset", strconv.FormatInt(time.Now().Add(time.Hour).Truncate(time.Hour).Unix(), 10))
 	if buf != nil {
 		w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	}
