@@ -1,0 +1,60 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/parleyhq/parley/store"
+)
+
+func TestDeliveriesListAndReplay(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "parley.db")
+	ctx := context.Background()
+	st, err := store.Open(ctx, path, store.Options{MaxAttempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	for _, id := range []string{"dead-1", "dead-2", "fine"} {
+		if _, err := st.Put(ctx, store.Delivery{Source: store.SourceGitHub, ID: id, Event: "pull_request", Body: []byte(`{}`), ReceivedAt: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < 2; i++ {
+		d, ok, err := st.Claim(ctx, "w", time.Minute, now)
+		if !ok || err != nil {
+			t.Fatal(ok, err)
+		}
+		if err := st.DeadLetter(ctx, d.Key(), "w", errors.New("policy file unreadable")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st.Close()
+
+	code, out, stderr := runIn(t, "", "deliveries", "list", "--store", path)
+	if code != 0 || !strings.Contains(out, "1 pending, 2 dead") || !strings.Contains(out, "dead-1") || !strings.Contains(out, "policy file unreadable") {
+		t.Fatalf("list: exit %d\n%s%s", code, out, stderr)
+	}
+	if code, out, _ := runIn(t, "", "deliveries", "replay", "github", "dead-1", "--store", path); code != 0 || !strings.Contains(out, "replaying github dead-1") {
+		t.Errorf("replay one: exit %d %s", code, out)
+	}
+	if code, _, stderr := runIn(t, "", "deliveries", "replay", "github", "fine", "--store", path); code != 2 || stderr == "" {
+		t.Errorf("replaying a delivery that is not dead: exit %d %s", code, stderr)
+	}
+	if code, out, _ := runIn(t, "", "deliveries", "replay", "--all", "--store", path); code != 0 || !strings.Contains(out, "dead-2") {
+		t.Errorf("replay all: exit %d %s", code, out)
+	}
+	if code, out, _ := runIn(t, "", "deliveries", "list", "--store", path); code != 0 || !strings.Contains(out, "3 pending, 0 dead") {
+		t.Errorf("after replaying: %s", out)
+	}
+	if code, _, stderr := runIn(t, "", "deliveries", "replay", "--store", path); code != 2 || !strings.Contains(stderr, "--all") {
+		t.Errorf("replay without arguments: exit %d %s", code, stderr)
+	}
+	if code, _, stderr := runIn(t, "", "deliveries", "list", "--store", filepath.Join(t.TempDir(), "none.db")); code != 2 || !strings.Contains(stderr, "none.db") {
+		t.Errorf("missing store: exit %d %s", code, stderr)
+	}
+}
