@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/parleyhq/parley/app/livestate"
 	"github.com/parleyhq/parley/internal/fakegithub"
-	"github.com/parleyhq/parley/internal/npmdata"
 	"github.com/parleyhq/parley/report"
 	"github.com/parleyhq/parley/store"
 )
@@ -19,20 +17,8 @@ const capacity = "tf:infra/kafka//aws_autoscaling_group.consumer#/desired_capaci
 
 // commentEvent is GitHub's own issue_comment "created" example, made a comment on pull request 7.
 func commentEvent(t *testing.T, cloneURL string, id int64, user, userType, body string) []byte {
-	t.Helper()
-	examples, err := npmdata.WebhookExamples()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, ex := range examples {
-		var ev map[string]any
-		if ex.Event != "issue_comment" || json.Unmarshal(ex.Payload, &ev) != nil || ev["action"] != "created" {
-			continue
-		}
-		ev["installation"] = map[string]any{"id": 77, "node_id": "x"}
-		repo := ev["repository"].(map[string]any)
-		repo["full_name"], repo["name"], repo["clone_url"], repo["default_branch"] = "acme/infra", "infra", cloneURL, "main"
-		repo["owner"].(map[string]any)["login"] = "acme"
+	return example(t, "issue_comment", "created", func(ev map[string]any) {
+		pointAt(ev, cloneURL)
 		issue := ev["issue"].(map[string]any)
 		issue["number"] = 7
 		issue["pull_request"] = map[string]any{"url": "https://api.github.com/repos/acme/infra/pulls/7"}
@@ -40,11 +26,7 @@ func commentEvent(t *testing.T, cloneURL string, id int64, user, userType, body 
 		c["id"], c["body"] = id, body
 		c["user"].(map[string]any)["login"], c["user"].(map[string]any)["type"] = user, userType
 		ev["sender"].(map[string]any)["login"], ev["sender"].(map[string]any)["type"] = user, userType
-		b, _ := json.Marshal(ev)
-		return b
-	}
-	t.Fatal("no issue_comment created example")
-	return nil
+	})
 }
 
 func TestChatOpsCommands(t *testing.T) {

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
-	"encoding/json"
 	"encoding/pem"
 	"os"
 	"os/exec"
@@ -17,7 +16,6 @@ import (
 	"github.com/parleyhq/parley/app/ghauth"
 	"github.com/parleyhq/parley/app/repocache"
 	"github.com/parleyhq/parley/internal/fakegithub"
-	"github.com/parleyhq/parley/internal/npmdata"
 	"github.com/parleyhq/parley/report"
 	"github.com/parleyhq/parley/store"
 )
@@ -83,37 +81,17 @@ func remote(t testing.TB) (dir string, git func(args ...string) string) {
 	return dir, git
 }
 
-// prEvent is GitHub's own example pull_request "opened" payload, pointed at the test repository.
+// prEvent is GitHub's own pull_request "opened" example payload, pointed at the test repository.
 func prEvent(t testing.TB, cloneURL, base, head, action string) []byte {
-	t.Helper()
-	examples, err := npmdata.WebhookExamples()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, ex := range examples {
-		if ex.Event != "pull_request" {
-			continue
-		}
-		var ev map[string]any
-		if json.Unmarshal(ex.Payload, &ev) != nil || ev["action"] != "opened" {
-			continue
-		}
-		ev["action"] = action
-		ev["number"] = 7
-		ev["installation"] = map[string]any{"id": 77, "node_id": "x"}
-		repo := ev["repository"].(map[string]any)
-		repo["full_name"], repo["name"], repo["clone_url"], repo["default_branch"] = "acme/infra", "infra", cloneURL, "main"
-		repo["owner"].(map[string]any)["login"] = "acme"
+	return example(t, "pull_request", "opened", func(ev map[string]any) {
+		pointAt(ev, cloneURL)
+		ev["action"], ev["number"] = action, 7
 		pr := ev["pull_request"].(map[string]any)
 		pr["number"], pr["title"], pr["body"] = 7, "Right-size the consumers", "Monthly budget review."
 		pr["head"].(map[string]any)["sha"] = head
 		pr["base"].(map[string]any)["sha"] = base
 		pr["user"].(map[string]any)["login"] = "cost-optimizer[bot]"
-		b, _ := json.Marshal(ev)
-		return b
-	}
-	t.Fatal("no pull_request opened example in @octokit/webhooks-examples")
-	return nil
+	})
 }
 
 func handler(t testing.TB) (*PullRequests, *fakegithub.Server) {

@@ -2,37 +2,20 @@ package app
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/parleyhq/parley/internal/npmdata"
 	"github.com/parleyhq/parley/store"
 )
 
 func pushEvent(t *testing.T, cloneURL, ref string) []byte {
-	t.Helper()
-	examples, err := npmdata.WebhookExamples()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, ex := range examples {
-		var ev map[string]any
-		if ex.Event != "push" || json.Unmarshal(ex.Payload, &ev) != nil {
-			continue
-		}
+	return example(t, "push", "", func(ev map[string]any) {
+		pointAt(ev, cloneURL)
 		ev["ref"], ev["deleted"] = ref, false
-		ev["installation"] = map[string]any{"id": 77, "node_id": "x"}
-		repo := ev["repository"].(map[string]any)
-		repo["full_name"], repo["name"], repo["clone_url"], repo["default_branch"] = "acme/infra", "infra", cloneURL, "main"
-		repo["owner"].(map[string]any)["login"], repo["owner"].(map[string]any)["name"] = "acme", "acme"
-		b, _ := json.Marshal(ev)
-		return b
-	}
-	t.Fatal("no push example")
-	return nil
+		ev["repository"].(map[string]any)["owner"].(map[string]any)["name"] = "acme"
+	})
 }
 
 // TestPushReJudgesOpenPullRequests: raising max_size on the default branch turns the open pull

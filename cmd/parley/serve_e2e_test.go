@@ -8,7 +8,6 @@ import (
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/hex"
-	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"net/http"
@@ -218,15 +217,7 @@ func serveGit(t *testing.T, repo string) string {
 // prPayload is GitHub's own pull_request "opened" example, pointed at the test repository.
 func prPayload(t *testing.T, cloneURL, base, head string, n int) []byte {
 	t.Helper()
-	examples, err := npmdata.WebhookExamples()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, ex := range examples {
-		var ev map[string]any
-		if ex.Event != "pull_request" || json.Unmarshal(ex.Payload, &ev) != nil || ev["action"] != "opened" {
-			continue
-		}
+	b, err := npmdata.PatchedWebhookExample("pull_request", "opened", func(ev map[string]any) {
 		ev["number"] = n
 		ev["installation"] = map[string]any{"id": 5, "node_id": "x"}
 		repo := ev["repository"].(map[string]any)
@@ -237,9 +228,9 @@ func prPayload(t *testing.T, cloneURL, base, head string, n int) []byte {
 		pr["head"].(map[string]any)["sha"] = head
 		pr["base"].(map[string]any)["sha"] = base
 		pr["user"].(map[string]any)["login"] = "cost-optimizer[bot]"
-		b, _ := json.Marshal(ev)
-		return b
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("no pull_request opened example")
-	return nil
+	return b
 }

@@ -69,3 +69,22 @@ func WebhookExamples() ([]WebhookExample, error) {
 	}
 	return out, nil
 }
+
+// PatchedWebhookExample returns GitHub's first example payload of event with the given action (any action
+// if action is ""), decoded, passed through patch and encoded again: tests point GitHub's own
+// payloads at their repositories this way.
+func PatchedWebhookExample(event, action string, patch func(map[string]any)) ([]byte, error) {
+	examples, err := WebhookExamples()
+	if err != nil {
+		return nil, err
+	}
+	for _, ex := range examples {
+		var ev map[string]any
+		if ex.Event != event || json.Unmarshal(ex.Payload, &ev) != nil || (action != "" && ev["action"] != action) {
+			continue
+		}
+		patch(ev)
+		return json.Marshal(ev)
+	}
+	return nil, fmt.Errorf("no %s %q example in %s", event, action, WebhooksExamples)
+}
