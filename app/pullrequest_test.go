@@ -7,7 +7,6 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,6 +15,7 @@ import (
 	"github.com/parleyhq/parley/app/ghauth"
 	"github.com/parleyhq/parley/app/repocache"
 	"github.com/parleyhq/parley/internal/fakegithub"
+	"github.com/parleyhq/parley/internal/gittest"
 	"github.com/parleyhq/parley/report"
 	"github.com/parleyhq/parley/store"
 )
@@ -46,19 +46,9 @@ const kafkaTF = `resource "aws_autoscaling_group" "consumer" {
 func remote(t testing.TB) (dir string, git func(args ...string) string) {
 	t.Helper()
 	dir = t.TempDir()
-	git = func(args ...string) string {
-		t.Helper()
-		cmd := exec.Command("git", args...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "HOME="+dir,
-			"GIT_AUTHOR_NAME=Cost Bot", "GIT_AUTHOR_EMAIL=cost-optimizer@parley.example", "GIT_COMMITTER_NAME=Cost Bot",
-			"GIT_COMMITTER_EMAIL=cost-optimizer@parley.example", "GIT_AUTHOR_DATE=2026-11-20T10:00:00Z", "GIT_COMMITTER_DATE=2026-11-20T10:00:00Z")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-		return strings.TrimSpace(string(out))
-	}
+	r := gittest.New(t, dir).As("Cost Bot", "cost-optimizer@parley.example")
+	r.Env = append(r.Env, "GIT_AUTHOR_DATE=2026-11-20T10:00:00Z", "GIT_COMMITTER_DATE=2026-11-20T10:00:00Z")
+	git = r.Run
 	pol, err := os.ReadFile(filepath.Join("..", "demo", "policy.hcl"))
 	if err != nil {
 		t.Fatal(err)

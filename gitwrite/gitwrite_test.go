@@ -10,24 +10,15 @@ import (
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing/object"
+
+	"github.com/parleyhq/parley/internal/gittest"
 )
 
 // remote makes a bare repository with one commit on main, using the git CLI.
 func remote(t *testing.T) (bare string, git func(dir string, args ...string) string) {
 	t.Helper()
 	root := t.TempDir()
-	git = func(dir string, args ...string) string {
-		t.Helper()
-		cmd := exec.Command("git", args...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "HOME="+root,
-			"GIT_AUTHOR_NAME=Dana", "GIT_AUTHOR_EMAIL=dana@x", "GIT_COMMITTER_NAME=Dana", "GIT_COMMITTER_EMAIL=dana@x")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-		return strings.TrimSpace(string(out))
-	}
+	git = gittest.New(t, root).As("Dana", "dana@x").RunIn
 	bare = filepath.Join(root, "remote.git")
 	git(root, "init", "-q", "--bare", "-b", "main", bare)
 	work := filepath.Join(root, "seed")

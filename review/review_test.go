@@ -3,13 +3,13 @@ package review
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/parleyhq/parley/core"
+	"github.com/parleyhq/parley/internal/gittest"
 	"github.com/parleyhq/parley/ledger"
 	"github.com/parleyhq/parley/policy"
 	"github.com/parleyhq/parley/report"
@@ -52,12 +52,9 @@ func repo(t *testing.T) string {
 	}
 	git := func(env []string, args ...string) {
 		t.Helper()
-		cmd := exec.Command("git", args...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), append([]string{"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "HOME=" + dir}, env...)...)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
+		r := gittest.New(t, dir)
+		r.Env = env
+		r.Run(args...)
 	}
 	write := func(p, s string) {
 		t.Helper()

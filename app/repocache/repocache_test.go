@@ -3,29 +3,18 @@ package repocache
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
+
+	"github.com/parleyhq/parley/internal/gittest"
 )
 
 func TestSyncFetchesBranchesAndPullRefs(t *testing.T) {
 	remote := t.TempDir()
-	run := func(args ...string) string {
-		t.Helper()
-		cmd := exec.Command("git", args...)
-		cmd.Dir = remote
-		cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "HOME="+remote,
-			"GIT_AUTHOR_NAME=a", "GIT_AUTHOR_EMAIL=a@x", "GIT_COMMITTER_NAME=a", "GIT_COMMITTER_EMAIL=a@x")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("git %v: %v %s", args, err, out)
-		}
-		return strings.TrimSpace(string(out))
-	}
+	run := gittest.New(t, remote).Run
 	run("init", "-q", "-b", "main")
 	os.WriteFile(filepath.Join(remote, "a.yaml"), []byte("a: 1\n"), 0o644)
 	run("add", ".")
