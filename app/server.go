@@ -23,6 +23,7 @@ import (
 	"github.com/parleyhq/parley/app/ghclient"
 	"github.com/parleyhq/parley/app/livestate"
 	"github.com/parleyhq/parley/app/repocache"
+	"github.com/parleyhq/parley/events"
 	"github.com/parleyhq/parley/store"
 	"github.com/parleyhq/parley/webhooks"
 )
@@ -70,6 +71,7 @@ type Server struct {
 	store    *store.SQLite
 	reg      *prometheus.Registry
 	receiver *webhooks.Receiver
+	events   map[string]*webhooks.EventReceiver // the drift event receivers, by path
 	pool     *webhooks.Pool
 	live     *livestate.DB
 	draining atomic.Bool
@@ -150,14 +152,48 @@ func NewServer(ctx context.Context, cfg config.Config, log *slog.Logger) (*Serve
 	if err != nil {
 		return fail(err)
 	}
+	eventMetrics, err := webhooks.NewEventMetrics(s.reg)
+	if err != nil {
+		return fail(err)
+	}
+	s.events = map[string]*webhooks.EventReceiver{}
+	// A source without a secret gets a receiver all the same: it answers 403 naming the setting.
+	for _, e := range []struct {
+		path, source, setting string
+		secret                config.Secret
+	}{
+		{webhooks.FluxPath, store.SourceFlux, "PARLEY_FLUX_HMAC_SECRET", cfg.FluxHMACSecret},
+		{webhooks.ArgoCDPath, store.SourceArgoCD, "PARLEY_ARGOCD_TOKEN", cfg.ArgoCDToken},
+		{webhooks.K8sAuditPath, store.SourceK8sAudit, "PARLEY_KUBE_AUDIT_TOKEN", cfg.KubeAuditToken},
+		{webhooks.CloudTrailPath, store.SourceCloudTrail, "PARLEY_CLOUDTRAIL_TOKEN", cfg.CloudTrailToken},
+	} {
+		var secrets []webhooks.Secret
+		if !e.secret.IsZero() {
+			ws, err := webhooks.NewSecret(e.secret.Reveal())
+			if err != nil {
+				return fail(fmt.Errorf("%s: %w", e.setting, err))
+			}
+			secrets = append(secrets, ws)
+		}
+		source := e.source
+		s.events[e.path], err = webhooks.NewEventReceiver(webhooks.EventReceiverConfig{Source: source, Secrets: secrets, Setting: e.setting,
+			ID:    func(body []byte) ([]string, map[string]int, error) { return events.EventIDs(source, body) },
+			Store: st, Notify: s.pool.Notify, Logger: log, Metrics: metrics, EventMetrics: eventMetrics})
+		if err != nil {
+			return fail(err)
+		}
+	}
 	return s, nil
 }
 
-// Handler serves the webhook endpoint, /healthz, /readyz and (unless metrics have their own
+// Handler serves the webhook endpoint, the drift event endpoints (POST /events/...), /healthz, /readyz and (unless metrics have their own
 // listener) /metrics.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("POST "+webhooks.GitHubPath, s.receiver)
+	for path, rcv := range s.events {
+		mux.Handle(path, rcv) // any method: the receiver answers 405 with Allow itself
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("GET /readyz", s.ready)
 	if s.cfg.MetricsListen == "" {

@@ -90,10 +90,10 @@ func Keys() []Key {
 		{"shutdown_grace", "PARLEY_SHUTDOWN_GRACE", "25s", "how long SIGTERM waits for deliveries in flight"},
 		{"policy_path", "PARLEY_POLICY_PATH", ".parley/policy.hcl", "policy file, always read from the default branch"},
 		{"write_mode", "PARLEY_WRITE_MODE", "pull-request", "how gate commits land: pull-request or direct (for the drift endpoints and gate commits, not served by this version yet)"},
-		{"", "PARLEY_FLUX_HMAC_SECRET", "", "secret of Flux's generic-hmac provider for POST /events/flux (for the drift endpoints and gate commits, not served by this version yet)"},
-		{"", "PARLEY_ARGOCD_TOKEN", "", "bearer token Argo CD notifications send to POST /events/argocd (for the drift endpoints and gate commits, not served by this version yet)"},
-		{"", "PARLEY_KUBE_AUDIT_TOKEN", "", "bearer token of the audit webhook backend for POST /events/k8s-audit (for the drift endpoints and gate commits, not served by this version yet)"},
-		{"", "PARLEY_CLOUDTRAIL_TOKEN", "", "bearer token for POST /events/cloudtrail (for the drift endpoints and gate commits, not served by this version yet)"},
+		{"", "PARLEY_FLUX_HMAC_SECRET", "", "secret of Flux's generic-hmac provider for POST /events/flux"},
+		{"", "PARLEY_ARGOCD_TOKEN", "", "bearer token Argo CD notifications send to POST /events/argocd"},
+		{"", "PARLEY_KUBE_AUDIT_TOKEN", "", "bearer token of the audit webhook backend for POST /events/k8s-audit"},
+		{"", "PARLEY_CLOUDTRAIL_TOKEN", "", "bearer token for POST /events/cloudtrail"},
 		{"log_level", "PARLEY_LOG_LEVEL", "info", "debug, info, warn or error"},
 	}
 }

@@ -1,0 +1,499 @@
+package webhooks
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/sha512"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/parleyhq/parley/store"
+)
+
+// Where the drift event sources POST; mount one EventReceiver at each.
+const (
+	FluxPath       = "/events/" + store.SourceFlux
+	ArgoCDPath     = "/events/" + store.SourceArgoCD
+	K8sAuditPath   = "/events/" + store.SourceK8sAudit
+	CloudTrailPath = "/events/" + store.SourceCloudTrail
+)
+
+// EventName is the store Delivery.Event of every drift event delivery, whatever its source: the
+// sources send one kind of body each, so the source alone says how to decode it. Register pool
+// handlers under Route{Source: store.SourceFlux, Event: EventName} and so on.
+const EventName = "event"
+
+// Authentication headers of the drift event sources.
+const (
+	// HeaderXSignature carries "<algorithm>=<hex HMAC of the body>", as Flux notification-controller's
+	// generic-hmac provider sends it ("sha256=..."). sha384 and sha512 are accepted too. Sign
+	// computes the sha256 form (the same as GitHub's X-Hub-Signature-256).
+	HeaderXSignature = "X-Signature"
+	// HeaderAuthorization carries "Bearer <token>" (Argo CD notifications, the audit webhook
+	// backend's kubeconfig token, an EventBridge API destination's API-key header).
+	HeaderAuthorization = "Authorization"
+)
+
+// EventIDFunc returns the IDs of the events in a body that Parley may act on (none: the body is
+// answered "ignored" and not stored), what it left out counted by reason, or an error naming what
+// makes the body something the source does not send. The app passes events.EventIDs bound to the
+// source.
+type EventIDFunc func(body []byte) (ids []string, ignored map[string]int, err error)
+
+// EventReceiverConfig configures an EventReceiver. Source, ID and Store are required.
+type EventReceiverConfig struct {
+	// Source is store.SourceFlux, SourceArgoCD, SourceK8sAudit or SourceCloudTrail. Flux
+	// authenticates with X-Signature only (its generic-hmac provider); the others with
+	// Authorization: Bearer or X-Signature.
+	Source string
+	// Secrets are the HMAC keys (Flux) or bearer tokens (the others). Several are accepted at
+	// once so that a secret can be rotated without dropping events. None: the source is not
+	// enabled and every request is answered 403.
+	Secrets []Secret
+	// Setting names what an operator sets to enable the source (e.g. "PARLEY_FLUX_HMAC_SECRET");
+	// the 403 quotes it.
+	Setting string
+	ID      EventIDFunc
+	Store   Intake
+	// Notify is called after a new delivery was stored (Pool.Notify).
+	Notify func()
+	Logger *slog.Logger
+	// Metrics and EventMetrics may be nil: the receiver then counts into metrics nobody exports.
+	Metrics      *Metrics
+	EventMetrics *EventMetrics
+	// MaxBodyBytes defaults to MaxBodyBytes (25 MB): an audit EventList or a CloudTrail Records
+	// file is far larger than a GitHub event but still bounded by the sender's batch size.
+	MaxBodyBytes int64
+	// PutTimeout bounds the wait for the store. Default 5s.
+	PutTimeout time.Duration
+	// Now defaults to time.Now; it stamps ReceivedAt.
+	Now func() time.Time
+}
+
+// EventMetrics are the drift receivers' own metrics, shared by the four receivers. The delivery
+// counters (received, duplicates, signature failures, rejections) are the intake's Metrics, with
+// event label EventName.
+type EventMetrics struct {
+	ignored *prometheus.CounterVec
+}
+
+func newEventMetrics() *EventMetrics {
+	return &EventMetrics{ignored: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "parley_events_ignored_total",
+		Help: "Events in authenticated drift event bodies that held nothing Parley acts on (answered 200 \"ignored\", not stored), by source and the decoder's reason.",
+	}, []string{"source", "reason"})}
+}
+
+// NewEventMetrics creates the drift receivers' metrics and registers them in reg.
+func NewEventMetrics(reg prometheus.Registerer) (*EventMetrics, error) {
+	m := newEventMetrics()
+	if err := reg.Register(m.ignored); err != nil {
+		return nil, fmt.Errorf("register event metrics: %w", err)
+	}
+	return m, nil
+}
+
+// EventReceiver is the http.Handler for one drift event source (POST FluxPath, ArgoCDPath,
+// K8sAuditPath or CloudTrailPath). It stores each relevant body once, as it came, under the
+// source's own event ID (see DeliveryID), and processes nothing on the request's goroutine.
+//
+// The order of checks follows the GitHub Receiver: the method (405); whether the source is
+// enabled (403 naming the setting); a bearer token, or the presence and form of X-Signature
+// (401, before the body is read); the size (413); the X-Signature HMAC of the raw body against
+// every secret (401); application/json (415); a JSON object (400); the source's decoder, whose
+// error names what is wrong with the body (400); then the delivery ID and a durable Put: 202
+// when stored, 200 "duplicate" when that ID was stored before, 503 with Retry-After when the
+// store cannot commit. A body that decodes but holds no relevant event is answered 200
+// "ignored", counted in parley_events_ignored_total by reason, and not stored.
+type EventReceiver struct {
+	source     string
+	bearer     bool
+	setting    string
+	id         EventIDFunc
+	store      Intake
+	secrets    atomic.Pointer[[]Secret]
+	notify     func()
+	log        *slog.Logger
+	metrics    *Metrics
+	events     *EventMetrics
+	maxBody    int64
+	putTimeout time.Duration
+	now        func() time.Time
+}
+
+// NewEventReceiver checks cfg and returns an EventReceiver. No secret is not an error: the
+// receiver then answers 403, which tells whoever points a source at Parley what to configure.
+func NewEventReceiver(cfg EventReceiverConfig) (*EventReceiver, error) {
+	r := &EventReceiver{
+		source:     cfg.Source,
+		setting:    cfg.Setting,
+		id:         cfg.ID,
+		store:      cfg.Store,
+		notify:     cfg.Notify,
+		log:        orDiscard(cfg.Logger),
+		metrics:    cfg.Metrics,
+		events:     cfg.EventMetrics,
+		maxBody:    cfg.MaxBodyBytes,
+		putTimeout: cfg.PutTimeout,
+		now:        cfg.Now,
+	}
+	switch cfg.Source {
+	case store.SourceFlux:
+		// The generic-hmac provider signs; a bearer token would be an extra header an operator
+		// has to add by hand, so Flux is held to the signature.
+	case store.SourceArgoCD, store.SourceK8sAudit, store.SourceCloudTrail:
+		r.bearer = true
+	default:
+		return nil, fmt.Errorf("event receiver: unknown source %q (want %s, %s, %s or %s)", cfg.Source,
+			store.SourceFlux, store.SourceArgoCD, store.SourceK8sAudit, store.SourceCloudTrail)
+	}
+	if cfg.Store == nil {
+		return nil, fmt.Errorf("event receiver %s: no store", cfg.Source)
+	}
+	if cfg.ID == nil {
+		return nil, fmt.Errorf("event receiver %s: no ID function", cfg.Source)
+	}
+	r.SetSecrets(cfg.Secrets...)
+	if r.metrics == nil {
+		r.metrics = newMetrics()
+	}
+	if r.events == nil {
+		r.events = newEventMetrics()
+	}
+	if r.notify == nil {
+		r.notify = func() {}
+	}
+	if r.maxBody <= 0 {
+		r.maxBody = MaxBodyBytes
+	}
+	if r.putTimeout <= 0 {
+		r.putTimeout = 5 * time.Second
+	}
+	if r.now == nil {
+		r.now = time.Now
+	}
+	return r, nil
+}
+
+// SetSecrets replaces the live secrets (zero secrets are dropped); requests already being
+// verified finish with the old set. No secret disables the source.
+func (r *EventReceiver) SetSecrets(secrets ...Secret) {
+	live := make([]Secret, 0, len(secrets))
+	for _, s := range secrets {
+		if !s.IsZero() {
+			live = append(live, s)
+		}
+	}
+	r.secrets.Store(&live)
+}
+
+// Source returns the store source the receiver stores deliveries under.
+func (r *EventReceiver) Source() string { return r.source }
+
+// eventReply is the JSON body of every answer. Ignored is set on an "ignored" answer, so the
+// sender's log says why nothing was kept.
+type eventReply struct {
+	Status   string         `json:"status"`
+	Delivery string         `json:"delivery,omitempty"`
+	Events   int            `json:"events,omitempty"`
+	Ignored  map[string]int `json:"ignored,omitempty"`
+	Error    string         `json:"error,omitempty"`
+}
+
+func writeEventReply(w http.ResponseWriter, code int, rep eventReply) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(rep)
+}
+
+// Reasons of the drift receivers, besides the GitHub receiver's.
+const (
+	reasonNotEnabled   = "not_enabled"
+	reasonInvalidEvent = "invalid_event"
+)
+
+func (r *EventReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	source := r.source
+	// Nothing from the request is logged before it is authenticated and its ID derived; the
+	// Authorization header and the secrets are never logged.
+	log := deliveryLogger(r.log, source, "", EventName)
+	refuse := func(code int, reason string, err error) {
+		r.metrics.rejected.WithLabelValues(source, reason).Inc()
+		log.Info("event refused", slog.Int(LogKeyStatus, code), slog.String(LogKeyError, err.Error()))
+		writeEventReply(w, code, eventReply{Status: "refused", Error: err.Error()})
+	}
+	unauthorized := func(reason string, err error) {
+		r.metrics.signatureFailures.WithLabelValues(source, reason).Inc()
+		log.Warn("event credentials refused", slog.Int(LogKeyStatus, http.StatusUnauthorized), slog.String(LogKeyError, err.Error()))
+		writeEventReply(w, http.StatusUnauthorized, eventReply{Status: "unauthorized", Error: err.Error()})
+	}
+
+	if req.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		refuse(http.StatusMethodNotAllowed, reasonMethod, fmt.Errorf("method %s not allowed, use POST", req.Method))
+		return
+	}
+	secrets := *r.secrets.Load()
+	if len(secrets) == 0 {
+		msg := fmt.Sprintf("%s events are not enabled on this server", source)
+		if r.setting != "" {
+			msg += ": set " + r.setting + " to enable them"
+		}
+		refuse(http.StatusForbidden, reasonNotEnabled, errors.New(msg))
+		return
+	}
+
+	// Credentials are checked before the body is read where they can be: a bearer token at once,
+	// the form of a signature header; only the HMAC itself needs the body.
+	var sig *xSignature
+	authz, sigHeader := req.Header.Get(HeaderAuthorization), req.Header.Get(HeaderXSignature)
+	switch {
+	case r.bearer && authz != "":
+		token, ok := bearerToken(authz)
+		if !ok {
+			unauthorized(reasonMalformed, errors.New("malformed Authorization header: want Bearer <token>"))
+			return
+		}
+		if !matchToken(secrets, token) {
+			unauthorized(reasonMismatch, errors.New("bearer token does not match any configured token"))
+			return
+		}
+	case sigHeader != "":
+		s, err := parseXSignature(sigHeader)
+		if err != nil {
+			unauthorized(reasonMalformed, err)
+			return
+		}
+		sig = s
+	case r.bearer:
+		unauthorized(reasonMissing, fmt.Errorf("missing credentials: send %s: Bearer <token> or %s: sha256=<hex HMAC of the body>", HeaderAuthorization, HeaderXSignature))
+		return
+	default:
+		unauthorized(reasonMissing, fmt.Errorf("missing %s header: configure a generic-hmac provider", HeaderXSignature))
+		return
+	}
+
+	if req.ContentLength > r.maxBody {
+		refuse(http.StatusRequestEntityTooLarge, reasonTooLarge,
+			fmt.Errorf("body of %d bytes exceeds the %d-byte limit", req.ContentLength, r.maxBody))
+		return
+	}
+	body, err := readLimited(w, req, r.maxBody)
+	if err != nil {
+		if mbe, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			refuse(http.StatusRequestEntityTooLarge, reasonTooLarge, fmt.Errorf("body exceeds the %d-byte limit", mbe.Limit))
+			return
+		}
+		refuse(http.StatusBadRequest, reasonReadBody, fmt.Errorf("read body: %w", err))
+		return
+	}
+	if sig != nil && !sig.verify(secrets, body) {
+		unauthorized(reasonMismatch, fmt.Errorf("%s does not match the body under any configured secret", HeaderXSignature))
+		return
+	}
+
+	// Authenticated from here on: the body may be looked at.
+	if err := checkContentType(req.Header.Get("Content-Type")); err != nil {
+		refuse(http.StatusUnsupportedMediaType, reasonContentType, err)
+		return
+	}
+	if !looksLikeJSONObject(body) {
+		refuse(http.StatusBadRequest, reasonInvalidJSON, errors.New("body is not a JSON object"))
+		return
+	}
+	// Unlike GitHub's, these bodies carry no delivery header: the ID comes from the events inside,
+	// so the body is decoded here. The decode also refuses, while the sender still has the body,
+	// what no worker could ever read.
+	ids, ignored, err := r.id(body)
+	if err != nil {
+		refuse(http.StatusBadRequest, reasonInvalidEvent, err)
+		return
+	}
+	if len(ids) == 0 {
+		for reason, n := range ignored {
+			r.events.ignored.WithLabelValues(source, ignoredLabel(reason)).Add(float64(n))
+		}
+		log.Info("event ignored", slog.Int(LogKeyStatus, http.StatusOK), slog.Any("ignored", ignored))
+		writeEventReply(w, http.StatusOK, eventReply{Status: "ignored", Ignored: ignored})
+		return
+	}
+	id := DeliveryID(ids)
+	log = deliveryLogger(r.log, source, id, EventName)
+
+	ctx, cancel := context.WithTimeout(req.Context(), r.putTimeout)
+	defer cancel()
+	inserted, err := r.store.Put(ctx, store.Delivery{
+		Source:     source,
+		ID:         id,
+		Event:      EventName,
+		Body:       body,
+		ReceivedAt: r.now(),
+	})
+	if err != nil {
+		r.metrics.rejected.WithLabelValues(source, reasonStoreFailure).Inc()
+		log.Error("event not stored", slog.Int(LogKeyStatus, http.StatusServiceUnavailable), slog.String(LogKeyError, err.Error()))
+		w.Header().Set("Retry-After", "5")
+		writeEventReply(w, http.StatusServiceUnavailable, eventReply{Status: "unavailable", Delivery: id, Error: "event could not be stored; send it again later"})
+		return
+	}
+	if !inserted {
+		r.metrics.duplicates.WithLabelValues(source, EventName).Inc()
+		log.Info("event duplicate", slog.Int(LogKeyStatus, http.StatusOK))
+		writeEventReply(w, http.StatusOK, eventReply{Status: "duplicate", Delivery: id, Events: len(ids)})
+		return
+	}
+	r.metrics.received.WithLabelValues(source, EventName).Inc()
+	r.notify()
+	log.Info("event stored", slog.Int(LogKeyStatus, http.StatusAccepted), slog.Int("bytes", len(body)), slog.Int("events", len(ids)))
+	writeEventReply(w, http.StatusAccepted, eventReply{Status: "accepted", Delivery: id, Events: len(ids)})
+}
+
+// readLimited reads the whole body through http.MaxBytesReader, so an oversized body without a
+// Content-Length is cut off at the limit instead of being buffered whole.
+func readLimited(w http.ResponseWriter, req *http.Request, limit int64) ([]byte, error) {
+	rd := http.MaxBytesReader(w, req.Body, limit)
+	var buf bytes.Buffer
+	if req.ContentLength > 0 {
+		buf.Grow(int(req.ContentLength) + 1) // +1: ReadFrom needs room to see EOF without growing
+	}
+	_, err := buf.ReadFrom(rd)
+	return buf.Bytes(), err
+}
+
+// DeliveryID derives the store ID of a body from the IDs of the events it holds (the sources'
+// own IDs: auditID, CloudTrail eventID, or the decoder's derived Flux and Argo CD IDs).
+//
+// One event: its ID, when it is a valid delivery ID (letters, digits and "-_.:", at most 128
+// characters), else "event-" and the first 32 hex digits of its SHA-256. Several events (an audit
+// EventList, a CloudTrail Records file): "batch-" and the first 32 hex digits of the SHA-256 of
+// the sorted, distinct IDs joined by "\n", so a resent identical batch is a duplicate whatever
+// the order of its events.
+//
+// Deduplication is per body: an event that arrives again inside a different batch (the audit
+// backend regrouped it, or CloudTrail delivered it through both S3 and EventBridge) makes a new
+// delivery. Dropping such repeated events is the processing side's job (events.Deduper, by
+// event ID). ids must not be empty.
+func DeliveryID(ids []string) string {
+	distinct := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if id != "" {
+			distinct = append(distinct, id)
+		}
+	}
+	slices.Sort(distinct)
+	distinct = slices.Compact(distinct)
+	if len(distinct) == 1 {
+		if validDeliveryID(distinct[0]) {
+			return distinct[0]
+		}
+		return "event-" + hash32(distinct[0])
+	}
+	return "batch-" + hash32(strings.Join(distinct, "\n"))
+}
+
+func hash32(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])[:32]
+}
+
+// ignoredLabel keeps a reason fit for a metric label: the decoders' reasons are short fixed
+// words, and anything else (a future decoder's mistake) is folded into "other" rather than
+// allowed to grow the label set.
+func ignoredLabel(reason string) string {
+	if reason == "" || len(reason) > 48 {
+		return "other"
+	}
+	for _, c := range []byte(reason) {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' && c != '_' {
+			return "other"
+		}
+	}
+	return reason
+}
+
+// bearerToken reads "Bearer <token>"; the scheme is case-insensitive (RFC 9110).
+func bearerToken(h string) (string, bool) {
+	scheme, token, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
+}
+
+// matchToken compares the SHA-256 of token with that of every secret in constant time, without
+// an early exit: comparing digests of equal length hides the secrets' lengths as well.
+func matchToken(secrets []Secret, token string) bool {
+	got := sha256.Sum256([]byte(token))
+	ok := false
+	for _, s := range secrets {
+		want := sha256.Sum256(s.value)
+		if hmac.Equal(got[:], want[:]) {
+			ok = true
+		}
+	}
+	return ok
+}
+
+// xSignature is a parsed X-Signature header.
+type xSignature struct {
+	newHash func() hash.Hash
+	mac     []byte
+}
+
+// xSignatureAlgorithms are the SHA-2 HMACs Flux's notification-controller can sign with.
+var xSignatureAlgorithms = map[string]struct {
+	newHash func() hash.Hash
+	size    int
+}{
+	"sha256": {sha256.New, sha256.Size},
+	"sha384": {sha512.New384, sha512.Size384},
+	"sha512": {sha512.New, sha512.Size},
+}
+
+var errXSignatureMalformed = errors.New("malformed " + HeaderXSignature +
+	" header: want sha256=<hex HMAC-SHA256 of the body> (sha384= and sha512= are accepted too)")
+
+func parseXSignature(h string) (*xSignature, error) {
+	alg, hexMAC, ok := strings.Cut(strings.TrimSpace(h), "=")
+	if !ok {
+		return nil, errXSignatureMalformed
+	}
+	a, ok := xSignatureAlgorithms[strings.ToLower(alg)]
+	if !ok || len(hexMAC) != 2*a.size {
+		return nil, errXSignatureMalformed
+	}
+	mac, err := hex.DecodeString(hexMAC)
+	if err != nil {
+		return nil, errXSignatureMalformed
+	}
+	return &xSignature{newHash: a.newHash, mac: mac}, nil
+}
+
+// verify reports whether the signature is the HMAC of body under any of secrets, trying every
+// secret and comparing in constant time, like the GitHub receiver's verify.
+func (s *xSignature) verify(secrets []Secret, body []byte) bool {
+	ok := false
+	for _, sec := range secrets {
+		h := hmac.New(s.newHash, sec.value)
+		h.Write(body)
+		if hmac.Equal(h.Sum(nil), s.mac) {
+			ok = true
+		}
+	}
+	return ok
+}
