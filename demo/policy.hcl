@@ -49,6 +49,7 @@ actor "platform" {
 actor "hpa" {
   description = "Kubernetes HorizontalPodAutoscaler"
   intent      = "availability"
+  motivation  = "traffic" # it scales because load changed
   k8s_users   = ["system:serviceaccount:kube-system:horizontal-pod-autoscaler", "system:kube-controller-manager"]
   field_managers = ["kube-controller-manager"]
 }

@@ -104,7 +104,7 @@ var (
 	intentSchema     = &hcl.BodySchema{Attributes: attrs("rank!", "description")}
 	motivationSchema = &hcl.BodySchema{Attributes: attrs("urgency", "description", "default_lifetime",
 		"max_lifetime", "asserted_by")}
-	actorSchema = &hcl.BodySchema{Attributes: attrs("description", "intent", "intents", "confined",
+	actorSchema = &hcl.BodySchema{Attributes: attrs("description", "intent", "intents", "motivation", "confined",
 		"git_authors", "github_users", "github_teams", "k8s_users", "field_managers", "aws_principals")}
 	fieldSchema = &hcl.BodySchema{Attributes: attrs("description", "match!", "owner", "owner_when",
 		"immutable", "writers", "min", "max")}
@@ -444,6 +444,10 @@ func (c *compiler) actor(b *hcl.Block, pend *pending) {
 		if a.Intent != "" && !slices.Contains(a.Intents, a.Intent) {
 			c.errorf(as["intents"].Expr.Range(), "actor %s: intents must include its default intent %q", name, a.Intent)
 		}
+	}
+	if s, ok := c.str(as, "motivation"); ok {
+		a.Motivation = s
+		pend.motivationRefs = append(pend.motivationRefs, ref{s, as["motivation"].Expr.Range(), "actor " + name + " motivation"})
 	}
 	a.Confined = c.boolean(as, "confined")
 	for _, ms := range matcherSources {

@@ -67,6 +67,9 @@ type Actor struct {
 	// Intents lists the intents the actor may assert; nil: any. A claim asserting another intent is
 	// downgraded to Intent.
 	Intents []core.Intent
+	// Motivation is the motivation kind given to the actor's live claims (from events) that declare
+	// none, e.g. "traffic" for an autoscaler; "" leaves them without one.
+	Motivation string
 	// Confined actors may only write fields whose field block lists them in writers (the "mutable
 	// musculature"); anything else they touch is vetoed.
 	Confined bool

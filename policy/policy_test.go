@@ -56,6 +56,8 @@ func TestParseErrors(t *testing.T) {
 			`p.hcl:3:17: motivation incident asserted_by refers to undefined actor "on-call" (did you mean "oncall"?)`},
 		{"undefined owner", "field \"f\" {\n match = [\"k8s:apps/Deployment/*/*#/spec/replicas\"]\n owner = \"hap\"\n}",
 			`p.hcl:3:10: field f owner refers to undefined actor "hap"`},
+		{"undefined actor motivation", "motivation \"traffic\" {}\nactor \"hpa\" {\n motivation = \"trafic\"\n}",
+			`p.hcl:3:15: actor hpa motivation refers to undefined motivation "trafic" (did you mean "traffic"?)`},
 		{"undefined motivation in rule", "motivation \"incident\" {}\nrule \"r\" {\n when = claim.motivation == \"incidnet\"\n decision = \"win\"\n}",
 			`p.hcl:3:29: claim.motivation comparison refers to undefined motivation "incidnet" (did you mean "incident"?)`},
 		{"bad attribute", "rule \"r\" {\n when = other.rnak > 1\n decision = \"win\"\n}", `p.hcl:2:9: other has no attribute "rnak" (did you mean "rank"?)`},
@@ -123,6 +125,9 @@ func TestResolveActor(t *testing.T) {
 		{core.Identity{Source: core.SourceGitAuthor, ID: "cost-optimizer@parley.example"}, "cost-optimizer"},
 		// The source matters: an email is not a Kubernetes user unless listed as one.
 		{core.Identity{Source: core.SourceKubeUser, ID: "cost-optimizer@parley.example"}, ""},
+	}
+	if got := p.Actor("hpa").Motivation; got != "traffic" {
+		t.Errorf("hpa's default motivation: got %q, want traffic", got)
 	}
 	for _, tt := range tests {
 		got := ""
