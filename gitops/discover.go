@@ -1,0 +1,835 @@
+package gitops
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"sort"
+	"strings"
+
+	yamlv3 "go.yaml.in/yaml/v3"
+
+	"github.com/parleyhq/parley/core"
+)
+
+// Manager is an Argo CD Application or ApplicationSet, or a Flux Kustomization, found in the repository.
+type Manager struct {
+	Target Target   // the managing object: Kind, Name, Namespace
+	File   string   // repository-relative path of the YAML file holding it
+	Paths  []string // repository-relative directories (slash-separated, "." for the root) whose manifests it applies
+}
+
+// Placement is where an object's manifest lives and which managers apply it.
+type Placement struct {
+	Manifest string    // repository-relative file defining the object
+	Managers []Manager // every manager that applies this file, sorted by File then Target
+}
+
+// Inventory is what Discover found. Immutable, safe for concurrent use.
+type Inventory struct {
+	managers []Manager
+	objects  map[objectKey]*placed
+}
+
+// objectKey is an object's identity as the cluster sees it once its manager applied it: the API
+// version is not part of it, and the namespace is the one the object ends up in.
+type objectKey struct {
+	group, kind, namespace, name string
+}
+
+func (k objectKey) String() string {
+	g := k.group
+	if g == "" {
+		g = core.CoreGroup
+	}
+	if k.namespace == "" {
+		return g + "/" + k.kind + " " + k.name
+	}
+	return g + "/" + k.kind + " " + k.namespace + "/" + k.name
+}
+
+// placed is one object of the inventory: the file that defines it and the managers (indexes into
+// Inventory.managers) that apply it.
+type placed struct {
+	file     string
+	managers []int
+}
+
+// Discover reads a repository's files (repository-relative slash path -> content; non-YAML files are ignored except as noted)
+// and finds the managers and the Kubernetes objects each applies. A YAML file that does not parse does not stop discovery: it is
+// reported in problems (each error names the file) and skipped.
+//
+// It follows what the tools themselves do, as far as the repository alone tells:
+//
+//   - A Flux Kustomization (kustomize.toolkit.fluxcd.io v1, v1beta2, v1beta1) applies spec.path,
+//     relative to the repository root ("./apps/prod" is apps/prod, empty is the root). A directory
+//     with a kustomization.yaml, kustomization.yml or Kustomization file is built from its
+//     resources (and the older bases and components): files, and directories that have a
+//     kustomization file of their own, recursively; remote URLs and paths outside the repository or
+//     not in it are ignored. A directory without one is, like kustomize-controller's generator, every
+//     YAML file under it, recursively, where a subdirectory with a kustomization file is built as
+//     such instead. spec.targetNamespace and a kustomization's namespace set the namespace of the
+//     namespaced objects below them; the outermost one wins, as kustomize applies them.
+//   - An Argo CD Application (argoproj.io/v1alpha1) applies spec.source.path and every
+//     spec.sources[].path, except Helm sources (those with chart, or a directory holding
+//     Chart.yaml) and sources that only provide a ref. A plain directory is the YAML files directly
+//     in it, or under it with spec.source.directory.recurse; a kustomization file is followed as
+//     above. spec.destination.namespace fills in the namespace of namespaced objects that have
+//     none; it overrides nothing.
+//   - An ApplicationSet applies spec.template.spec's sources the same way. A templated path (one
+//     holding "{{") is resolved against the git directory generators, also inside matrix and merge
+//     generators: every repository directory that matches one of their directories[].path globs
+//     (path.Match) and none of the exclude: true ones. The template's path and destination
+//     namespace get {{path}}, {{path.basename}}, {{.path.path}} and {{.path.basename}}
+//     substituted; a path still templated after that is taken to be the matched directory, and a
+//     destination namespace still templated fills in nothing.
+//   - Every source is assumed to be this repository: Discover cannot tell which Git URL it reads.
+//   - Files a kustomization uses as patches are not objects. Neither are the kustomization files,
+//     Helm chart templates (files under the templates directory of a directory holding Chart.yaml,
+//     which are not YAML before rendering), documents without apiVersion, kind or metadata.name,
+//     nor List documents.
+//   - Cluster-scoped kinds (Namespace, ClusterRole, CustomResourceDefinition and other built-in
+//     ones, see clusterScoped) keep no namespace whatever the overrides.
+//   - An object's identity is its group (from apiVersion), kind, namespace and name, the namespace
+//     being the one it is applied into. An object no manager applies keeps the namespace of its
+//     manifest. The Kustomizations and Applications are objects too.
+//   - Only the first document defining an object counts. When two files (or two documents of one
+//     file) define the same object, Locate gives the first by path order and Discover reports the
+//     duplicate, naming both.
+//
+// problems are sorted by their text and without repeats, so that the same repository gives the
+// same report.
+func Discover(files map[string][]byte) (inv *Inventory, problems []error) {
+	d := &discovery{
+		files:        map[string][]byte{},
+		dirFiles:     map[string][]string{},
+		subdirs:      map[string][]string{},
+		kustomize:    map[string]*kustomizeFile{},
+		applications: map[string][]applying{},
+		patchFiles:   map[string]bool{},
+	}
+	for name, content := range files {
+		clean := path.Clean(strings.TrimPrefix(name, "/"))
+		if clean == "." || clean == ".." || strings.HasPrefix(clean, "../") {
+			d.problems = append(d.problems, fmt.Errorf("%s: not a repository-relative file path; skipped", name))
+			continue
+		}
+		d.files[clean] = content
+	}
+	d.index()
+	d.parse()
+	d.apply()
+	inv = d.build()
+	sort.Slice(d.problems, func(i, j int) bool { return d.problems[i].Error() < d.problems[j].Error() })
+	for _, p := range d.problems {
+		if len(problems) == 0 || problems[len(problems)-1].Error() != p.Error() {
+			problems = append(problems, p)
+		}
+	}
+	return inv, problems
+}
+
+// Managers returns every manager found, sorted by File, then Target.
+func (inv *Inventory) Managers() []Manager {
+	out := make([]Manager, len(inv.managers))
+	for i, m := range inv.managers {
+		out[i] = m.clone()
+	}
+	return out
+}
+
+// Locate says which file defines the object holding obj (a Kubernetes field or object; its Path
+// is ignored) and which managers apply it. It is false when no manifest defines the object. A
+// query for namespace "default" also finds an object that has no namespace and gets none from
+// its managers, since kubectl and Flux apply such an object there.
+func (inv *Inventory) Locate(obj core.Field) (Placement, bool) {
+	if obj.Scheme != core.SchemeKubernetes {
+		return Placement{}, false
+	}
+	key := objectKey{obj.Group, obj.Kind, obj.Namespace, obj.Name}
+	p := inv.objects[key]
+	if p == nil && key.namespace == "default" && !clusterScoped(key.group, key.kind) {
+		key.namespace = ""
+		p = inv.objects[key]
+	}
+	if p == nil {
+		return Placement{}, false
+	}
+	out := Placement{Manifest: p.file}
+	for _, i := range p.managers {
+		out.Managers = append(out.Managers, inv.managers[i].clone())
+	}
+	return out, true
+}
+
+func (m Manager) clone() Manager {
+	m.Paths = append([]string(nil), m.Paths...)
+	return m
+}
+
+func lessTarget(a, b Target) bool {
+	if a.Kind != b.Kind {
+		return a.Kind < b.Kind
+	}
+	if a.Namespace != b.Namespace {
+		return a.Namespace < b.Namespace
+	}
+	return a.Name < b.Name
+}
+
+// clusterScoped lists the built-in cluster-scoped kinds (by group, then kind), whose objects no
+// namespace override touches. Custom resources are taken to be namespaced unless they are here.
+var clusterScoped = func() func(group, kind string) bool {
+	kinds := map[string][]string{
+		"":                             {"Namespace", "Node", "PersistentVolume", "ComponentStatus"},
+		"rbac.authorization.k8s.io":    {"ClusterRole", "ClusterRoleBinding"},
+		"apiextensions.k8s.io":         {"CustomResourceDefinition"},
+		"storage.k8s.io":               {"StorageClass", "CSIDriver", "CSINode", "VolumeAttachment"},
+		"scheduling.k8s.io":            {"PriorityClass"},
+		"networking.k8s.io":            {"IngressClass"},
+		"node.k8s.io":                  {"RuntimeClass"},
+		"admissionregistration.k8s.io": {"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"},
+		"apiregistration.k8s.io":       {"APIService"},
+		"certificates.k8s.io":          {"CertificateSigningRequest"},
+		"flowcontrol.apiserver.k8s.io": {"FlowSchema", "PriorityLevelConfiguration"},
+		"cert-manager.io":              {"ClusterIssuer"},
+	}
+	set := map[[2]string]bool{}
+	for g, ks := range kinds {
+		for _, k := range ks {
+			set[[2]string{g, k}] = true
+		}
+	}
+	return func(group, kind string) bool { return set[[2]string{group, kind}] }
+}()
+
+// kustomizationNames are the file names kustomize recognises, in the order it looks for them.
+var kustomizationNames = []string{"kustomization.yaml", "kustomization.yml", "Kustomization"}
+
+func isKustomizationFile(name string) bool {
+	base := path.Base(name)
+	for _, k := range kustomizationNames {
+		if base == k {
+			return true
+		}
+	}
+	return false
+}
+
+func isYAML(name string) bool {
+	return strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml") || isKustomizationFile(name)
+}
+
+// discovery is the state of one Discover call.
+type discovery struct {
+	files    map[string][]byte
+	names    []string            // YAML files, sorted
+	dirs     map[string]bool     // every directory holding a file, and their parents; "." is the root
+	dirFiles map[string][]string // YAML files directly in a directory, sorted
+	subdirs  map[string][]string // directories directly in a directory, sorted
+
+	docs      map[string][]document // the object documents of each YAML file, in order
+	kustomize map[string]*kustomizeFile
+	managers  []managerDoc
+
+	// applications: for each applied file, how each manager applies it.
+	applications map[string][]applying
+	patchFiles   map[string]bool
+
+	problems []error
+}
+
+type document struct {
+	key  objectKey // as written in the manifest
+	node *yamlv3.Node
+}
+
+// applying is one way a manager applies a file: the namespace its kustomizations or the
+// manager override namespaced objects with, and the one it fills in for objects without one.
+type applying struct {
+	manager        int
+	override, fill string
+}
+
+type managerDoc struct {
+	Manager
+	roots []root // unsorted, one per source
+}
+
+// root is a directory a manager applies, and how.
+type root struct {
+	dir       string
+	override  string // Flux spec.targetNamespace
+	fill      string // Argo CD spec.destination.namespace
+	recurse   bool   // Argo CD spec.source.directory.recurse
+	generator bool   // Flux: a directory without a kustomization file is every YAML file under it
+}
+
+type kustomizeFile struct {
+	Namespace             string   `yaml:"namespace"`
+	Resources             []string `yaml:"resources"`
+	Bases                 []string `yaml:"bases"`
+	Components            []string `yaml:"components"`
+	PatchesStrategicMerge []string `yaml:"patchesStrategicMerge"`
+	Patches               []struct {
+		Path string `yaml:"path"`
+	} `yaml:"patches"`
+	PatchesJSON6902 []struct {
+		Path string `yaml:"path"`
+	} `yaml:"patchesJson6902"`
+	broken bool // present but unreadable: the directory builds nothing
+}
+
+type header struct {
+	APIVersion string `yaml:"apiVersion"`
+	Kind       string `yaml:"kind"`
+	Metadata   struct {
+		Name      string `yaml:"name"`
+		Namespace string `yaml:"namespace"`
+	} `yaml:"metadata"`
+}
+
+type fluxSpec struct {
+	Path            string `yaml:"path"`
+	TargetNamespace string `yaml:"targetNamespace"`
+}
+
+type argoSource struct {
+	Path      string `yaml:"path"`
+	Chart     string `yaml:"chart"`
+	Ref       string `yaml:"ref"`
+	Directory struct {
+		Recurse bool `yaml:"recurse"`
+	} `yaml:"directory"`
+}
+
+type argoAppSpec struct {
+	Source      *argoSource  `yaml:"source"`
+	Sources     []argoSource `yaml:"sources"`
+	Destination struct {
+		Namespace string `yaml:"namespace"`
+	} `yaml:"destination"`
+}
+
+type argoGenerator struct {
+	Git *struct {
+		Directories []struct {
+			Path    string `yaml:"path"`
+			Exclude bool   `yaml:"exclude"`
+		} `yaml:"directories"`
+	} `yaml:"git"`
+	Matrix *struct {
+		Generators []argoGenerator `yaml:"generators"`
+	} `yaml:"matrix"`
+	Merge *struct {
+		Generators []argoGenerator `yaml:"generators"`
+	} `yaml:"merge"`
+}
+
+type argoSetSpec struct {
+	Generators []argoGenerator `yaml:"generators"`
+	Template   struct {
+		Spec argoAppSpec `yaml:"spec"`
+	} `yaml:"template"`
+}
+
+func (d *discovery) problem(format string, args ...any) {
+	d.problems = append(d.problems, fmt.Errorf(format, args...))
+}
+
+// index lists the YAML files and the directory tree.
+func (d *discovery) index() {
+	d.dirs = map[string]bool{".": true}
+	for name := range d.files {
+		for dir := path.Dir(name); !d.dirs[dir]; dir = path.Dir(dir) {
+			d.dirs[dir] = true
+			parent := path.Dir(dir)
+			d.subdirs[parent] = append(d.subdirs[parent], dir)
+		}
+		if isYAML(name) && !d.helmTemplate(name) {
+			d.names = append(d.names, name)
+			d.dirFiles[path.Dir(name)] = append(d.dirFiles[path.Dir(name)], name)
+		}
+	}
+	sort.Strings(d.names)
+	for _, l := range d.dirFiles {
+		sort.Strings(l)
+	}
+	for _, l := range d.subdirs {
+		sort.Strings(l)
+	}
+}
+
+// helmTemplate reports whether name is a template of a Helm chart: Go templates, not YAML, until
+// Helm renders them, and never applied as they are.
+func (d *discovery) helmTemplate(name string) bool {
+	for dir := path.Dir(name); ; dir = path.Dir(dir) {
+		if _, ok := d.files[path.Join(dir, "Chart.yaml")]; ok && strings.HasPrefix(name, path.Join(dir, "templates")+"/") {
+			return true
+		}
+		if dir == "." {
+			return false
+		}
+	}
+}
+
+// parse reads every YAML file: kustomization files as kustomize configuration, the others as
+// Kubernetes objects, among them the managers.
+func (d *discovery) parse() {
+	d.docs = map[string][]document{}
+	for _, name := range d.names {
+		if isKustomizationFile(name) {
+			k := &kustomizeFile{}
+			if err := yamlv3.Unmarshal(d.files[name], k); err != nil {
+				d.problem("%s: not a readable kustomization, so its directory builds nothing: %w", name, err)
+				k = &kustomizeFile{broken: true}
+			}
+			d.kustomize[name] = k
+			continue
+		}
+		docs, err := readDocuments(d.files[name])
+		if err != nil {
+			d.problem("%s: %w; skipped", name, err)
+			continue
+		}
+		seen := map[objectKey]bool{}
+		for _, doc := range docs {
+			if seen[doc.key] {
+				d.problem("%s: defines %s twice; only the first counts", name, doc.key)
+				continue
+			}
+			seen[doc.key] = true
+			d.docs[name] = append(d.docs[name], doc)
+			if err := d.readManager(name, doc); err != nil {
+				d.problem("%s: %s %s/%s: %w; not followed", name, doc.key.kind, doc.key.namespace, doc.key.name, err)
+			}
+		}
+	}
+	sort.Slice(d.managers, func(i, j int) bool {
+		a, b := d.managers[i], d.managers[j]
+		if a.File != b.File {
+			return a.File < b.File
+		}
+		return lessTarget(a.Target, b.Target)
+	})
+}
+
+// readDocuments returns the Kubernetes objects of a (multi-document) YAML file, skipping
+// documents that are not objects.
+func readDocuments(content []byte) ([]document, error) {
+	dec := yamlv3.NewDecoder(bytes.NewReader(content))
+	var out []document
+	for {
+		var n yamlv3.Node
+		err := dec.Decode(&n)
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(n.Content) == 0 || n.Content[0].Kind != yamlv3.MappingNode {
+			continue // empty document, or not an object
+		}
+		var h header
+		if err := n.Decode(&h); err != nil {
+			return nil, fmt.Errorf("document %d: %w", len(out)+1, err)
+		}
+		if h.APIVersion == "" || h.Kind == "" || h.Metadata.Name == "" || strings.HasSuffix(h.Kind, "List") {
+			continue
+		}
+		group, _ := splitAPIVersion(h.APIVersion)
+		out = append(out, document{
+			key:  objectKey{group, h.Kind, h.Metadata.Namespace, h.Metadata.Name},
+			node: n.Content[0],
+		})
+	}
+}
+
+// readManager records doc as a manager if it is one.
+func (d *discovery) readManager(file string, doc document) error {
+	spec := field(doc.node, "spec")
+	m := managerDoc{Manager: Manager{
+		Target: Target{Kind: doc.key.kind, Name: doc.key.name, Namespace: doc.key.namespace},
+		File:   file,
+	}}
+	switch {
+	case doc.key.kind == "Kustomization" && doc.key.group == "kustomize.toolkit.fluxcd.io":
+		var s fluxSpec
+		if spec != nil {
+			if err := spec.Decode(&s); err != nil {
+				return fmt.Errorf("spec: %w", err)
+			}
+		}
+		m.roots = []root{{dir: repoDir(s.Path), override: s.TargetNamespace, generator: true}}
+	case doc.key.kind == "Application" && doc.key.group == "argoproj.io":
+		var s argoAppSpec
+		if spec != nil {
+			if err := spec.Decode(&s); err != nil {
+				return fmt.Errorf("spec: %w", err)
+			}
+		}
+		for _, src := range s.sources() {
+			if strings.Contains(src.Path, "{{") {
+				return fmt.Errorf("path %q is templated, which only an ApplicationSet resolves", src.Path)
+			}
+			m.roots = append(m.roots, root{dir: repoDir(src.Path), fill: s.Destination.Namespace, recurse: src.Directory.Recurse})
+		}
+	case doc.key.kind == "ApplicationSet" && doc.key.group == "argoproj.io":
+		var s argoSetSpec
+		if spec != nil {
+			if err := spec.Decode(&s); err != nil {
+				return fmt.Errorf("spec: %w", err)
+			}
+		}
+		m.roots = d.setRoots(s)
+	default:
+		return nil
+	}
+	d.managers = append(d.managers, m)
+	return nil
+}
+
+// sources returns the sources that apply manifests from Git: not Helm charts, not ref-only ones.
+func (s argoAppSpec) sources() []argoSource {
+	var all []argoSource
+	if s.Source != nil {
+		all = append(all, *s.Source)
+	}
+	all = append(all, s.Sources...)
+	var out []argoSource
+	for _, src := range all {
+		if src.Chart != "" || (src.Path == "" && src.Ref != "") {
+			continue
+		}
+		out = append(out, src)
+	}
+	return out
+}
+
+// setRoots resolves an ApplicationSet template's sources against its git directory generators.
+func (d *discovery) setRoots(s argoSetSpec) []root {
+	var include, exclude []string
+	var walk func([]argoGenerator)
+	walk = func(gs []argoGenerator) {
+		for _, g := range gs {
+			if g.Git != nil {
+				for _, dir := range g.Git.Directories {
+					if dir.Exclude {
+						exclude = append(exclude, dir.Path)
+					} else {
+						include = append(include, dir.Path)
+					}
+				}
+			}
+			if g.Matrix != nil {
+				walk(g.Matrix.Generators)
+			}
+			if g.Merge != nil {
+				walk(g.Merge.Generators)
+			}
+		}
+	}
+	walk(s.Generators)
+	var matched []string
+	for dir := range d.dirs {
+		if dir != "." && globAny(include, dir) && !globAny(exclude, dir) {
+			matched = append(matched, dir)
+		}
+	}
+	sort.Strings(matched)
+	spec := s.Template.Spec
+	var out []root
+	for _, src := range spec.sources() {
+		if !strings.Contains(src.Path, "{{") {
+			fill := spec.Destination.Namespace
+			if strings.Contains(fill, "{{") {
+				fill = ""
+			}
+			out = append(out, root{dir: repoDir(src.Path), fill: fill, recurse: src.Directory.Recurse})
+			continue
+		}
+		for _, dir := range matched {
+			p := substitutePath(src.Path, dir)
+			if strings.Contains(p, "{{") {
+				p = dir
+			}
+			fill := substitutePath(spec.Destination.Namespace, dir)
+			if strings.Contains(fill, "{{") {
+				fill = ""
+			}
+			out = append(out, root{dir: repoDir(p), fill: fill, recurse: src.Directory.Recurse})
+		}
+	}
+	return out
+}
+
+func globAny(patterns []string, dir string) bool {
+	for _, p := range patterns {
+		if ok, _ := path.Match(repoDir(p), dir); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// substitutePath fills in the git directory generator's parameters, in both the legacy
+// ({{path}}) and the Go template ({{.path.path}}) syntax.
+func substitutePath(s, dir string) string {
+	if !strings.Contains(s, "{{") {
+		return s
+	}
+	vals := map[string]string{
+		"path": dir, ".path.path": dir, ".path": dir,
+		"path.basename": path.Base(dir), ".path.basename": path.Base(dir),
+	}
+	var b strings.Builder
+	for {
+		i := strings.Index(s, "{{")
+		if i < 0 {
+			b.WriteString(s)
+			return b.String()
+		}
+		j := strings.Index(s[i:], "}}")
+		if j < 0 {
+			b.WriteString(s)
+			return b.String()
+		}
+		expr := strings.TrimSpace(strings.Trim(s[i+2:i+j], "-"))
+		b.WriteString(s[:i])
+		if v, ok := vals[expr]; ok {
+			b.WriteString(v)
+		} else {
+			b.WriteString(s[i : i+j+2]) // unknown parameter: stays templated
+		}
+		s = s[i+j+2:]
+	}
+}
+
+// repoDir turns a path as a manager spells it ("./apps/prod", "/apps", "") into a clean
+// repository-relative one ("apps/prod", "apps", ".").
+func repoDir(p string) string {
+	c := path.Clean("/" + p)
+	if c == "/" {
+		return "."
+	}
+	return c[1:]
+}
+
+// apply walks each manager's roots and records which files it applies, and how.
+func (d *discovery) apply() {
+	for i, m := range d.managers {
+		seen := map[string]bool{}
+		for _, r := range m.roots {
+			if !seen[r.dir] {
+				seen[r.dir] = true
+				d.managers[i].Paths = append(d.managers[i].Paths, r.dir)
+			}
+			w := walker{d: d, manager: i, fill: r.fill, visited: map[string]bool{}}
+			w.dir(r.dir, r.override, r)
+		}
+		sort.Strings(d.managers[i].Paths)
+	}
+}
+
+type walker struct {
+	d       *discovery
+	manager int
+	fill    string
+	visited map[string]bool // directory and override already walked: kustomizations may form cycles
+}
+
+func (w *walker) add(file, override string) {
+	if _, ok := w.d.docs[file]; !ok {
+		return // not a manifest of objects
+	}
+	a := applying{manager: w.manager, override: override, fill: w.fill}
+	for _, x := range w.d.applications[file] {
+		if x == a {
+			return
+		}
+	}
+	w.d.applications[file] = append(w.d.applications[file], a)
+}
+
+// kustomizationIn returns the kustomization file of a directory, if it has one.
+func (w *walker) kustomizationIn(dir string) string {
+	for _, k := range kustomizationNames {
+		if _, ok := w.d.kustomize[path.Join(dir, k)]; ok {
+			return path.Join(dir, k)
+		}
+	}
+	return ""
+}
+
+// dir applies a manager's root directory.
+func (w *walker) dir(dir, override string, r root) {
+	key := dir + "\x00" + override
+	if w.visited[key] {
+		return
+	}
+	w.visited[key] = true
+	if k := w.kustomizationIn(dir); k != "" {
+		w.kustomization(k, override)
+		return
+	}
+	if !r.generator {
+		if _, helm := w.d.files[path.Join(dir, "Chart.yaml")]; helm {
+			return // Argo CD renders it with Helm: no manifest in Git defines its objects
+		}
+	}
+	for _, f := range w.d.dirFiles[dir] {
+		if !isKustomizationFile(f) {
+			w.add(f, override)
+		}
+	}
+	switch {
+	case r.generator:
+		// kustomize-controller's generator: every subdirectory, built as a kustomization if it has one.
+		for _, sub := range w.d.subdirs[dir] {
+			w.dir(sub, override, r)
+		}
+	case r.recurse:
+		// Argo CD's recursive directory: every YAML file below, kustomization files or not.
+		for _, sub := range w.d.subdirs[dir] {
+			w.plain(sub, override)
+		}
+	}
+}
+
+// plain applies every YAML file under dir, as Argo CD's recursive directory source does.
+func (w *walker) plain(dir, override string) {
+	for _, f := range w.d.dirFiles[dir] {
+		if !isKustomizationFile(f) {
+			w.add(f, override)
+		}
+	}
+	for _, sub := range w.d.subdirs[dir] {
+		w.plain(sub, override)
+	}
+}
+
+// kustomization follows a kustomization file's resources.
+func (w *walker) kustomization(file, override string) {
+	k := w.d.kustomize[file]
+	if k.broken {
+		return
+	}
+	if override == "" {
+		override = k.Namespace // an outer kustomization's namespace, or the manager's, wins
+	}
+	dir := path.Dir(file)
+	for _, p := range k.PatchesStrategicMerge {
+		w.d.patchFiles[path.Join(dir, p)] = true
+	}
+	for _, p := range k.Patches {
+		if p.Path != "" {
+			w.d.patchFiles[path.Join(dir, p.Path)] = true
+		}
+	}
+	for _, p := range k.PatchesJSON6902 {
+		if p.Path != "" {
+			w.d.patchFiles[path.Join(dir, p.Path)] = true
+		}
+	}
+	for _, list := range [][]string{k.Resources, k.Bases, k.Components} {
+		for _, entry := range list {
+			if strings.Contains(entry, "://") || strings.HasPrefix(entry, "git@") || strings.HasPrefix(entry, "github.com/") {
+				continue // remote: not in this repository
+			}
+			p := path.Join(dir, entry)
+			if p == ".." || strings.HasPrefix(p, "../") {
+				continue
+			}
+			if _, ok := w.d.files[p]; ok {
+				w.add(p, override)
+				continue
+			}
+			if !w.d.dirs[p] {
+				continue
+			}
+			if w.kustomizationIn(p) == "" {
+				w.d.problem("%s: resource %s is a directory without a kustomization file, which kustomize refuses; ignored", file, entry)
+				continue
+			}
+			w.dir(p, override, root{})
+		}
+	}
+}
+
+// build indexes every object under the identity it gets once applied.
+func (d *discovery) build() *Inventory {
+	inv := &Inventory{objects: map[objectKey]*placed{}}
+	for _, m := range d.managers {
+		inv.managers = append(inv.managers, m.Manager)
+	}
+	for _, name := range d.names {
+		if d.patchFiles[name] {
+			continue
+		}
+		for _, doc := range d.docs[name] {
+			apps := d.applications[name]
+			if len(apps) == 0 {
+				d.place(inv, doc.key, name, -1)
+				continue
+			}
+			for _, a := range apps {
+				d.place(inv, applied(doc.key, a), name, a.manager)
+			}
+		}
+	}
+	for _, p := range inv.objects {
+		sort.Ints(p.managers) // managers are sorted by File, then Target
+	}
+	return inv
+}
+
+// applied is the identity an object gets when a manager applies it.
+func applied(k objectKey, a applying) objectKey {
+	switch {
+	case clusterScoped(k.group, k.kind):
+	case a.override != "":
+		k.namespace = a.override
+	case k.namespace == "":
+		k.namespace = a.fill
+	}
+	return k
+}
+
+func (d *discovery) place(inv *Inventory, key objectKey, file string, manager int) {
+	p := inv.objects[key]
+	if p == nil {
+		p = &placed{file: file}
+		inv.objects[key] = p
+	}
+	if p.file != file {
+		// Files are visited in path order, so p.file is the first. Several managers applying
+		// both files report the same clash: Discover keeps one.
+		d.problem("%s and %s both define %s; %s counts", p.file, file, key, p.file)
+		return
+	}
+	if manager < 0 {
+		return
+	}
+	for _, m := range p.managers {
+		if m == manager {
+			return
+		}
+	}
+	p.managers = append(p.managers, manager)
+}
+
+// field returns the value of a mapping's key, or nil.
+func field(m *yamlv3.Node, key string) *yamlv3.Node {
+	if m == nil || m.Kind != yamlv3.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return m.Content[i+1]
+		}
+	}
+	return nil
+}
