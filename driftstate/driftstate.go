@@ -1,0 +1,464 @@
+// Package driftstate is the durable memory of Parley's drift loop: which source events were
+// already taken in (so an event delivered twice, in two different batches, becomes one claim),
+// the claims those events made, the verdicts reached with their evidence, and the expiry timers
+// that bring a yielded field back to Git's value. It is one SQLite file (the server keeps it beside
+// its delivery store) or an in-memory database (`parley ingest` without --state).
+//
+// Everything a batch records is written in one transaction: a crash leaves either the whole
+// batch or none of it, so a redelivered batch is taken in again rather than half-remembered.
+package driftstate
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	_ "modernc.org/sqlite" // the pure-Go SQLite driver, registered as "sqlite"
+
+	"github.com/parleyhq/parley/core"
+)
+
+// DB is the drift state. Safe for concurrent use; writes are serialised by SQLite.
+type DB struct {
+	db   *sql.DB
+	path string
+}
+
+const schema = `
+CREATE TABLE IF NOT EXISTS events (
+	id TEXT PRIMARY KEY,            -- source "/" the source's own event ID
+	seen_at INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS claims (
+	seq INTEGER PRIMARY KEY AUTOINCREMENT,
+	field TEXT NOT NULL, actor TEXT NOT NULL, at INTEGER NOT NULL,
+	claim TEXT NOT NULL,            -- core.Claim as JSON
+	closed_at INTEGER, closed_why TEXT);
+CREATE INDEX IF NOT EXISTS claims_field ON claims (field, at);
+CREATE TABLE IF NOT EXISTS verdicts (
+	seq INTEGER PRIMARY KEY AUTOINCREMENT,
+	field TEXT NOT NULL, signature TEXT NOT NULL, at INTEGER NOT NULL,
+	verdict TEXT NOT NULL,          -- core.Verdict as JSON
+	evidence TEXT NOT NULL,         -- event IDs that led here, JSON array
+	action TEXT NOT NULL DEFAULT '', commit_hash TEXT NOT NULL DEFAULT '', branch TEXT NOT NULL DEFAULT '',
+	pull_request INTEGER NOT NULL DEFAULT 0, note TEXT NOT NULL DEFAULT '');
+CREATE INDEX IF NOT EXISTS verdicts_field ON verdicts (field, seq);
+CREATE TABLE IF NOT EXISTS timers (
+	field TEXT PRIMARY KEY, due INTEGER NOT NULL, why TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS timers_due ON timers (due);`
+
+// memCounter names in-memory databases apart: each Open(":memory:") is its own database.
+var memCounter atomic.Int64
+
+// Open opens (creating on first use) the state at path; ":memory:" opens a private in-memory one.
+func Open(ctx context.Context, path string) (*DB, error) {
+	dsn := "file:" + path + "?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)"
+	if path == ":memory:" {
+		dsn = fmt.Sprintf("file:driftstate-%d?mode=memory&cache=shared", memCounter.Add(1))
+	}
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open drift state %s: %w", path, err)
+	}
+	db.SetMaxOpenConns(1) // one writer; reads are short
+	if _, err := db.ExecContext(ctx, schema); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("create drift state %s: %w", path, err)
+	}
+	return &DB{db: db, path: path}, nil
+}
+
+// Close closes the database.
+func (d *DB) Close() error { return d.db.Close() }
+
+// Claim is a stored claim and whether it still stands.
+type Claim struct {
+	core.Claim
+	Closed    time.Time // zero while it stands
+	ClosedWhy string
+}
+
+// Record is one verdict as stored: what was decided, on what evidence, and what it did to Git.
+type Record struct {
+	Verdict  core.Verdict
+	At       time.Time
+	Evidence []string // source/event-ID pairs that led to this verdict (newest last, at most 64)
+	Action   string   // what the verdict did: "gate", "resume", "adopt" or "" (nothing to write)
+	Commit   string   // the commit that carried it, if one was written
+	Branch   string
+	PR       int
+	Note     string // why nothing was written, or what happened
+}
+
+// Signature is what makes two verdicts on a field "the same": decision, rule and winning actor.
+// A verdict repeated with the same signature (the HPA scaling again under its standing ownership,
+// an oscillation hold restated) extends the stored record's evidence instead of adding a record.
+func Signature(v core.Verdict) string {
+	w := ""
+	if v.Winner != nil {
+		w = v.Winner.Actor.String()
+	}
+	return string(v.Decision) + "|" + v.Rule + "|" + w
+}
+
+// Batch is everything one reconciliation records, written in one transaction.
+type Batch struct {
+	Events   []string     // "source/id" of the events taken in
+	Claims   []core.Claim // new claims from those events
+	Closes   []Close      // claims a GitOps revert ended
+	Verdicts []Record
+	Timers   []Timer // set (or, with a zero Due, cleared)
+	At       time.Time
+}
+
+// Close ends the standing claims on an object's fields made before a time (Flux or Argo CD put
+// Git's version back over them).
+type Close struct {
+	Object core.Field // the object; Path is ignored
+	Before time.Time
+	Why    string
+	// Except lists fields whose claims stay open (a yield gate protects them: the revert did not
+	// touch them, or will not once the gate is synced).
+	Except map[core.Field]bool
+}
+
+// Timer re-judges a field at Due.
+type Timer struct {
+	Field core.Field
+	Due   time.Time // zero: clear the field's timer
+	Why   string
+}
+
+// Fresh returns the event IDs ("source/id") among ids that were never taken in, in order.
+func (d *DB) Fresh(ctx context.Context, ids []string) ([]string, error) {
+	var out []string
+	for _, id := range ids {
+		var one int
+		err := d.db.QueryRowContext(ctx, `SELECT 1 FROM events WHERE id = ?`, id).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			out = append(out, id)
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("drift state: look up event %s: %w", id, err)
+		}
+	}
+	return out, nil
+}
+
+// Apply records a batch atomically. Events already recorded are not an error (a concurrent
+// batch took them in first); their claims are then not added twice.
+func (d *DB) Apply(ctx context.Context, b Batch) error {
+	tx, err := d.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("drift state: begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	at := b.At.UnixNano()
+	fresh := map[string]bool{}
+	for _, id := range b.Events {
+		res, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO events (id, seen_at) VALUES (?, ?)`, id, at)
+		if err != nil {
+			return fmt.Errorf("drift state: record event %s: %w", id, err)
+		}
+		if n, _ := res.RowsAffected(); n == 1 {
+			fresh[id] = true
+		}
+	}
+	for _, c := range b.Claims {
+		if !claimIsFresh(c, fresh) {
+			continue
+		}
+		js, err := json.Marshal(c)
+		if err != nil {
+			return fmt.Errorf("drift state: encode claim on %s: %w", c.Field, err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO claims (field, actor, at, claim) VALUES (?, ?, ?, ?)`,
+			c.Field.String(), actorKey(c.Actor), c.At.UnixNano(), string(js)); err != nil {
+			return fmt.Errorf("drift state: record claim on %s: %w", c.Field, err)
+		}
+	}
+	for _, cl := range b.Closes {
+		if err := closeClaims(ctx, tx, cl, at); err != nil {
+			return err
+		}
+	}
+	for _, r := range b.Verdicts {
+		if err := saveVerdict(ctx, tx, r); err != nil {
+			return err
+		}
+	}
+	for _, t := range b.Timers {
+		var err error
+		if t.Due.IsZero() {
+			_, err = tx.ExecContext(ctx, `DELETE FROM timers WHERE field = ?`, t.Field.String())
+		} else {
+			_, err = tx.ExecContext(ctx, `INSERT INTO timers (field, due, why) VALUES (?, ?, ?)
+				ON CONFLICT (field) DO UPDATE SET due = excluded.due, why = excluded.why`, t.Field.String(), t.Due.UnixNano(), t.Why)
+		}
+		if err != nil {
+			return fmt.Errorf("drift state: timer for %s: %w", t.Field, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("drift state: commit: %w", err)
+	}
+	return nil
+}
+
+// claimIsFresh reports whether a claim comes from an event this batch took in first; a claim
+// without event evidence (none today) always is.
+func claimIsFresh(c core.Claim, fresh map[string]bool) bool {
+	if len(c.Evidence.EventIDs) == 0 {
+		return true
+	}
+	for _, id := range c.Evidence.EventIDs {
+		if fresh[c.Evidence.Source+"/"+id] {
+			return true
+		}
+	}
+	return false
+}
+
+func actorKey(a core.Actor) string {
+	if a.Name != "" {
+		return a.Name
+	}
+	return a.Identity.String()
+}
+
+func closeClaims(ctx context.Context, tx *sql.Tx, cl Close, at int64) error {
+	obj := cl.Object.Object().String()
+	rows, err := tx.QueryContext(ctx, `SELECT seq, field FROM claims WHERE closed_at IS NULL AND at < ? AND (field = ? OR field LIKE ? ESCAPE '\')`,
+		cl.Before.UnixNano(), obj, likePrefix(obj+"#"))
+	if err != nil {
+		return fmt.Errorf("drift state: claims on %s: %w", obj, err)
+	}
+	var seqs []int64
+	for rows.Next() {
+		var seq int64
+		var field string
+		if err := rows.Scan(&seq, &field); err != nil {
+			rows.Close()
+			return err
+		}
+		if f, err := core.ParseField(field); err == nil && cl.Except[f] {
+			continue
+		}
+		seqs = append(seqs, seq)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, s := range seqs {
+		if _, err := tx.ExecContext(ctx, `UPDATE claims SET closed_at = ?, closed_why = ? WHERE seq = ?`, at, cl.Why, s); err != nil {
+			return fmt.Errorf("drift state: close claim: %w", err)
+		}
+	}
+	return nil
+}
+
+func likePrefix(s string) string {
+	r := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
+	return r.Replace(s) + "%"
+}
+
+// maxEvidence bounds the evidence kept on one record: a field the HPA rescales every minute under
+// the same verdict keeps its newest 64 events, not every one since the verdict began.
+const maxEvidence = 64
+
+func saveVerdict(ctx context.Context, tx *sql.Tx, r Record) error {
+	field := r.Verdict.Field.String()
+	sig := Signature(r.Verdict)
+	vj, err := json.Marshal(r.Verdict)
+	if err != nil {
+		return fmt.Errorf("drift state: encode verdict on %s: %w", field, err)
+	}
+	var seq int64
+	var lastSig, evJSON, action, commit string
+	err = tx.QueryRowContext(ctx, `SELECT seq, signature, evidence, action, commit_hash FROM verdicts WHERE field = ? ORDER BY seq DESC LIMIT 1`, field).
+		Scan(&seq, &lastSig, &evJSON, &action, &commit)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("drift state: last verdict on %s: %w", field, err)
+	}
+	if err == nil && lastSig == sig && r.Commit == "" {
+		// The same verdict again: keep its record (and the commit it carried), refresh the verdict
+		// text and add the new evidence.
+		var ev []string
+		_ = json.Unmarshal([]byte(evJSON), &ev)
+		ev = appendEvidence(ev, r.Evidence)
+		ej, _ := json.Marshal(ev)
+		_, err = tx.ExecContext(ctx, `UPDATE verdicts SET verdict = ?, evidence = ?, at = ?, note = CASE WHEN ? = '' THEN note ELSE ? END WHERE seq = ?`,
+			string(vj), string(ej), r.At.UnixNano(), r.Note, r.Note, seq)
+		if err != nil {
+			return fmt.Errorf("drift state: update verdict on %s: %w", field, err)
+		}
+		return nil
+	}
+	ej, _ := json.Marshal(appendEvidence(nil, r.Evidence))
+	_, err = tx.ExecContext(ctx, `INSERT INTO verdicts (field, signature, at, verdict, evidence, action, commit_hash, branch, pull_request, note)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, field, sig, r.At.UnixNano(), string(vj), string(ej), r.Action, r.Commit, r.Branch, r.PR, r.Note)
+	if err != nil {
+		return fmt.Errorf("drift state: record verdict on %s: %w", field, err)
+	}
+	return nil
+}
+
+func appendEvidence(have, add []string) []string {
+	seen := map[string]bool{}
+	for _, e := range have {
+		seen[e] = true
+	}
+	for _, e := range add {
+		if !seen[e] {
+			seen[e] = true
+			have = append(have, e)
+		}
+	}
+	if len(have) > maxEvidence {
+		have = have[len(have)-maxEvidence:]
+	}
+	if have == nil {
+		have = []string{}
+	}
+	return have
+}
+
+// Claims returns the claims recorded on f, oldest first: open ones, and with all=true closed ones
+// too (the history oscillation is judged on).
+func (d *DB) Claims(ctx context.Context, f core.Field, all bool) ([]Claim, error) {
+	q := `SELECT claim, closed_at, closed_why FROM claims WHERE field = ?`
+	if !all {
+		q += ` AND closed_at IS NULL`
+	}
+	rows, err := d.db.QueryContext(ctx, q+` ORDER BY at, seq`, f.String())
+	if err != nil {
+		return nil, fmt.Errorf("drift state: claims on %s: %w", f, err)
+	}
+	defer rows.Close()
+	var out []Claim
+	for rows.Next() {
+		var js string
+		var closed sql.NullInt64
+		var why sql.NullString
+		if err := rows.Scan(&js, &closed, &why); err != nil {
+			return nil, err
+		}
+		var c Claim
+		if err := json.Unmarshal([]byte(js), &c.Claim); err != nil {
+			return nil, fmt.Errorf("drift state: decode claim on %s: %w", f, err)
+		}
+		if closed.Valid {
+			c.Closed, c.ClosedWhy = time.Unix(0, closed.Int64).UTC(), why.String
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// Standing returns the open claims on f, the latest per actor: what still competes with Git.
+func (d *DB) Standing(ctx context.Context, f core.Field) ([]core.Claim, error) {
+	cs, err := d.Claims(ctx, f, false)
+	if err != nil {
+		return nil, err
+	}
+	latest := map[string]int{}
+	var out []core.Claim
+	for _, c := range cs {
+		k := actorKey(c.Actor)
+		if i, ok := latest[k]; ok {
+			out[i] = c.Claim
+			continue
+		}
+		latest[k] = len(out)
+		out = append(out, c.Claim)
+	}
+	return out, nil
+}
+
+// Verdicts returns the verdicts recorded on f, oldest first; a zero f returns every field's.
+func (d *DB) Verdicts(ctx context.Context, f core.Field) ([]Record, error) {
+	q, args := `SELECT verdict, at, evidence, action, commit_hash, branch, pull_request, note FROM verdicts`, []any{}
+	if !f.IsZero() {
+		q, args = q+` WHERE field = ?`, append(args, f.String())
+	}
+	rows, err := d.db.QueryContext(ctx, q+` ORDER BY seq`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("drift state: verdicts: %w", err)
+	}
+	defer rows.Close()
+	var out []Record
+	for rows.Next() {
+		var r Record
+		var vj, ej string
+		var at int64
+		if err := rows.Scan(&vj, &at, &ej, &r.Action, &r.Commit, &r.Branch, &r.PR, &r.Note); err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal([]byte(vj), &r.Verdict); err != nil {
+			return nil, fmt.Errorf("drift state: decode verdict: %w", err)
+		}
+		_ = json.Unmarshal([]byte(ej), &r.Evidence)
+		r.At = time.Unix(0, at).UTC()
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// Last returns the latest verdict recorded on f.
+func (d *DB) Last(ctx context.Context, f core.Field) (Record, bool, error) {
+	rs, err := d.Verdicts(ctx, f)
+	if err != nil || len(rs) == 0 {
+		return Record{}, false, err
+	}
+	return rs[len(rs)-1], true, nil
+}
+
+// Due returns the timers due at now, earliest first.
+func (d *DB) Due(ctx context.Context, now time.Time) ([]Timer, error) {
+	return d.timers(ctx, `SELECT field, due, why FROM timers WHERE due <= ? ORDER BY due, field`, now.UnixNano())
+}
+
+// Timers returns every timer, earliest first.
+func (d *DB) Timers(ctx context.Context) ([]Timer, error) {
+	return d.timers(ctx, `SELECT field, due, why FROM timers ORDER BY due, field`)
+}
+
+func (d *DB) timers(ctx context.Context, q string, args ...any) ([]Timer, error) {
+	rows, err := d.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("drift state: timers: %w", err)
+	}
+	defer rows.Close()
+	var out []Timer
+	for rows.Next() {
+		var field, why string
+		var due int64
+		if err := rows.Scan(&field, &due, &why); err != nil {
+			return nil, err
+		}
+		f, err := core.ParseField(field)
+		if err != nil {
+			return nil, fmt.Errorf("drift state: timer field %q: %w", field, err)
+		}
+		out = append(out, Timer{Field: f, Due: time.Unix(0, due).UTC(), Why: why})
+	}
+	return out, rows.Err()
+}
+
+// Next returns the earliest timer's due time; ok is false when no timer is set.
+func (d *DB) Next(ctx context.Context) (time.Time, bool, error) {
+	var due sql.NullInt64
+	if err := d.db.QueryRowContext(ctx, `SELECT MIN(due) FROM timers`).Scan(&due); err != nil {
+		return time.Time{}, false, fmt.Errorf("drift state: next timer: %w", err)
+	}
+	if !due.Valid {
+		return time.Time{}, false, nil
+	}
+	return time.Unix(0, due.Int64).UTC(), true, nil
+}

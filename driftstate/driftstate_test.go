@@ -1,0 +1,194 @@
+package driftstate
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/parleyhq/parley/core"
+)
+
+var (
+	replicas = core.K8sField("apps", "Deployment", "prod", "web", "/spec/replicas")
+	image    = core.K8sField("apps", "Deployment", "prod", "web", "/spec/template/spec/containers/0/image")
+	t0       = time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)
+)
+
+func claim(actor string, v int, at time.Time, event string) core.Claim {
+	val, _ := core.JSONValue(v)
+	return core.Claim{Field: replicas, Actor: core.Actor{Name: actor}, Value: val, At: at,
+		Evidence: core.Evidence{Source: "k8s-audit", EventIDs: []string{event}}}
+}
+
+func open(t *testing.T, path string) *DB {
+	t.Helper()
+	db, err := Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func TestEventsAreTakenInOnce(t *testing.T) {
+	ctx := context.Background()
+	db := open(t, ":memory:")
+	b := Batch{Events: []string{"k8s-audit/e1"}, Claims: []core.Claim{claim("hpa", 8, t0, "e1")}, At: t0}
+	if err := db.Apply(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := db.Fresh(ctx, []string{"k8s-audit/e1", "k8s-audit/e2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fresh) != 1 || fresh[0] != "k8s-audit/e2" {
+		t.Fatalf("fresh = %v, want only e2", fresh)
+	}
+	// The same batch applied again (two workers raced) adds no second claim.
+	if err := db.Apply(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := db.Claims(ctx, replicas, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cs) != 1 {
+		t.Fatalf("claims = %d, want 1", len(cs))
+	}
+}
+
+func TestStandingIsTheLatestOpenClaimPerActor(t *testing.T) {
+	ctx := context.Background()
+	db := open(t, ":memory:")
+	err := db.Apply(ctx, Batch{Events: []string{"k8s-audit/e1", "k8s-audit/e2", "k8s-audit/e3"}, At: t0, Claims: []core.Claim{
+		claim("hpa", 8, t0, "e1"), claim("cost-optimizer", 2, t0.Add(time.Minute), "e2"), claim("hpa", 12, t0.Add(2*time.Minute), "e3"),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := db.Standing(ctx, replicas)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st) != 2 || st[0].Actor.Name != "hpa" || st[0].Value.JSON() != "12" || st[1].Actor.Name != "cost-optimizer" {
+		t.Fatalf("standing = %v", st)
+	}
+	// Flux reverted the object after the cost optimizer's change but before the HPA's second one.
+	err = db.Apply(ctx, Batch{At: t0.Add(3 * time.Minute), Closes: []Close{{Object: replicas.Object(), Before: t0.Add(90 * time.Second), Why: "flux"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ = db.Standing(ctx, replicas)
+	if len(st) != 1 || st[0].Value.JSON() != "12" {
+		t.Fatalf("after the revert: standing = %v, want the HPA's 12 only", st)
+	}
+	all, _ := db.Claims(ctx, replicas, true)
+	if len(all) != 3 || all[0].Closed.IsZero() || all[0].ClosedWhy != "flux" || !all[2].Closed.IsZero() {
+		t.Fatalf("history = %+v", all)
+	}
+}
+
+func TestCloseSparesGatedFields(t *testing.T) {
+	ctx := context.Background()
+	db := open(t, ":memory:")
+	img := core.StringValue("web:2")
+	err := db.Apply(ctx, Batch{Events: []string{"k8s-audit/a", "s/b"}, At: t0, Claims: []core.Claim{
+		claim("hpa", 8, t0, "a"),
+		{Field: image, Actor: core.Actor{Name: "oncall"}, Value: img, At: t0, Evidence: core.Evidence{Source: "s", EventIDs: []string{"b"}}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Apply(ctx, Batch{At: t0.Add(time.Hour), Closes: []Close{{Object: replicas, Before: t0.Add(time.Hour), Why: "x",
+		Except: map[core.Field]bool{replicas: true}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := db.Standing(ctx, replicas); len(st) != 1 {
+		t.Fatalf("the gated field's claim was closed: %v", st)
+	}
+	if st, _ := db.Standing(ctx, image); len(st) != 0 {
+		t.Fatalf("the image claim should be closed: %v", st)
+	}
+}
+
+func TestSameVerdictExtendsItsRecord(t *testing.T) {
+	ctx := context.Background()
+	db := open(t, ":memory:")
+	c := claim("hpa", 8, t0, "e1")
+	v := core.Verdict{Field: replicas, Decision: core.DecisionYield, Rule: "owner.replicas", Winner: &c}
+	rec := func(ev string, commit string) Record {
+		return Record{Verdict: v, At: t0, Evidence: []string{ev}, Action: "gate", Commit: commit}
+	}
+	if err := db.Apply(ctx, Batch{At: t0, Verdicts: []Record{rec("k8s-audit/e1", "abc")}}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 2; i <= 100; i++ {
+		if err := db.Apply(ctx, Batch{At: t0, Verdicts: []Record{rec("k8s-audit/e"+string(rune('0'+i%10))+string(rune('a'+i/10)), "")}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rs, err := db.Verdicts(ctx, replicas)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != 1 {
+		t.Fatalf("records = %d, want 1 (one verdict, restated)", len(rs))
+	}
+	if rs[0].Commit != "abc" || len(rs[0].Evidence) != maxEvidence {
+		t.Fatalf("record kept commit %q and %d pieces of evidence", rs[0].Commit, len(rs[0].Evidence))
+	}
+	v.Decision, v.Rule = core.DecisionEnforceGit, "no-contest"
+	if err := db.Apply(ctx, Batch{At: t0, Verdicts: []Record{{Verdict: v, At: t0, Evidence: []string{"timer"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if rs, _ := db.Verdicts(ctx, replicas); len(rs) != 2 {
+		t.Fatalf("a new decision must add a record, have %d", len(rs))
+	}
+}
+
+func TestTimersSurviveReopening(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "drift.db")
+	db, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Apply(ctx, Batch{At: t0, Timers: []Timer{
+		{Field: replicas, Due: t0.Add(30 * time.Minute), Why: "yield"},
+		{Field: image, Due: t0.Add(10 * time.Minute), Why: "hold"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	db = open(t, path)
+	next, ok, err := db.Next(ctx)
+	if err != nil || !ok || !next.Equal(t0.Add(10*time.Minute)) {
+		t.Fatalf("next = %v %v %v", next, ok, err)
+	}
+	due, err := db.Due(ctx, t0.Add(20*time.Minute))
+	if err != nil || len(due) != 1 || due[0].Field != image {
+		t.Fatalf("due = %v %v", due, err)
+	}
+	if err := db.Apply(ctx, Batch{At: t0, Timers: []Timer{{Field: image}}}); err != nil {
+		t.Fatal(err)
+	}
+	all, _ := db.Timers(ctx)
+	if len(all) != 1 || all[0].Field != replicas {
+		t.Fatalf("timers = %v", all)
+	}
+}
+
+func TestInMemoryDatabasesAreSeparate(t *testing.T) {
+	ctx := context.Background()
+	a, b := open(t, ":memory:"), open(t, ":memory:")
+	if err := a.Apply(ctx, Batch{Events: []string{"x/1"}, At: t0}); err != nil {
+		t.Fatal(err)
+	}
+	fresh, _ := b.Fresh(ctx, []string{"x/1"})
+	if len(fresh) != 1 {
+		t.Fatal("two in-memory states share events")
+	}
+}
