@@ -178,13 +178,36 @@ func writeStory(h *history, res *Result) (plumbing.Hash, error) {
 		add: map[string]string{".parley/policy.hcl": policyHCL}}); err != nil {
 		return tip, err
 	}
+	// Flux applies k8s/prod: the object Parley writes per-field gates into when a live change wins.
+	if err := apply(step{author: dana, when: day(7, 10, 30),
+		msg: "Deliver k8s/prod with Flux\n\nIntent: consistency\nMotivation: maintenance\n",
+		add: map[string]string{fluxFile: fluxYAML}}); err != nil {
+		return tip, err
+	}
 	return tip, nil
 }
 
 const (
 	webFile   = "k8s/prod/web.yaml"
 	kafkaFile = "infra/kafka/main.tf"
+	fluxFile  = "clusters/prod/apps.yaml"
 )
+
+// fluxYAML is the Flux Kustomization that applies k8s/prod from this repository.
+const fluxYAML = `apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata:
+  name: apps
+  namespace: flux-system
+spec:
+  interval: 10m
+  # Everything under k8s/prod, applied with server-side apply as field manager kustomize-controller.
+  path: ./k8s/prod
+  prune: true
+  sourceRef:
+    kind: GitRepository
+    name: flux-system
+`
 
 var mainBefore = []step{
 	{

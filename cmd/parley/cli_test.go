@@ -273,7 +273,7 @@ func TestDemo(t *testing.T) {
 		t.Errorf("demo without --keep writes to stderr: %q", stderr)
 	}
 	for _, want := range []string{
-		"Parley demo: an infrastructure repository with 11 commits by five writers.",
+		"Parley demo: an infrastructure repository with 12 commits by five writers.",
 		"Ledger of main at ",
 		"tf:infra/kafka//aws_autoscaling_group.consumer#/desired_capacity\n",
 		"incident INC-4211 severity=high",
