@@ -9,8 +9,13 @@ import (
 	"time"
 	"unicode/utf8"
 
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	kustomizev1beta1 "github.com/fluxcd/kustomize-controller/api/v1beta1"
+	kustomizev1beta2 "github.com/fluxcd/kustomize-controller/api/v1beta2"
+	yamlv3 "go.yaml.in/yaml/v3"
 	"sigs.k8s.io/kustomize/kyaml/kio"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
+	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/parleyhq/parley/core"
 )
@@ -20,6 +25,27 @@ const Annotation = "parley.dev/gates"
 
 // syncOption is what makes Argo CD's sync respect ignoreDifferences, not only its diff.
 const syncOption = "RespectIgnoreDifferences=true"
+
+// FluxGateAnnotation, on a Flux Kustomization, chooses how Parley gates its fields: "ignore" for
+// spec.ignore (kustomize-controller v1.9 and later, apiVersion v1 only), "patch" for a JSON6902
+// remove patch (any version). Without it, a v1 Kustomization gets spec.ignore and a v1beta2 or
+// v1beta1 one, whose controller predates spec.ignore, gets the patch.
+const FluxGateAnnotation = "parley.dev/flux-gate"
+
+// Gate forms: how a gate was written into a Flux Kustomization, recorded in the gate itself so
+// that a resume removes what the yield wrote even if FluxGateAnnotation or the apiVersion changed
+// in between.
+const (
+	// FormIgnore is spec.ignore (and, for Argo CD, spec.ignoreDifferences): the zero value, so
+	// that gates written before forms existed read as what they are.
+	FormIgnore = ""
+	// FormPatch is a spec.patches entry (v1, v1beta2) whose patch is a JSON6902 list of remove
+	// operations, one per gated pointer.
+	FormPatch = "patch"
+	// FormPatchesJSON6902 is the same as a v1beta1 spec.patchesJson6902 entry, whose patch is a
+	// structured list rather than a string.
+	FormPatchesJSON6902 = "patchesJson6902"
+)
 
 // Target names the Argo CD Application or ApplicationSet, or the Flux Kustomization, to edit.
 type Target struct {
@@ -38,6 +64,9 @@ type Gate struct {
 	// AddedSyncOption records that Parley added RespectIgnoreDifferences=true, so the last resume
 	// removes it again and leaves a user's own option alone.
 	AddedSyncOption bool `json:"addedSyncOption,omitempty"`
+	// Form is how the gate was written into a Flux Kustomization: FormIgnore, FormPatch or
+	// FormPatchesJSON6902. AddGate sets it; a caller's value is ignored.
+	Form string `json:"form,omitempty"`
 }
 
 // Listed is a gate found in a file, with the object that holds it.
@@ -48,6 +77,14 @@ type Listed struct {
 
 // AddGate adds a yield gate for g.Field to the target object in content. changed is false when
 // the gate is already there.
+//
+// For a Flux Kustomization the form follows FluxGateAnnotation and the apiVersion (see
+// FluxGateAnnotation). The remove patch form takes the field out of what kustomize-controller
+// applies; that is safe only once another manager (the HPA, say) co-owns the field, since
+// Server-Side Apply deletes or resets a field that a manager stops applying and nobody else
+// owns. spec.ignore has no such caveat. A gate already written in another form is moved to the
+// current one. After the edit the Kustomization is decoded with kustomize-controller's own API
+// types (strictly, as the API server would) and must hold the gate, or AddGate refuses.
 func AddGate(path string, content []byte, t Target, g Gate) (out []byte, changed bool, err error) {
 	if g.Field.Scheme != core.SchemeKubernetes || g.Field.Path == "" {
 		return nil, false, fmt.Errorf("%s: only Kubernetes object fields can be gated (got %s); Terraform has no GitOps sync to pause", path, g.Field)
@@ -58,15 +95,19 @@ func AddGate(path string, content []byte, t Target, g Gate) (out []byte, changed
 	if !utf8.ValidString(g.Field.String()) {
 		return nil, false, fmt.Errorf("%s: cannot gate %q: not valid UTF-8 (Kubernetes field names are)", path, g.Field.String())
 	}
-	return edit(path, content, t, func(obj *yaml.RNode, gates []Gate) ([]Gate, bool, error) {
-		for _, x := range gates {
-			if x.Field == g.Field {
-				if x.Until.Equal(g.Until) && x.Rule == g.Rule {
-					return gates, false, nil
-				}
+	g.Form = FormIgnore
+	fn := func(obj *yaml.RNode, gates []Gate) ([]Gate, bool, error) {
+		var err error
+		if t.Kind == "Kustomization" {
+			if g.Form, err = fluxForm(obj); err != nil {
+				return nil, false, err
 			}
 		}
-		var err error
+		for _, x := range gates {
+			if x.Field == g.Field && x.Until.Equal(g.Until) && x.Rule == g.Rule && x.Form == g.Form {
+				return gates, false, nil
+			}
+		}
 		switch t.Kind {
 		case "Application", "ApplicationSet":
 			var added bool
@@ -74,7 +115,14 @@ func AddGate(path string, content []byte, t Target, g Gate) (out []byte, changed
 				g.AddedSyncOption = added || syncOptionAddedBefore(gates)
 			}
 		case "Kustomization":
-			err = addFlux(obj, g.Field)
+			for _, x := range gates {
+				if x.Field == g.Field && x.Form != g.Form {
+					if err := removeFlux(obj, x.Form, x.Field); err != nil {
+						return nil, false, err
+					}
+				}
+			}
+			err = addFlux(obj, g.Form, g.Field)
 		default:
 			err = fmt.Errorf("cannot gate fields through a %s", t.Kind)
 		}
@@ -88,12 +136,15 @@ func AddGate(path string, content []byte, t Target, g Gate) (out []byte, changed
 			}
 		}
 		return append(kept, g), true, nil
-	})
+	}
+	verify := func(k fluxTyped) error { return k.holds(g.Form, g.Field) }
+	return edit(path, content, t, fn, verify)
 }
 
 // RemoveGate removes the gate on f from the target object: the pointer from its entry, the entry
 // once empty, and the sync option once no gate Parley added remains. changed is false when there
-// was no such gate.
+// was no such gate. A Flux gate is removed in the form it was written in (Gate.Form), and the
+// edited Kustomization must still decode with kustomize-controller's API types.
 func RemoveGate(path string, content []byte, t Target, f core.Field) (out []byte, changed bool, err error) {
 	return edit(path, content, t, func(obj *yaml.RNode, gates []Gate) ([]Gate, bool, error) {
 		var kept []Gate
@@ -116,10 +167,10 @@ func RemoveGate(path string, content []byte, t Target, f core.Field) (out []byte
 				kept[i].AddedSyncOption = kept[i].AddedSyncOption || gone.AddedSyncOption
 			}
 		case "Kustomization":
-			err = removeFlux(obj, f)
+			err = removeFlux(obj, gone.Form, f)
 		}
 		return kept, true, err
-	})
+	}, nil)
 }
 
 func syncOptionAddedBefore(gates []Gate) bool {
@@ -175,8 +226,10 @@ func readGates(n *yaml.RNode) ([]Gate, error) {
 	return gates, nil
 }
 
-// edit applies fn to the target object and rewrites the file only if fn changed something.
-func edit(path string, content []byte, t Target, fn func(*yaml.RNode, []Gate) ([]Gate, bool, error)) ([]byte, bool, error) {
+// edit applies fn to the target object and rewrites the file only if fn changed something. A
+// Kustomization must decode with kustomize-controller's types before and after the edit, and
+// verify, if not nil, checks the decoded result: Parley never writes what the controller rejects.
+func edit(path string, content []byte, t Target, fn func(*yaml.RNode, []Gate) ([]Gate, bool, error), verify func(fluxTyped) error) ([]byte, bool, error) {
 	nodes, err := readNodes(content)
 	if err != nil {
 		return nil, false, fmt.Errorf("%s: %w", path, err)
@@ -189,6 +242,11 @@ func edit(path string, content []byte, t Target, fn func(*yaml.RNode, []Gate) ([
 		if err != nil {
 			return nil, false, fmt.Errorf("%s: %s: %w", path, t, err)
 		}
+		if t.Kind == "Kustomization" {
+			if _, err := decodeFlux(n); err != nil {
+				return nil, false, fmt.Errorf("%s: %s: not gated, as found in the file: %w", path, t, err)
+			}
+		}
 		gates, changed, err := fn(n, gates)
 		if err != nil {
 			return nil, false, fmt.Errorf("%s: %s: %w", path, t, err)
@@ -198,6 +256,15 @@ func edit(path string, content []byte, t Target, fn func(*yaml.RNode, []Gate) ([
 		}
 		if err := writeGates(n, gates); err != nil {
 			return nil, false, fmt.Errorf("%s: %s: %w", path, t, err)
+		}
+		if t.Kind == "Kustomization" {
+			k, err := decodeFlux(n)
+			if err == nil && verify != nil {
+				err = verify(k)
+			}
+			if err != nil {
+				return nil, false, fmt.Errorf("%s: %s: refusing the edit, which kustomize-controller would not take as meant: %w", path, t, err)
+			}
 		}
 		out, err := writeNodes(nodes)
 		if err != nil {
@@ -328,16 +395,101 @@ func removeArgo(obj *yaml.RNode, t Target, f core.Field, dropOption bool) error 
 	return nil
 }
 
-func addFlux(obj *yaml.RNode, f core.Field) error {
+// addFlux writes the gate on f into a Kustomization in the given form.
+func addFlux(obj *yaml.RNode, form string, f core.Field) error {
+	switch form {
+	case FormIgnore:
+		return addFluxIgnore(obj, f)
+	case FormPatch:
+		return addFluxPatch(obj, f)
+	case FormPatchesJSON6902:
+		return addFluxJSON6902(obj, f)
+	}
+	return fmt.Errorf("unknown gate form %q", form)
+}
+
+// removeFlux removes the gate on f from a Kustomization, in the form it was written in.
+func removeFlux(obj *yaml.RNode, form string, f core.Field) error {
+	switch form {
+	case FormIgnore:
+		return removeFluxIgnore(obj, f)
+	case FormPatch:
+		return removeFluxPatch(obj, f)
+	case FormPatchesJSON6902:
+		return removeFluxJSON6902(obj, f)
+	}
+	return fmt.Errorf("unknown gate form %q in annotation %s", form, Annotation)
+}
+
+// fluxForm says how to gate a Kustomization's fields now, from FluxGateAnnotation and the
+// apiVersion.
+func fluxForm(obj *yaml.RNode) (string, error) {
+	group, version := splitAPIVersion(obj.GetApiVersion())
+	if group != fluxGroup {
+		return "", fmt.Errorf("apiVersion %q is not a Flux Kustomization (%s)", obj.GetApiVersion(), fluxGroup)
+	}
+	want := obj.GetAnnotations()[FluxGateAnnotation]
+	if want != "" && want != "ignore" && want != "patch" {
+		return "", fmt.Errorf("annotation %s: %q is neither ignore nor patch", FluxGateAnnotation, want)
+	}
+	switch version {
+	case "v1":
+		if want == "patch" {
+			return FormPatch, nil
+		}
+		return FormIgnore, nil
+	case "v1beta2", "v1beta1":
+		if want == "ignore" {
+			return "", fmt.Errorf("annotation %s: ignore: spec.ignore needs apiVersion %s/v1 (kustomize-controller v1.9 or later), not %s", FluxGateAnnotation, fluxGroup, version)
+		}
+		if version == "v1beta1" {
+			return FormPatchesJSON6902, nil
+		}
+		return FormPatch, nil
+	}
+	return "", fmt.Errorf("apiVersion %q: unknown Kustomization version", obj.GetApiVersion())
+}
+
+// fluxTarget is the selector Parley writes for f's object: group, kind, name and namespace as far
+// as they are set, no version (kustomize matches any) and no label or annotation selector.
+func fluxTarget(f core.Field) (*yaml.RNode, error) {
+	target := yaml.NewMapRNode(nil)
+	for _, kv := range [][2]string{{"group", groupOf(f)}, {"kind", f.Kind}, {"name", f.Name}, {"namespace", f.Namespace}} {
+		if kv[1] != "" {
+			if err := target.PipeE(yaml.SetField(kv[0], yaml.NewStringRNode(kv[1]))); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return target, nil
+}
+
+// exactTarget reports whether an entry's target selects exactly f's object the way fluxTarget
+// writes it: a selector with a version or a label selector is someone else's.
+func exactTarget(e *yaml.RNode, f core.Field) bool {
+	tg, _ := e.Pipe(yaml.Lookup("target"))
+	if tg == nil || tg.YNode().Kind != yaml.MappingNode {
+		return false
+	}
+	fields, _ := tg.Fields()
+	for _, k := range fields {
+		switch k {
+		case "group", "kind", "name", "namespace":
+		default:
+			return false
+		}
+	}
+	return str(tg, "group") == groupOf(f) && str(tg, "kind") == f.Kind && str(tg, "name") == f.Name && str(tg, "namespace") == f.Namespace
+}
+
+func addFluxIgnore(obj *yaml.RNode, f core.Field) error {
 	list, err := obj.Pipe(yaml.LookupCreate(yaml.SequenceNode, "spec", "ignore"))
 	if err != nil {
 		return err
 	}
-	match := func(e *yaml.RNode) bool {
-		tg, _ := e.Pipe(yaml.Lookup("target"))
-		return tg != nil && str(tg, "group") == groupOf(f) && str(tg, "kind") == f.Kind && str(tg, "name") == f.Name && str(tg, "namespace") == f.Namespace
-	}
-	entry, err := findEntry(list, match)
+	// Only an entry that selects exactly the object takes the pointer: a version or label
+	// selector could make it miss the object.
+	entry, err := findEntry(list, func(e *yaml.RNode) bool { return exactTarget(e, f) })
 	if err != nil {
 		return err
 	}
@@ -346,13 +498,9 @@ func addFlux(obj *yaml.RNode, f core.Field) error {
 		if err := entry.PipeE(yaml.SetField("paths", yaml.NewListRNode())); err != nil {
 			return err
 		}
-		target := yaml.NewMapRNode(nil)
-		for _, kv := range [][2]string{{"group", groupOf(f)}, {"kind", f.Kind}, {"name", f.Name}, {"namespace", f.Namespace}} {
-			if kv[1] != "" {
-				if err := target.PipeE(yaml.SetField(kv[0], yaml.NewStringRNode(kv[1]))); err != nil {
-					return err
-				}
-			}
+		target, err := fluxTarget(f)
+		if err != nil {
+			return err
 		}
 		if err := entry.PipeE(yaml.SetField("target", target)); err != nil {
 			return err
@@ -371,7 +519,7 @@ func addFlux(obj *yaml.RNode, f core.Field) error {
 	return paths.PipeE(yaml.Append(yaml.NewStringRNode(f.Path).YNode()))
 }
 
-func removeFlux(obj *yaml.RNode, f core.Field) error {
+func removeFluxIgnore(obj *yaml.RNode, f core.Field) error {
 	list, err := obj.Pipe(yaml.Lookup("spec", "ignore"))
 	if err != nil || list == nil {
 		return err
@@ -379,8 +527,7 @@ func removeFlux(obj *yaml.RNode, f core.Field) error {
 	keep := list.YNode().Content[:0]
 	for _, e := range list.YNode().Content {
 		en := yaml.NewRNode(e)
-		tg, _ := en.Pipe(yaml.Lookup("target"))
-		if tg != nil && str(tg, "group") == groupOf(f) && str(tg, "kind") == f.Kind && str(tg, "name") == f.Name && str(tg, "namespace") == f.Namespace {
+		if e.Kind == yaml.MappingNode && exactTarget(en, f) {
 			if paths, _ := en.Pipe(yaml.Lookup("paths")); paths != nil {
 				removeScalar(paths, f.Path)
 				if len(paths.YNode().Content) == 0 {
@@ -393,6 +540,234 @@ func removeFlux(obj *yaml.RNode, f core.Field) error {
 	list.YNode().Content = keep
 	if len(keep) == 0 {
 		return clearField(obj, []string{"spec"}, "ignore")
+	}
+	return nil
+}
+
+// removeOps renders the JSON6902 patch text of a FormPatch entry: one remove operation per
+// pointer, in order. A pointer that is not a plain YAML scalar is written as a JSON string, which
+// YAML reads the same.
+func removeOps(ptrs []string) string {
+	var b strings.Builder
+	for _, p := range ptrs {
+		b.WriteString("- op: remove\n  path: ")
+		if plainPointer(p) {
+			b.WriteString(p)
+		} else {
+			q, _ := json.Marshal(p) // a string always marshals
+			b.Write(q)
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+func plainPointer(p string) bool {
+	if p == "" {
+		return false
+	}
+	for _, c := range p {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '/', c == '_', c == '.', c == '~', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// parseRemoves reads JSON6902 patch text and returns the paths of its remove operations, and
+// whether the text is nothing but those, exactly as removeOps writes them: only then is the entry
+// Parley's to change.
+func parseRemoves(text string) (paths []string, parleys bool) {
+	var ops []map[string]any
+	if err := yamlv3.Unmarshal([]byte(text), &ops); err != nil {
+		return nil, false
+	}
+	parleys = len(ops) > 0
+	for _, op := range ops {
+		p, isString := op["path"].(string)
+		if op["op"] == "remove" && isString {
+			paths = append(paths, p)
+		}
+		if op["op"] != "remove" || !isString || len(op) != 2 {
+			parleys = false
+		}
+	}
+	return paths, parleys && removeOps(paths) == text
+}
+
+// parleyPatch reports whether a spec.patches entry is Parley's remove patch for f's object.
+func parleyPatch(e *yaml.RNode, f core.Field) bool {
+	fields, _ := e.Fields()
+	if len(fields) != 2 || !exactTarget(e, f) {
+		return false
+	}
+	p, _ := e.Pipe(yaml.Lookup("patch"))
+	if p == nil || p.YNode().Kind != yaml.ScalarNode {
+		return false
+	}
+	_, ok := parseRemoves(p.YNode().Value)
+	return ok
+}
+
+func addFluxPatch(obj *yaml.RNode, f core.Field) error {
+	list, err := obj.Pipe(yaml.LookupCreate(yaml.SequenceNode, "spec", "patches"))
+	if err != nil {
+		return err
+	}
+	entry, err := findEntry(list, func(e *yaml.RNode) bool { return parleyPatch(e, f) })
+	if err != nil {
+		return err
+	}
+	if entry == nil {
+		target, err := fluxTarget(f)
+		if err != nil {
+			return err
+		}
+		patch := yaml.NewStringRNode(removeOps([]string{f.Path}))
+		patch.YNode().Style = yaml.LiteralStyle
+		entry = yaml.NewMapRNode(nil)
+		if err := entry.PipeE(yaml.SetField("target", target)); err != nil {
+			return err
+		}
+		if err := entry.PipeE(yaml.SetField("patch", patch)); err != nil {
+			return err
+		}
+		return list.PipeE(yaml.Append(entry.YNode()))
+	}
+	p, _ := entry.Pipe(yaml.Lookup("patch"))
+	ptrs, _ := parseRemoves(p.YNode().Value)
+	for _, x := range ptrs {
+		if x == f.Path {
+			return nil
+		}
+	}
+	p.YNode().Value = removeOps(append(ptrs, f.Path))
+	return nil
+}
+
+func removeFluxPatch(obj *yaml.RNode, f core.Field) error {
+	list, err := obj.Pipe(yaml.Lookup("spec", "patches"))
+	if err != nil || list == nil || list.YNode().Kind != yaml.SequenceNode {
+		return err
+	}
+	keep := list.YNode().Content[:0]
+	for _, e := range list.YNode().Content {
+		en := yaml.NewRNode(e)
+		if e.Kind == yaml.MappingNode && parleyPatch(en, f) {
+			p, _ := en.Pipe(yaml.Lookup("patch"))
+			ptrs, _ := parseRemoves(p.YNode().Value)
+			left := ptrs[:0]
+			for _, x := range ptrs {
+				if x != f.Path {
+					left = append(left, x)
+				}
+			}
+			if len(left) == 0 {
+				continue
+			}
+			p.YNode().Value = removeOps(left)
+		}
+		keep = append(keep, e)
+	}
+	list.YNode().Content = keep
+	if len(keep) == 0 {
+		return clearField(obj, []string{"spec"}, "patches")
+	}
+	return nil
+}
+
+// parleyJSON6902 reports whether a v1beta1 spec.patchesJson6902 entry is Parley's for f's object:
+// its target is exactly the object and its patch holds only remove operations.
+func parleyJSON6902(e *yaml.RNode, f core.Field) bool {
+	fields, _ := e.Fields()
+	if len(fields) != 2 || !exactTarget(e, f) {
+		return false
+	}
+	ops, _ := e.Pipe(yaml.Lookup("patch"))
+	if ops == nil || ops.YNode().Kind != yaml.SequenceNode {
+		return false
+	}
+	for _, op := range ops.YNode().Content {
+		on := yaml.NewRNode(op)
+		if op.Kind != yaml.MappingNode || len(op.Content) != 4 || str(on, "op") != "remove" || str(on, "path") == "" {
+			return false
+		}
+	}
+	return true
+}
+
+func addFluxJSON6902(obj *yaml.RNode, f core.Field) error {
+	list, err := obj.Pipe(yaml.LookupCreate(yaml.SequenceNode, "spec", "patchesJson6902"))
+	if err != nil {
+		return err
+	}
+	entry, err := findEntry(list, func(e *yaml.RNode) bool { return parleyJSON6902(e, f) })
+	if err != nil {
+		return err
+	}
+	if entry == nil {
+		target, err := fluxTarget(f)
+		if err != nil {
+			return err
+		}
+		entry = yaml.NewMapRNode(nil)
+		if err := entry.PipeE(yaml.SetField("target", target)); err != nil {
+			return err
+		}
+		if err := entry.PipeE(yaml.SetField("patch", yaml.NewListRNode())); err != nil {
+			return err
+		}
+		if err := list.PipeE(yaml.Append(entry.YNode())); err != nil {
+			return err
+		}
+	}
+	ops, err := entry.Pipe(yaml.Lookup("patch"))
+	if err != nil {
+		return err
+	}
+	for _, op := range ops.YNode().Content {
+		if str(yaml.NewRNode(op), "path") == f.Path {
+			return nil
+		}
+	}
+	op := yaml.NewMapRNode(nil)
+	if err := op.PipeE(yaml.SetField("op", yaml.NewStringRNode("remove"))); err != nil {
+		return err
+	}
+	if err := op.PipeE(yaml.SetField("path", yaml.NewStringRNode(f.Path))); err != nil {
+		return err
+	}
+	return ops.PipeE(yaml.Append(op.YNode()))
+}
+
+func removeFluxJSON6902(obj *yaml.RNode, f core.Field) error {
+	list, err := obj.Pipe(yaml.Lookup("spec", "patchesJson6902"))
+	if err != nil || list == nil || list.YNode().Kind != yaml.SequenceNode {
+		return err
+	}
+	keep := list.YNode().Content[:0]
+	for _, e := range list.YNode().Content {
+		en := yaml.NewRNode(e)
+		if e.Kind == yaml.MappingNode && parleyJSON6902(en, f) {
+			ops, _ := en.Pipe(yaml.Lookup("patch"))
+			left := ops.YNode().Content[:0]
+			for _, op := range ops.YNode().Content {
+				if str(yaml.NewRNode(op), "path") != f.Path {
+					left = append(left, op)
+				}
+			}
+			ops.YNode().Content = left
+			if len(left) == 0 {
+				continue
+			}
+		}
+		keep = append(keep, e)
+	}
+	list.YNode().Content = keep
+	if len(keep) == 0 {
+		return clearField(obj, []string{"spec"}, "patchesJson6902")
 	}
 	return nil
 }
@@ -457,4 +832,151 @@ func onlyIdentity(e *yaml.RNode) bool {
 		}
 	}
 	return true
+}
+
+// fluxGroup is the API group of Flux Kustomizations.
+const fluxGroup = "kustomize.toolkit.fluxcd.io"
+
+// fluxTyped is a Kustomization as kustomize-controller's own API types decode it, reduced to the
+// per-field rules the gate forms write: each a target and the pointers it covers.
+type fluxTyped struct {
+	apiVersion string
+	ignore     []fluxRule // spec.ignore (v1)
+	patches    []fluxRule // remove operations of spec.patches (v1, v1beta2)
+	json6902   []fluxRule // remove operations of spec.patchesJson6902 (v1beta2, v1beta1)
+}
+
+type fluxRule struct {
+	group, version, kind, name, namespace string
+	selectors                             bool // a label or annotation selector narrows the target
+	paths                                 []string
+}
+
+// decodeFlux decodes a Kustomization with the types of github.com/fluxcd/kustomize-controller/api
+// (v1.9.4, which ships v1, v1beta2 and v1beta1), strictly: an unknown or mistyped field fails, as
+// the API server's schema validation would fail it.
+func decodeFlux(n *yaml.RNode) (fluxTyped, error) {
+	// The reader's bookkeeping annotations (config.kubernetes.io/index and the like) stay: they
+	// are strings in a map of strings, which decodes whatever they say.
+	s, err := n.String()
+	if err != nil {
+		return fluxTyped{}, err
+	}
+	av := n.GetApiVersion()
+	out := fluxTyped{apiVersion: av}
+	strict := func(v any) error {
+		if err := sigsyaml.UnmarshalStrict([]byte(s), v); err != nil {
+			return fmt.Errorf("does not decode as a %s Kustomization (kustomize-controller API v1.9.4): %w", av, err)
+		}
+		return nil
+	}
+	switch av {
+	case fluxGroup + "/v1":
+		var k kustomizev1.Kustomization
+		if err := strict(&k); err != nil {
+			return out, err
+		}
+		for _, r := range k.Spec.Ignore {
+			rule := fluxRule{paths: r.Paths}
+			if t := r.Target; t != nil {
+				rule.group, rule.version, rule.kind, rule.name, rule.namespace = t.Group, t.Version, t.Kind, t.Name, t.Namespace
+				rule.selectors = t.LabelSelector != "" || t.AnnotationSelector != ""
+			}
+			out.ignore = append(out.ignore, rule)
+		}
+		for _, p := range k.Spec.Patches {
+			rule := fluxRule{paths: removePaths(p.Patch)}
+			if t := p.Target; t != nil {
+				rule.group, rule.version, rule.kind, rule.name, rule.namespace = t.Group, t.Version, t.Kind, t.Name, t.Namespace
+				rule.selectors = t.LabelSelector != "" || t.AnnotationSelector != ""
+			}
+			out.patches = append(out.patches, rule)
+		}
+	case fluxGroup + "/v1beta2":
+		var k kustomizev1beta2.Kustomization
+		if err := strict(&k); err != nil {
+			return out, err
+		}
+		for _, p := range k.Spec.Patches {
+			rule := fluxRule{paths: removePaths(p.Patch)}
+			if t := p.Target; t != nil {
+				rule.group, rule.version, rule.kind, rule.name, rule.namespace = t.Group, t.Version, t.Kind, t.Name, t.Namespace
+				rule.selectors = t.LabelSelector != "" || t.AnnotationSelector != ""
+			}
+			out.patches = append(out.patches, rule)
+		}
+		for _, p := range k.Spec.PatchesJSON6902 {
+			t := p.Target
+			rule := fluxRule{group: t.Group, version: t.Version, kind: t.Kind, name: t.Name, namespace: t.Namespace,
+				selectors: t.LabelSelector != "" || t.AnnotationSelector != ""}
+			for _, op := range p.Patch {
+				if op.Op == "remove" {
+					rule.paths = append(rule.paths, op.Path)
+				}
+			}
+			out.json6902 = append(out.json6902, rule)
+		}
+	case fluxGroup + "/v1beta1":
+		var k kustomizev1beta1.Kustomization
+		if err := strict(&k); err != nil {
+			return out, err
+		}
+		for _, p := range k.Spec.PatchesJSON6902 {
+			t := p.Target
+			rule := fluxRule{group: t.Group, version: t.Version, kind: t.Kind, name: t.Name, namespace: t.Namespace,
+				selectors: t.LabelSelector != "" || t.AnnotationSelector != ""}
+			for _, op := range p.Patch {
+				if op.Op == "remove" {
+					rule.paths = append(rule.paths, op.Path)
+				}
+			}
+			out.json6902 = append(out.json6902, rule)
+		}
+	default:
+		return out, fmt.Errorf("apiVersion %q is not one of kustomize-controller's Kustomization versions (%s/v1, v1beta2, v1beta1)", av, fluxGroup)
+	}
+	return out, nil
+}
+
+// removePaths returns the paths of the remove operations in a spec.patches patch, which
+// kustomize reads as JSON6902 when it is a YAML or JSON list (otherwise it is a strategic merge
+// patch, which removes nothing this way).
+func removePaths(patch string) []string {
+	var ops []struct {
+		Op   string `json:"op"`
+		Path string `json:"path"`
+	}
+	if sigsyaml.Unmarshal([]byte(patch), &ops) != nil {
+		return nil
+	}
+	var out []string
+	for _, op := range ops {
+		if op.Op == "remove" {
+			out = append(out, op.Path)
+		}
+	}
+	return out
+}
+
+// holds reports, as an error, whether the decoded Kustomization lacks the gate on f in the given
+// form: a rule whose target is exactly f's object (no version, no label or annotation selector)
+// covering f's pointer.
+func (k fluxTyped) holds(form string, f core.Field) error {
+	rules, where := k.ignore, "spec.ignore"
+	switch form {
+	case FormPatch:
+		rules, where = k.patches, "spec.patches"
+	case FormPatchesJSON6902:
+		rules, where = k.json6902, "spec.patchesJson6902"
+	}
+	for _, r := range rules {
+		if r.group == f.Group && r.version == "" && r.kind == f.Kind && r.name == f.Name && r.namespace == f.Namespace && !r.selectors {
+			for _, p := range r.paths {
+				if p == f.Path {
+					return nil
+				}
+			}
+		}
+	}
+	return fmt.Errorf("decoded as %s, its %s has no rule for %s", k.apiVersion, where, f)
 }
