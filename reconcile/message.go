@@ -1,0 +1,133 @@
+package reconcile
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/parleyhq/parley/core"
+	"github.com/parleyhq/parley/trailers"
+)
+
+// Trailer keys of a verdict commit, besides Intent and Motivation (the winner's). They are not
+// claims: the ledger keeps them as foreign trailers, so a gate commit never claims a field.
+const (
+	TrailerField    = "Parley-Field"
+	TrailerDecision = "Parley-Decision"
+	TrailerRule     = "Parley-Rule"
+	TrailerWinner   = "Parley-Winner"
+	TrailerUntil    = "Parley-Until"
+	TrailerEvidence = "Parley-Evidence"
+)
+
+// message builds a verdict commit: a subject saying what changed, the arbiter's own sentence
+// saying why, the files, and the trailers. It is a pure function of its inputs, so the same
+// verdict always gives the same message.
+func message(v core.Verdict, a Action, files []string) (title, body, msg string) {
+	f := v.Field
+	what := pointerLabel(f) + " of " + objectName(f)
+	winner := "Git"
+	if v.Winner != nil && v.Winner.Actor.Name != "" && v.Winner.Actor.Name != "git" {
+		winner = v.Winner.Actor.Name
+	} else if v.Winner != nil && v.Winner.Actor.Name == "" {
+		winner = v.Winner.Actor.Identity.String()
+	}
+	switch a {
+	case ActionGate:
+		title = "parley: yield " + what + " to " + winner
+	case ActionResume:
+		title = "parley: resume Git's " + what
+	case ActionAdopt:
+		val := ""
+		if v.Winner != nil {
+			val = " = " + v.Winner.Value.String()
+		}
+		title = "parley: adopt " + what + val + " from " + winner
+	}
+	var b strings.Builder
+	if why := resultSentence(v); why != "" {
+		b.WriteString(why)
+		b.WriteString("\n\n")
+	}
+	b.WriteString("Field: " + f.String() + "\n")
+	b.WriteString("Files: " + strings.Join(files, ", ") + "\n")
+	body = b.String()
+
+	var tr []string
+	add := func(k, val string) {
+		if val = oneLine(val); val != "" {
+			tr = append(tr, k+": "+val)
+		}
+	}
+	if v.Winner != nil {
+		add(trailers.KeyIntent, string(v.Winner.Intent))
+		add(trailers.KeyMotivation, v.Winner.Motivation.String())
+		add(TrailerWinner, v.Winner.Actor.String()+" <"+v.Winner.Actor.Identity.String()+">")
+	}
+	add(TrailerField, f.String())
+	add(TrailerDecision, string(v.Decision))
+	add(TrailerRule, v.Rule)
+	if !v.Until.IsZero() {
+		add(TrailerUntil, v.Until.UTC().Format(time.RFC3339))
+	}
+	add(TrailerEvidence, evidence(v))
+	msg = title + "\n\n" + body + "\n" + strings.Join(tr, "\n") + "\n"
+	return title, body, msg
+}
+
+// resultSentence is the explanation's last step: the arbiter's one-sentence verdict.
+func resultSentence(v core.Verdict) string {
+	for i := len(v.Explanation) - 1; i >= 0; i-- {
+		if v.Explanation[i].Rule == "result" {
+			return sentence(v.Explanation[i].Detail)
+		}
+	}
+	for _, s := range v.Explanation {
+		if s.Outcome == "decided" {
+			return sentence(s.Detail)
+		}
+	}
+	if n := len(v.Explanation); n > 0 {
+		return sentence(v.Explanation[n-1].Detail)
+	}
+	return ""
+}
+
+func sentence(s string) string {
+	s = oneLine(s)
+	if s == "" {
+		return ""
+	}
+	return strings.ToUpper(s[:1]) + s[1:] + "."
+}
+
+// evidence names where the winning claim came from: source and event IDs, or the commit.
+func evidence(v core.Verdict) string {
+	if v.Winner == nil {
+		return ""
+	}
+	e := v.Winner.Evidence
+	switch {
+	case len(e.EventIDs) > 0:
+		ids := e.EventIDs
+		if len(ids) > 8 {
+			ids = append(ids[:8:8], fmt.Sprintf("and %d more", len(e.EventIDs)-8))
+		}
+		return e.Source + " " + strings.Join(ids, ", ")
+	case e.Commit != "":
+		return "commit " + e.Commit
+	}
+	return e.Source
+}
+
+func pointerLabel(f core.Field) string {
+	if f.Scheme == core.SchemeTerraform {
+		return strings.TrimPrefix(f.Path, "/")
+	}
+	return f.Path
+}
+
+// oneLine keeps a trailer value on one line: git would otherwise read a continuation.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}

@@ -1,0 +1,374 @@
+package reconcile
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+
+	"github.com/parleyhq/parley/core"
+	"github.com/parleyhq/parley/gitops"
+	"github.com/parleyhq/parley/gitwrite"
+)
+
+// Action is what a verdict does to Git.
+type Action string
+
+// Actions. A verdict that writes nothing has no Change at all.
+const (
+	ActionGate   Action = "gate"   // add a per-field yield gate
+	ActionResume Action = "resume" // remove Parley's gate on the field
+	ActionAdopt  Action = "adopt"  // write the live value into Git (and drop a gate the field had)
+)
+
+// Change is one commit's worth of Git change for one verdict.
+type Change struct {
+	Field  core.Field
+	Action Action
+	// Files lists the files the change edits, in order.
+	Files []string
+	// Edit applies the change to a branch's current files; it is re-applied on top of a branch that
+	// moved, and finds nothing to do when the change is already there.
+	Edit gitwrite.Edit
+	// Diff is the planned content of each edited file (path -> new bytes), against the snapshot.
+	Diff map[string][2][]byte
+	// Message is the commit message; its trailers carry the winner's intent and motivation and
+	// the verdict's decision, rule and evidence.
+	Message string
+	// Branch is the work branch for pull-request mode: one per field, so later verdicts on the
+	// field update the same pull request.
+	Branch string
+	Title  string // the pull request's title (the commit's subject)
+	Body   string // the pull request's body
+}
+
+// gateLoc is a gate found in the snapshot: the file and object holding it.
+type gateLoc struct {
+	File   string
+	Target gitops.Target
+	Gate   gitops.Gate
+}
+
+// gateIndex lists the gates Parley wrote in the snapshot's YAML files, by field.
+func gateIndex(files map[string][]byte) map[core.Field][]gateLoc {
+	out := map[core.Field][]gateLoc{}
+	for _, p := range sortedPaths(files) {
+		if !isYAML(p) || !strings.Contains(string(files[p]), gitops.Annotation) {
+			continue
+		}
+		listed, err := gitops.ListGates(p, files[p])
+		if err != nil {
+			continue // a file Parley cannot read holds no gate Parley can manage; discovery reports it
+		}
+		for _, l := range listed {
+			out[l.Field] = append(out[l.Field], gateLoc{File: p, Target: l.Target, Gate: l.Gate})
+		}
+	}
+	return out
+}
+
+func isYAML(p string) bool { return strings.HasSuffix(p, ".yaml") || strings.HasSuffix(p, ".yml") }
+
+func sortedPaths(files map[string][]byte) []string {
+	ps := make([]string, 0, len(files))
+	for p := range files {
+		ps = append(ps, p)
+	}
+	sort.Strings(ps)
+	return ps
+}
+
+// planner plans changes against one snapshot; it tracks what earlier changes of the same batch
+// did, so two fields of one object gate in two commits that both land.
+type planner struct {
+	files map[string][]byte
+	gated map[core.Field][]gateLoc
+	inv   *gitops.Inventory
+	snap  Snapshot
+}
+
+func newPlanner(snap Snapshot, gated map[core.Field][]gateLoc) *planner {
+	files := make(map[string][]byte, len(snap.Files))
+	for p, b := range snap.Files {
+		files[p] = b
+	}
+	inv, _ := gitops.Discover(files) // files it cannot read are skipped; the gates command shows them
+	return &planner{files: files, gated: gated, inv: inv, snap: snap}
+}
+
+// landed folds a change that landed into the planner's files, so later plans build on it.
+func (p *planner) landed(c Change) {
+	for f, d := range c.Diff {
+		p.files[f] = d[1]
+	}
+	p.gated = gateIndex(p.files)
+}
+
+// plan maps a verdict to a change, or says why there is none.
+func (p *planner) plan(v core.Verdict) (*Change, string) {
+	f := v.Field
+	switch v.Decision {
+	case core.DecisionYield:
+		return p.planYield(v)
+	case core.DecisionAdopt:
+		return p.planAdopt(v)
+	case core.DecisionEnforceGit, core.DecisionVeto:
+		if len(p.gated[f]) > 0 {
+			return p.planResume(v)
+		}
+		if v.Decision == core.DecisionVeto {
+			return nil, "vetoed: Git's value stands and the GitOps tool reverts the live change; nothing to write"
+		}
+		return nil, "Git's value stands; nothing to write"
+	case core.DecisionHold:
+		until := "until a person decides"
+		if !v.Until.IsZero() {
+			until = "until " + v.Until.UTC().Format("2006-01-02T15:04:05Z")
+		}
+		return nil, "held " + until + ": no automatic writes"
+	case core.DecisionEscalate:
+		return nil, "escalated to " + strings.Join(v.Ask, ", ") + ": nothing is written until someone decides"
+	}
+	return nil, "no decision"
+}
+
+func (p *planner) planYield(v core.Verdict) (*Change, string) {
+	f := v.Field
+	if f.Scheme != core.SchemeKubernetes {
+		return nil, "yielded; Terraform has no sync to pause per attribute, so nothing is written (the next plan shows the difference)"
+	}
+	if _, ok, _ := (gitLookup{p.snap.Git}).GitValue(f); !ok {
+		return nil, "yielded; Git does not set this field, so no GitOps tool reverts it: nothing to gate"
+	}
+	if locs := p.gated[f]; len(locs) > 0 {
+		return nil, "yielded; already gated in " + locList(locs)
+	}
+	pl, ok := p.locate(f)
+	if !ok {
+		return nil, fmt.Sprintf("yielded, but no manifest in the repository defines %s: nothing to gate", objectName(f))
+	}
+	if len(pl.Managers) == 0 {
+		return nil, fmt.Sprintf("yielded, but no Argo CD Application or Flux Kustomization applies %s: nothing to gate", pl.Manifest)
+	}
+	g := gitops.Gate{Field: f, Until: v.Until, Rule: v.Rule}
+	var steps []editStep
+	for _, m := range pl.Managers {
+		m := m
+		steps = append(steps, editStep{file: m.File, fn: func(path string, b []byte) ([]byte, bool, error) {
+			return gitops.AddGate(path, b, m.Target, g)
+		}})
+	}
+	return p.change(v, ActionGate, steps)
+}
+
+func (p *planner) planResume(v core.Verdict) (*Change, string) {
+	var steps []editStep
+	for _, l := range p.gated[v.Field] {
+		l := l
+		steps = append(steps, editStep{file: l.File, fn: func(path string, b []byte) ([]byte, bool, error) {
+			return gitops.RemoveGate(path, b, l.Target, v.Field)
+		}})
+	}
+	return p.change(v, ActionResume, steps)
+}
+
+func (p *planner) planAdopt(v core.Verdict) (*Change, string) {
+	f := v.Field
+	if v.Winner == nil || v.Winner.Value.Absent() {
+		return nil, "adopt without a value to write"
+	}
+	val := v.Winner.Value
+	var steps []editStep
+	switch f.Scheme {
+	case core.SchemeKubernetes:
+		pl, ok := p.locate(f)
+		if !ok {
+			return nil, fmt.Sprintf("adopted, but no manifest in the repository defines %s: nothing to write", objectName(f))
+		}
+		steps = append(steps, editStep{file: pl.Manifest, fn: func(path string, b []byte) ([]byte, bool, error) {
+			return gitops.AdoptYAML(path, b, f, val)
+		}})
+		// The field is Git's again: a gate on it would only hide the next drift.
+		for _, l := range p.gated[f] {
+			l := l
+			steps = append(steps, editStep{file: l.File, fn: func(path string, b []byte) ([]byte, bool, error) {
+				return gitops.RemoveGate(path, b, l.Target, f)
+			}})
+		}
+	case core.SchemeTerraform:
+		file, ok := p.terraformFile(f)
+		if !ok {
+			return nil, fmt.Sprintf("adopted, but no .tf file in %s declares %s: nothing to write", f.Module, f.Resource)
+		}
+		steps = append(steps, editStep{file: file, fn: func(path string, b []byte) ([]byte, bool, error) {
+			return gitops.AdoptTF(path, b, f, val)
+		}})
+	}
+	return p.change(v, ActionAdopt, steps)
+}
+
+func (p *planner) locate(f core.Field) (gitops.Placement, bool) {
+	if p.inv == nil {
+		return gitops.Placement{}, false
+	}
+	return p.inv.Locate(f.Object())
+}
+
+// terraformFile finds the .tf file of f's module directory that declares f's resource.
+func (p *planner) terraformFile(f core.Field) (string, bool) {
+	dir := f.Module
+	if dir == "" {
+		dir = "."
+	}
+	kind, name, ok := strings.Cut(f.Resource, ".")
+	if !ok {
+		return "", false
+	}
+	needle := fmt.Sprintf("%q %q", kind, name)
+	for _, fp := range sortedPaths(p.files) {
+		if !strings.HasSuffix(fp, ".tf") || path.Dir(fp) != dir {
+			continue
+		}
+		if strings.Contains(strings.Join(strings.Fields(string(p.files[fp])), " "), needle) {
+			return fp, true
+		}
+	}
+	return "", false
+}
+
+// editStep is one file edit of a change.
+type editStep struct {
+	file string
+	fn   func(path string, content []byte) ([]byte, bool, error)
+}
+
+// change runs the steps on the planner's files to see what they change; a change that changes
+// nothing is no change (the gate is there, the value is Git's already).
+func (p *planner) change(v core.Verdict, a Action, steps []editStep) (*Change, string) {
+	diff, err := runSteps(steps, func(path string) ([]byte, bool, error) {
+		b, ok := p.files[path]
+		return b, ok, nil
+	})
+	if err != nil {
+		return nil, fmt.Sprintf("%s planned but not possible: %v", a, err)
+	}
+	if len(diff) == 0 {
+		return nil, string(a) + ": Git already says so; nothing to write"
+	}
+	c := &Change{Field: v.Field, Action: a, Diff: diff, Branch: branchFor(v.Field)}
+	for f := range diff {
+		c.Files = append(c.Files, f)
+	}
+	sort.Strings(c.Files)
+	c.Title, c.Body, c.Message = message(v, a, c.Files)
+	c.Edit = func(files gitwrite.Files) (map[string][]byte, error) {
+		d, err := runSteps(steps, files.Read)
+		if err != nil {
+			return nil, err
+		}
+		out := make(map[string][]byte, len(d))
+		for f, x := range d {
+			out[f] = x[1]
+		}
+		return out, nil
+	}
+	return c, ""
+}
+
+// runSteps applies the steps in order (two steps may edit one file) and returns each changed
+// file's old and new content.
+func runSteps(steps []editStep, read func(string) ([]byte, bool, error)) (map[string][2][]byte, error) {
+	cur := map[string][]byte{}
+	orig := map[string][]byte{}
+	for _, s := range steps {
+		b, ok := cur[s.file]
+		if !ok {
+			var found bool
+			var err error
+			b, found, err = read(s.file)
+			if err != nil {
+				return nil, fmt.Errorf("read %s: %w", s.file, err)
+			}
+			if !found {
+				return nil, fmt.Errorf("%s: no such file on the branch", s.file)
+			}
+			orig[s.file] = b
+		}
+		out, changed, err := s.fn(s.file, b)
+		if err != nil {
+			return nil, err
+		}
+		if changed {
+			cur[s.file] = out
+		} else {
+			cur[s.file] = b
+		}
+	}
+	diff := map[string][2][]byte{}
+	for f, b := range cur {
+		if string(b) != string(orig[f]) {
+			diff[f] = [2][]byte{orig[f], b}
+		}
+	}
+	return diff, nil
+}
+
+// branchFor names the work branch of a field: readable, and unique through a hash of the address.
+func branchFor(f core.Field) string {
+	sum := sha256.Sum256([]byte(f.String()))
+	var name string
+	if f.Scheme == core.SchemeKubernetes {
+		name = strings.ToLower(f.Kind) + "-" + f.Namespace + "-" + f.Name
+	} else {
+		name = f.Resource
+	}
+	name = slug(name + "-" + lastToken(f))
+	if len(name) > 60 {
+		name = name[:60]
+	}
+	return "parley/" + strings.Trim(name, "-") + "-" + hex.EncodeToString(sum[:4])
+}
+
+func lastToken(f core.Field) string {
+	toks := f.PointerTokens()
+	if len(toks) == 0 {
+		return ""
+	}
+	return toks[len(toks)-1]
+}
+
+func slug(s string) string {
+	var b strings.Builder
+	dash := false
+	for _, r := range strings.ToLower(s) {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '.' || r == '_' {
+			b.WriteRune(r)
+			dash = false
+		} else if !dash {
+			b.WriteByte('-')
+			dash = true
+		}
+	}
+	return b.String()
+}
+
+func locList(locs []gateLoc) string {
+	var out []string
+	for _, l := range locs {
+		out = append(out, l.File+" ("+l.Target.String()+")")
+	}
+	return strings.Join(out, ", ")
+}
+
+// objectName is "Deployment prod/web" or "aws_autoscaling_group.consumer".
+func objectName(f core.Field) string {
+	if f.Scheme == core.SchemeTerraform {
+		return f.Resource
+	}
+	if f.Namespace == "" {
+		return f.Kind + " " + f.Name
+	}
+	return f.Kind + " " + f.Namespace + "/" + f.Name
+}

@@ -1,0 +1,419 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/parleyhq/parley/arbiter"
+	"github.com/parleyhq/parley/core"
+	"github.com/parleyhq/parley/driftstate"
+	"github.com/parleyhq/parley/events"
+	"github.com/parleyhq/parley/policy"
+)
+
+// GitState is what the reconciler reads of Git's claims: the ledger of the default branch.
+type GitState interface {
+	Current(f core.Field) (core.Claim, bool, error)
+	History(f core.Field) ([]core.Claim, error)
+	Fields(p core.FieldPattern) ([]core.Field, error)
+}
+
+// State is the durable memory the reconciler keeps; driftstate.DB implements it.
+type State interface {
+	Fresh(ctx context.Context, ids []string) ([]string, error)
+	Apply(ctx context.Context, b driftstate.Batch) error
+	Standing(ctx context.Context, f core.Field) ([]core.Claim, error)
+	Claims(ctx context.Context, f core.Field, all bool) ([]driftstate.Claim, error)
+	Last(ctx context.Context, f core.Field) (driftstate.Record, bool, error)
+}
+
+// Writer lands one change in Git. It must be idempotent: landing a change whose edit finds nothing
+// to do commits nothing and reports Committed false.
+type Writer interface {
+	Write(ctx context.Context, c Change) (Landed, error)
+}
+
+// Landed says what a Writer did.
+type Landed struct {
+	Committed bool
+	Commit    string
+	Branch    string
+	PR        int // the pull request carrying the commit, in pull-request mode
+}
+
+// Snapshot is the default branch a batch is judged against.
+type Snapshot struct {
+	// Files holds the branch's YAML and Terraform files (repository-relative slash paths).
+	Files  map[string][]byte
+	Git    GitState
+	Policy *policy.Policy
+	Head   string // the commit the files and ledger were read at, for logs
+}
+
+// Reconciler turns batches of events into verdicts and Git changes. Safe for concurrent use:
+// batches are judged one at a time, so two batches touching one field cannot race each other's
+// gate commits.
+type Reconciler struct {
+	State State
+	// Writer lands changes; nil plans them without writing (parley ingest without --apply).
+	Writer Writer
+	// Now defaults to time.Now. Verdicts are judged at Now, not at the events' times: an event that
+	// arrives late is judged with what is known when it arrives.
+	Now func() time.Time
+	Log *slog.Logger
+
+	mu sync.Mutex
+}
+
+// Result is what happened to one field.
+type Result struct {
+	Verdict core.Verdict
+	Change  *Change // the planned change; nil when the verdict writes nothing
+	Landed  *Landed // what the Writer did; nil when nothing was written
+	// Note says why nothing was written, in words for people.
+	Note string
+	// Evidence lists the source/event-ID pairs behind this judgement (empty for a timer).
+	Evidence []string
+}
+
+// Report is what one batch or recheck did.
+type Report struct {
+	Results    []Result
+	Duplicates int            // events taken in before, left out
+	Ignored    map[string]int // the decoder's counts, by reason
+	Reverts    []events.Revert
+	OutOfSync  []events.OutOfSync
+	Closed     int // claims ended by a GitOps revert
+}
+
+func (r *Reconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now().UTC()
+	}
+	return time.Now().UTC()
+}
+
+func (r *Reconciler) log() *slog.Logger {
+	if r.Log != nil {
+		return r.Log
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// eventKey is how the state names an event: its source and the source's own ID.
+func eventKey(source, id string) string { return source + "/" + id }
+
+// Ingest judges a decoded batch against snap. Events taken in before (by ID) are left out; the
+// rest become claims, every touched field is judged, and the resulting changes are planned and,
+// with a Writer, landed. The claims, verdicts and timers are recorded only once every change
+// landed, so an error leaves the batch to be taken in again (changes are idempotent).
+func (r *Reconciler) Ingest(ctx context.Context, snap Snapshot, b events.Batch) (Report, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if snap.Policy == nil {
+		return Report{}, errors.New("reconcile: no policy")
+	}
+	now := r.now()
+	rep := Report{Ignored: b.Ignored}
+
+	// Per-event deduplication across batches: the delivery store only knows whole batches.
+	var ids []string
+	source := batchSource(b)
+	for _, id := range b.EventIDs {
+		ids = append(ids, eventKey(source, id))
+	}
+	fresh, err := r.State.Fresh(ctx, ids)
+	if err != nil {
+		return rep, err
+	}
+	if len(fresh) < len(ids) {
+		keep := map[string]bool{}
+		for _, k := range fresh {
+			keep[strings.TrimPrefix(k, source+"/")] = true
+		}
+		rep.Duplicates = len(ids) - len(fresh)
+		b = onlyEvents(b, keep)
+	}
+	rep.Reverts, rep.OutOfSync = b.Reverts, b.OutOfSync
+
+	pol := snap.Policy
+	name := func(id core.Identity) string {
+		if a := pol.ResolveActor(id); a != nil {
+			return a.Name
+		}
+		return ""
+	}
+	gitValue := func(f core.Field) (core.Value, bool) {
+		c, ok, err := snap.Git.Current(f)
+		if err != nil || !ok || c.Value.Absent() {
+			return core.Value{}, false
+		}
+		return c.Value, true
+	}
+	claims := events.Claims(b, name, gitValue)
+	applyActorDefaults(pol, claims)
+	byField := map[core.Field][]core.Claim{}
+	for _, c := range claims {
+		byField[c.Field] = append(byField[c.Field], c)
+	}
+
+	batch := driftstate.Batch{Events: fresh, Claims: claims, At: now}
+	// A GitOps revert put Git's version back over the live changes on an object: their claims end,
+	// except on fields Parley gated (the revert did not touch them, or the gate is not synced yet).
+	gated := gateIndex(snap.Files)
+	for _, rv := range b.Reverts {
+		except := map[core.Field]bool{}
+		for f := range gated {
+			if sameObject(f, rv.Object, rv.GroupUnknown) {
+				except[f] = true
+			}
+		}
+		batch.Closes = append(batch.Closes, driftstate.Close{Object: rv.Object, Before: rv.At,
+			Why: fmt.Sprintf("%s %s it at %s (%s)", rv.Controller, rv.Action, rv.At.Format(time.RFC3339), rv.Revision), Except: except})
+		rep.Closed++
+	}
+
+	fields := make([]core.Field, 0, len(byField))
+	for f := range byField {
+		fields = append(fields, f)
+	}
+	sort.Slice(fields, func(i, j int) bool { return fields[i].String() < fields[j].String() })
+	pl := newPlanner(snap, gated)
+	for _, f := range fields {
+		var ev []string
+		for _, c := range byField[f] {
+			for _, id := range c.Evidence.EventIDs {
+				ev = append(ev, eventKey(c.Evidence.Source, id))
+			}
+		}
+		res, err := r.judgeAndLand(ctx, snap, pl, f, byField[f], ev, now)
+		if err != nil {
+			return rep, err
+		}
+		rep.Results = append(rep.Results, res)
+		batch.Verdicts = append(batch.Verdicts, record(res, now))
+		batch.Timers = append(batch.Timers, timerFor(res.Verdict))
+	}
+	if err := r.State.Apply(ctx, batch); err != nil {
+		return rep, err
+	}
+	return rep, nil
+}
+
+// Recheck judges fields again at now with no new claims: the expiry timers call it. A field whose
+// yield ended is resumed (its gate removed); one still held keeps its gate and gets a new timer.
+func (r *Reconciler) Recheck(ctx context.Context, snap Snapshot, fields []core.Field) (Report, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if snap.Policy == nil {
+		return Report{}, errors.New("reconcile: no policy")
+	}
+	now := r.now()
+	var rep Report
+	batch := driftstate.Batch{At: now}
+	pl := newPlanner(snap, gateIndex(snap.Files))
+	for _, f := range fields {
+		res, err := r.judgeAndLand(ctx, snap, pl, f, nil, nil, now)
+		if err != nil {
+			return rep, err
+		}
+		rep.Results = append(rep.Results, res)
+		batch.Verdicts = append(batch.Verdicts, record(res, now))
+		batch.Timers = append(batch.Timers, timerFor(res.Verdict))
+	}
+	if err := r.State.Apply(ctx, batch); err != nil {
+		return rep, err
+	}
+	return rep, nil
+}
+
+func (r *Reconciler) judgeAndLand(ctx context.Context, snap Snapshot, pl *planner, f core.Field, fresh []core.Claim, ev []string, now time.Time) (Result, error) {
+	v, err := r.judge(ctx, snap, f, fresh, now)
+	if err != nil {
+		return Result{}, err
+	}
+	res := Result{Verdict: v, Evidence: ev}
+	res.Change, res.Note = pl.plan(v)
+	if res.Change == nil || r.Writer == nil {
+		return res, nil
+	}
+	landed, err := r.Writer.Write(ctx, *res.Change)
+	if err != nil {
+		return res, fmt.Errorf("%s %s: %w", res.Change.Action, f, err)
+	}
+	res.Landed = &landed
+	pl.landed(*res.Change)
+	r.log().Info("verdict landed in Git", "field", f.String(), "decision", string(v.Decision), "rule", v.Rule,
+		"action", string(res.Change.Action), "commit", landed.Commit, "branch", landed.Branch, "pr", landed.PR, "committed", landed.Committed)
+	return res, nil
+}
+
+// judge arbitrates f: the standing live claims (stored ones, with this batch's on top, the latest
+// per actor) against Git's claim, with Git's and the live history for oscillation.
+func (r *Reconciler) judge(ctx context.Context, snap Snapshot, f core.Field, fresh []core.Claim, now time.Time) (core.Verdict, error) {
+	standing, err := r.State.Standing(ctx, f)
+	if err != nil {
+		return core.Verdict{}, err
+	}
+	live := latestPerActor(append(standing, fresh...))
+	in := arbiter.Input{Field: f, Live: live, Now: now, Lookup: gitLookup{snap.Git}}
+	if c, ok, err := snap.Git.Current(f); err != nil {
+		return core.Verdict{}, fmt.Errorf("Git's claim on %s: %w", f, err)
+	} else if ok {
+		in.Git = &c
+	}
+	hist, err := snap.Git.History(f)
+	if err != nil {
+		return core.Verdict{}, fmt.Errorf("history of %s: %w", f, err)
+	}
+	stored, err := r.State.Claims(ctx, f, true)
+	if err != nil {
+		return core.Verdict{}, err
+	}
+	for _, c := range stored {
+		hist = append(hist, c.Claim)
+	}
+	hist = append(hist, fresh...)
+	sort.SliceStable(hist, func(i, j int) bool { return hist[i].At.Before(hist[j].At) })
+	in.History = hist
+	return arbiter.Decide(snap.Policy, in), nil
+}
+
+// latestPerActor keeps each actor's latest claim: a new scale by the HPA replaces its previous one.
+func latestPerActor(cs []core.Claim) []core.Claim {
+	idx := map[string]int{}
+	var out []core.Claim
+	for _, c := range cs {
+		k := c.Actor.String()
+		if i, ok := idx[k]; ok {
+			if !c.At.Before(out[i].At) {
+				out[i] = c
+			}
+			continue
+		}
+		idx[k] = len(out)
+		out = append(out, c)
+	}
+	return out
+}
+
+// applyActorDefaults gives an undeclared claim its actor's default motivation, so that an HPA
+// that says nothing still scales "for traffic" if the policy says that is why it acts.
+func applyActorDefaults(p *policy.Policy, cs []core.Claim) {
+	for i := range cs {
+		c := &cs[i]
+		if c.Actor.Name == "" || !c.Motivation.IsZero() {
+			continue
+		}
+		if a := p.Actor(c.Actor.Name); a != nil && a.Motivation != "" {
+			c.Motivation = core.Motivation{Kind: a.Motivation}
+		}
+	}
+}
+
+type gitLookup struct{ g GitState }
+
+func (l gitLookup) GitValue(f core.Field) (core.Value, bool, error) {
+	c, ok, err := l.g.Current(f)
+	if err != nil || !ok {
+		return core.Value{}, false, err
+	}
+	return c.Value, !c.Value.Absent(), nil
+}
+
+func (l gitLookup) GitFields(p core.FieldPattern) ([]core.Field, error) { return l.g.Fields(p) }
+
+func batchSource(b events.Batch) string {
+	for _, o := range b.Observations {
+		return o.Source
+	}
+	for _, rv := range b.Reverts {
+		return rv.Source
+	}
+	for _, o := range b.OutOfSync {
+		return o.Source
+	}
+	return "unknown"
+}
+
+func onlyEvents(b events.Batch, keep map[string]bool) events.Batch {
+	out := events.Batch{Ignored: b.Ignored}
+	for _, id := range b.EventIDs {
+		if keep[id] {
+			out.EventIDs = append(out.EventIDs, id)
+		}
+	}
+	for _, o := range b.Observations {
+		if keep[o.EventID] {
+			out.Observations = append(out.Observations, o)
+		}
+	}
+	for _, rv := range b.Reverts {
+		if keep[rv.EventID] {
+			out.Reverts = append(out.Reverts, rv)
+		}
+	}
+	for _, o := range b.OutOfSync {
+		if keep[o.EventID] {
+			out.OutOfSync = append(out.OutOfSync, o)
+		}
+	}
+	return out
+}
+
+// sameObject reports whether field f is on obj; groupUnknown matches on kind, namespace and name
+// (Flux names only the kind of a custom resource).
+func sameObject(f, obj core.Field, groupUnknown bool) bool {
+	a, b := f.Object(), obj.Object()
+	if groupUnknown {
+		a.Group, b.Group = "", ""
+	}
+	return a == b
+}
+
+func record(res Result, now time.Time) driftstate.Record {
+	rec := driftstate.Record{Verdict: res.Verdict, At: now, Evidence: res.Evidence, Note: res.Note}
+	if res.Change != nil {
+		rec.Action = string(res.Change.Action)
+	}
+	if res.Landed != nil {
+		rec.Branch, rec.PR = res.Landed.Branch, res.Landed.PR
+		if res.Landed.Committed {
+			rec.Commit = res.Landed.Commit
+		}
+	}
+	if len(rec.Evidence) == 0 {
+		rec.Evidence = []string{"timer/" + now.Format(time.RFC3339)}
+	}
+	return rec
+}
+
+// timerFor is when a field must be judged again: the end of a yield or hold, or the arbiter's
+// recheck time (a claim expiring, an escalation falling back); zero clears the timer.
+func timerFor(v core.Verdict) driftstate.Timer {
+	due := v.Recheck
+	if !v.Until.IsZero() && (due.IsZero() || v.Until.Before(due)) {
+		due = v.Until
+	}
+	why := ""
+	if !due.IsZero() {
+		why = fmt.Sprintf("%s (%s) until %s", v.Decision, v.Rule, due.Format(time.RFC3339))
+	}
+	return driftstate.Timer{Field: v.Field, Due: due, Why: why}
+}
+
+// Fields returns the fields of the results, for logs and tests.
+func (rep Report) Fields() []string {
+	var out []string
+	for _, r := range rep.Results {
+		out = append(out, r.Verdict.Field.String())
+	}
+	return slices.Clip(out)
+}

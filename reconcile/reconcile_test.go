@@ -1,0 +1,370 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-git/go-git/v5/plumbing/object"
+
+	"github.com/parleyhq/parley/core"
+	"github.com/parleyhq/parley/demo"
+	"github.com/parleyhq/parley/driftstate"
+	"github.com/parleyhq/parley/events"
+	"github.com/parleyhq/parley/internal/gittest"
+	"github.com/parleyhq/parley/ledger"
+)
+
+// env is the demo repository (a Flux Kustomization applying k8s/prod, the Kafka consumer group in
+// Terraform, the demo policy) with a reconciler committing into it, as `parley ingest --apply` does.
+type env struct {
+	t     *testing.T
+	dir   string
+	git   *gittest.Runner
+	led   *ledger.Ledger
+	state *driftstate.DB
+	rec   *Reconciler
+	now   time.Time
+}
+
+var (
+	t0       = time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)
+	replicas = core.K8sField("apps", "Deployment", "prod", "web", "/spec/replicas")
+	image    = core.K8sField("apps", "Deployment", "prod", "web", "/spec/template/spec/containers/0/image")
+	capacity = core.TFField("infra/kafka", "aws_autoscaling_group.consumer", "/desired_capacity")
+	lagAlarm = core.TFField("infra/kafka", "aws_cloudwatch_metric_alarm.consumer_lag", "/threshold")
+)
+
+const (
+	hpaUser   = "system:serviceaccount:kube-system:horizontal-pod-autoscaler"
+	agentRole = "arn:aws:sts::123456789012:assumed-role/kafka-scaling-agent/agent-1"
+	oncallARN = "arn:aws:sts::123456789012:assumed-role/oncall/alice"
+	fluxFile  = "clusters/prod/apps.yaml"
+)
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "infra")
+	if _, err := demo.Build(dir); err != nil {
+		t.Fatal(err)
+	}
+	led, err := ledger.Open(dir, ledger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { led.Close() })
+	st, err := driftstate.Open(context.Background(), ":memory:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	e := &env{t: t, dir: dir, git: gittest.New(t, dir), led: led, state: st, now: t0}
+	e.rec = &Reconciler{State: st, Now: func() time.Time { return e.now },
+		Writer: &LocalWriter{Dir: dir, Author: object.Signature{Name: "Parley", Email: "parley@parley.example"}, Now: func() time.Time { return e.now }}}
+	return e
+}
+
+func (e *env) snapshot() Snapshot {
+	e.t.Helper()
+	s, err := LoadSnapshot(context.Background(), e.dir, "main", ".parley/policy.hcl", e.led, nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return s
+}
+
+func (e *env) ingest(source string, body []byte) Report {
+	e.t.Helper()
+	snap := e.snapshot()
+	b, err := Decode(source, body, snap.Files)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	rep, err := e.rec.Ingest(context.Background(), snap, b)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return rep
+}
+
+func (e *env) commits() int {
+	var n int
+	fmt.Sscan(e.git.Run("rev-list", "--count", "HEAD"), &n)
+	return n
+}
+
+func (e *env) file(p string) string {
+	b, err := os.ReadFile(filepath.Join(e.dir, p))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return string(b)
+}
+
+func only(t *testing.T, rep Report, f core.Field) Result {
+	t.Helper()
+	for _, r := range rep.Results {
+		if r.Verdict.Field == f {
+			return r
+		}
+	}
+	t.Fatalf("no verdict on %s; got %v", f, rep.Fields())
+	return Result{}
+}
+
+// auditList wraps audit events into the EventList the audit webhook backend POSTs.
+func auditList(items ...string) []byte {
+	return []byte(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[` + strings.Join(items, ",") + `]}`)
+}
+
+// scale is the HPA updating the scale subresource of Deployment prod/web.
+func scale(id, user string, at time.Time, n int) string {
+	return fmt.Sprintf(`{"level":"Request","auditID":%q,"stage":"ResponseComplete","requestURI":"/apis/apps/v1/namespaces/prod/deployments/web/scale",
+"verb":"update","user":{"username":%q},"userAgent":"kube-controller-manager/v1.36.3 (linux/amd64) kubernetes/2f1c8a7/system:serviceaccount:kube-system:horizontal-pod-autoscaler",
+"objectRef":{"resource":"deployments","namespace":"prod","name":"web","apiGroup":"apps","apiVersion":"v1","subresource":"scale"},
+"responseStatus":{"metadata":{},"code":200},
+"requestObject":{"kind":"Scale","apiVersion":"autoscaling/v1","metadata":{"name":"web","namespace":"prod"},"spec":{"replicas":%d}},
+"requestReceivedTimestamp":%q,"stageTimestamp":%q}`, id, user, n, at.Format("2006-01-02T15:04:05.000000Z07:00"), at.Format("2006-01-02T15:04:05.000000Z07:00"))
+}
+
+// setImage is a person editing the Deployment's image with kubectl edit (an update of the whole
+// object), saying why in the parley.dev annotations.
+func setImage(id, user string, at time.Time, img, motivation string) string {
+	return fmt.Sprintf(`{"level":"Request","auditID":%q,"stage":"ResponseComplete","requestURI":"/apis/apps/v1/namespaces/prod/deployments/web",
+"verb":"update","user":{"username":%q},"userAgent":"kubectl/v1.36.0 (linux/amd64) kubernetes/abc",
+"objectRef":{"resource":"deployments","namespace":"prod","name":"web","apiGroup":"apps","apiVersion":"v1"},
+"responseStatus":{"metadata":{},"code":200},
+"requestObject":{"kind":"Deployment","apiVersion":"apps/v1","metadata":{"name":"web","namespace":"prod","labels":{"app":"web"},
+  "annotations":{"parley.dev/motivation":%q}},
+  "spec":{"replicas":8,"template":{"spec":{"containers":[{"name":"web","image":%q}]}}}},
+"requestReceivedTimestamp":%q,"stageTimestamp":%q}`, id, user, motivation, img, at.Format("2006-01-02T15:04:05.000000Z07:00"), at.Format("2006-01-02T15:04:05.000000Z07:00"))
+}
+
+// trail is a raw CloudTrail record of an API call by principal.
+func trail(id, principal, source, name string, at time.Time, params string) []byte {
+	return []byte(fmt.Sprintf(`{"eventVersion":"1.09","userIdentity":{"type":"AssumedRole","arn":%q,"accountId":"123456789012"},
+"eventTime":%q,"eventSource":%q,"eventName":%q,"awsRegion":"eu-west-1","requestParameters":%s,
+"eventID":%q,"readOnly":false,"eventType":"AwsApiCall"}`, principal, at.Format(time.RFC3339), source, name, params, id))
+}
+
+func commitTrailers(t *testing.T, e *env, rev string) string {
+	t.Helper()
+	return e.git.Run("log", "-1", "--format=%(trailers:only,unfold)", rev)
+}
+
+func TestStandingOwnerGatesOnceThenWritesNothing(t *testing.T) {
+	e := newEnv(t)
+	before := e.commits()
+	original := e.file(fluxFile)
+
+	rep := e.ingest(events.SourceK8sAudit, auditList(scale("hpa-1", hpaUser, t0, 9)))
+	r := only(t, rep, replicas)
+	if r.Verdict.Decision != core.DecisionYield || r.Verdict.Rule != "owner.replicas" {
+		t.Fatalf("verdict = %s by %s, want a yield to the standing owner", r.Verdict.Decision, r.Verdict.Rule)
+	}
+	if r.Landed == nil || !r.Landed.Committed || e.commits() != before+1 {
+		t.Fatalf("want one gate commit, landed %+v, commits %d -> %d (%s)", r.Landed, before, e.commits(), r.Note)
+	}
+	gated := e.file(fluxFile)
+	for _, want := range []string{"ignore:", "- /spec/replicas", "kind: Deployment", "name: web", "namespace: prod", "parley.dev/gates"} {
+		if !strings.Contains(gated, want) {
+			t.Errorf("gated Kustomization lacks %q:\n%s", want, gated)
+		}
+	}
+	tr := commitTrailers(t, e, "HEAD")
+	for _, want := range []string{"Intent: availability", "Motivation: traffic", "Parley-Field: " + replicas.String(),
+		"Parley-Decision: yield", "Parley-Rule: owner.replicas", "Parley-Evidence: k8s-audit hpa-1", "Parley-Winner: hpa <k8s-user:" + hpaUser + ">"} {
+		if !strings.Contains(tr, want) {
+			t.Errorf("commit trailers (read by git interpret-trailers) lack %q:\n%s", want, tr)
+		}
+	}
+
+	// The HPA keeps scaling its own field at machine speed: no further commit, one verdict record.
+	for i := 2; i <= 40; i++ {
+		e.now = t0.Add(time.Duration(i) * 30 * time.Second)
+		rep := e.ingest(events.SourceK8sAudit, auditList(scale(fmt.Sprintf("hpa-%d", i), hpaUser, e.now, 9+i%10)))
+		if r := only(t, rep, replicas); r.Change != nil {
+			t.Fatalf("scale %d planned a change: %+v (%s)", i, r.Change.Action, r.Note)
+		}
+	}
+	if got := e.commits(); got != before+1 {
+		t.Fatalf("commits after 40 scales: %d, want %d", got, before+1)
+	}
+	recs, err := e.state.Verdicts(context.Background(), replicas)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 1 || recs[0].Action != "gate" || recs[0].Commit == "" || len(recs[0].Evidence) != 40 {
+		t.Fatalf("verdict records: %d (want 1 carrying the gate commit and 40 events)", len(recs))
+	}
+
+	// Redelivering an old batch takes nothing in twice.
+	rep = e.ingest(events.SourceK8sAudit, auditList(scale("hpa-1", hpaUser, t0, 9)))
+	if rep.Duplicates != 1 || len(rep.Results) != 0 {
+		t.Fatalf("redelivery: %d duplicates, %d results", rep.Duplicates, len(rep.Results))
+	}
+	if original == gated {
+		t.Fatal("the gate did not change the Kustomization")
+	}
+}
+
+func TestExpiringYieldResumesOnTheTimer(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	original := e.file(fluxFile)
+	rep := e.ingest(events.SourceK8sAudit, auditList(setImage("edit-1", "alice@parley.example", t0,
+		"registry.example.com/shop/web:1.41.4-hotfix", "incident INC-4300 severity=high")))
+	r := only(t, rep, image)
+	if r.Verdict.Decision != core.DecisionYield || !r.Verdict.Until.Equal(t0.Add(4*time.Hour)) || r.Landed == nil || !r.Landed.Committed {
+		t.Fatalf("verdict %s (%s) until %s, landed %+v: %s", r.Verdict.Decision, r.Verdict.Rule, r.Verdict.Until, r.Landed, r.Note)
+	}
+	if !strings.Contains(e.file(fluxFile), "/spec/template/spec/containers/0/image") {
+		t.Fatalf("no gate on the image:\n%s", e.file(fluxFile))
+	}
+	if tr := commitTrailers(t, e, "HEAD"); !strings.Contains(tr, "Motivation: incident INC-4300 severity=high") || !strings.Contains(tr, "Parley-Until: 2026-11-20T14:00:00Z") {
+		t.Fatalf("trailers:\n%s", tr)
+	}
+	// Only the image's timer; it survives in the state until due.
+	timers, _ := e.state.Timers(ctx)
+	if len(timers) != 1 || timers[0].Field != image || !timers[0].Due.Equal(t0.Add(4*time.Hour)) {
+		t.Fatalf("timers = %+v", timers)
+	}
+	e.now = t0.Add(4*time.Hour + time.Minute)
+	due, err := e.state.Due(ctx, e.now)
+	if err != nil || len(due) != 1 {
+		t.Fatalf("due = %v, %v", due, err)
+	}
+	rep, err = e.rec.Recheck(ctx, e.snapshot(), []core.Field{due[0].Field})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = only(t, rep, image)
+	if r.Verdict.Decision != core.DecisionEnforceGit || r.Change == nil || r.Change.Action != ActionResume || !r.Landed.Committed {
+		t.Fatalf("after expiry: %s, change %+v, %s", r.Verdict.Decision, r.Change, r.Note)
+	}
+	if got := e.file(fluxFile); got != original {
+		t.Fatalf("resume did not give back the Kustomization's bytes:\n%s\nwant:\n%s", got, original)
+	}
+	// The yield's timer is gone; what is left is the arbiter's own recheck (the peak-sales freeze
+	// starts on 27 November and changes what may win).
+	if timers, _ := e.state.Timers(ctx); len(timers) != 1 || !timers[0].Due.Equal(time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)) {
+		t.Fatalf("timers after resume: %+v", timers)
+	}
+	// Judging again changes nothing.
+	rep, _ = e.rec.Recheck(ctx, e.snapshot(), []core.Field{image})
+	if r := only(t, rep, image); r.Change != nil {
+		t.Fatalf("a second resume planned %+v", r.Change)
+	}
+}
+
+func TestKafkaAgentAdoptsWithinBoundsAndIsVetoedBeyond(t *testing.T) {
+	e := newEnv(t)
+	before := e.commits()
+	tf := e.file("infra/kafka/main.tf")
+
+	// Over max_size (16): vetoed by the bound Terraform declares; nothing is written.
+	rep := e.ingest(events.SourceCloudTrail, trail("ct-1", agentRole, "autoscaling.amazonaws.com", "SetDesiredCapacity", t0,
+		`{"autoScalingGroupName":"kafka-consumer","desiredCapacity":24}`))
+	r := only(t, rep, capacity)
+	if r.Verdict.Decision != core.DecisionVeto || r.Change != nil || e.commits() != before {
+		t.Fatalf("24 replicas: %s (%s), change %v", r.Verdict.Decision, r.Verdict.Rule, r.Change)
+	}
+	// Within bounds: the agent's lasting claim is adopted into the .tf file, one line changed.
+	e.now = t0.Add(time.Minute)
+	rep = e.ingest(events.SourceCloudTrail, trail("ct-2", agentRole, "autoscaling.amazonaws.com", "SetDesiredCapacity", e.now,
+		`{"autoScalingGroupName":"kafka-consumer","desiredCapacity":9}`))
+	r = only(t, rep, capacity)
+	if r.Verdict.Decision != core.DecisionAdopt || r.Landed == nil || !r.Landed.Committed {
+		t.Fatalf("9 replicas: %s (%s): %s", r.Verdict.Decision, r.Verdict.Rule, r.Note)
+	}
+	after := e.file("infra/kafka/main.tf")
+	if want := strings.Replace(tf, "desired_capacity    = 5", "desired_capacity    = 9", 1); after != want {
+		t.Fatalf("the .tf edit is not one attribute:\n%s", after)
+	}
+	if tr := commitTrailers(t, e, "HEAD"); !strings.Contains(tr, "Parley-Decision: adopt") || !strings.Contains(tr, "Intent: performance") ||
+		!strings.Contains(tr, "Parley-Evidence: cloudtrail ct-2") {
+		t.Fatalf("trailers:\n%s", tr)
+	}
+	// Git now holds 9 from the adoption; the agent saying 9 again writes nothing.
+	e.now = t0.Add(2 * time.Minute)
+	rep = e.ingest(events.SourceCloudTrail, trail("ct-3", agentRole, "autoscaling.amazonaws.com", "SetDesiredCapacity", e.now,
+		`{"autoScalingGroupName":"kafka-consumer","desiredCapacity":9}`))
+	if len(rep.Results) == 1 && rep.Results[0].Change != nil {
+		t.Fatalf("restating the adopted value planned %+v", rep.Results[0].Change.Action)
+	}
+	// The agent retuning the lag alarm loses to Git's reliability claim: recorded, not written.
+	rep = e.ingest(events.SourceCloudTrail, trail("ct-4", agentRole, "monitoring.amazonaws.com", "PutMetricAlarm", e.now,
+		`{"alarmName":"kafka-consumer-lag","threshold":8000,"evaluationPeriods":5,"metricName":"SumOffsetLag","namespace":"AWS/Kafka","period":60,"statistic":"Maximum","comparisonOperator":"GreaterThanThreshold"}`))
+	r = only(t, rep, lagAlarm)
+	if r.Verdict.Decision != core.DecisionEnforceGit || r.Change != nil {
+		t.Fatalf("alarm: %s (%s) %v", r.Verdict.Decision, r.Verdict.Rule, r.Change)
+	}
+	if e.commits() != before+1 {
+		t.Fatalf("commits: %d, want %d", e.commits(), before+1)
+	}
+}
+
+func TestOscillationHoldsWithoutACommitStorm(t *testing.T) {
+	e := newEnv(t)
+	before := e.commits()
+	holds := 0
+	for i := 0; i < 20; i++ {
+		e.now = t0.Add(time.Duration(i) * 2 * time.Minute)
+		who, n := agentRole, 12
+		if i%2 == 1 {
+			who, n = oncallARN, 7
+		}
+		rep := e.ingest(events.SourceCloudTrail, trail(fmt.Sprintf("flip-%d", i), who, "autoscaling.amazonaws.com", "SetDesiredCapacity", e.now,
+			fmt.Sprintf(`{"autoScalingGroupName":"kafka-consumer","desiredCapacity":%d}`, n)))
+		if only(t, rep, capacity).Verdict.Decision == core.DecisionHold {
+			holds++
+		}
+	}
+	if holds == 0 {
+		t.Fatal("twenty flips between two actors never held the field")
+	}
+	recs, _ := e.state.Verdicts(context.Background(), capacity)
+	var holdRecords int
+	for _, r := range recs {
+		if r.Verdict.Decision == core.DecisionHold {
+			holdRecords++
+		}
+	}
+	if holdRecords != 1 {
+		t.Fatalf("hold records: %d, want one", holdRecords)
+	}
+	// Before the hold the winner's value may be adopted; once held, nothing is written.
+	if n := e.commits() - before; n > 2 {
+		t.Fatalf("%d commits for 20 flips: a commit storm", n)
+	}
+	t.Logf("20 flips: %d commits, %d verdict records, held on %d", e.commits()-before, len(recs), holds)
+}
+
+func TestFluxRevertEndsLosingClaims(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	// A developer edits the image without saying why: Git's critical CVE fix wins.
+	rep := e.ingest(events.SourceK8sAudit, auditList(setImage("edit-2", "bob@parley.example", t0,
+		"registry.example.com/shop/web:1.40.0", "maintenance")))
+	if r := only(t, rep, image); r.Verdict.Decision != core.DecisionEnforceGit || r.Change != nil {
+		t.Fatalf("verdict %s (%s), change %v", r.Verdict.Decision, r.Verdict.Rule, r.Change)
+	}
+	if st, _ := e.state.Standing(ctx, image); len(st) != 1 {
+		t.Fatalf("standing claims: %d", len(st))
+	}
+	flux := fmt.Sprintf(`{"involvedObject":{"kind":"Kustomization","namespace":"flux-system","name":"apps","uid":"u-1","apiVersion":"kustomize.toolkit.fluxcd.io/v1"},
+"severity":"info","timestamp":%q,"message":"Deployment/prod/web configured\n","reason":"Progressing",
+"metadata":{"revision":"main@sha1:0a1b2c"},"reportingController":"kustomize-controller","reportingInstance":"kustomize-controller-1"}`,
+		t0.Add(time.Minute).Format(time.RFC3339))
+	rep = e.ingest(events.SourceFlux, []byte(flux))
+	if rep.Closed != 1 || len(rep.Reverts) != 1 {
+		t.Fatalf("reverts %d, closed %d", len(rep.Reverts), rep.Closed)
+	}
+	if st, _ := e.state.Standing(ctx, image); len(st) != 0 {
+		t.Fatalf("the reverted claim still stands: %v", st)
+	}
+}

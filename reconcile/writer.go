@@ -1,0 +1,201 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"sort"
+	"time"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/transport"
+
+	"github.com/parleyhq/parley/gitwrite"
+)
+
+// Mode is how verdict commits reach the default branch.
+type Mode string
+
+// Modes.
+const (
+	// ModePullRequest pushes each field's commits to its own branch and opens (or reuses) a pull
+	// request: people review what the machines agreed.
+	ModePullRequest Mode = "pull-request"
+	// ModeDirect pushes to the default branch: the GitOps tool acts on the verdict at its next sync.
+	ModeDirect Mode = "direct"
+)
+
+// ParseMode reads a write mode; "" is the default, pull-request.
+func ParseMode(s string) (Mode, error) {
+	switch Mode(s) {
+	case "", ModePullRequest:
+		return ModePullRequest, nil
+	case ModeDirect:
+		return ModeDirect, nil
+	}
+	return "", fmt.Errorf("write mode %q: want %q or %q", s, ModePullRequest, ModeDirect)
+}
+
+// PullRequests opens pull requests for ModePullRequest; the GitHub App implements it.
+type PullRequests interface {
+	// Ensure returns the open pull request from head into base, opening one when there is none.
+	Ensure(ctx context.Context, head, base, title, body string) (number int, err error)
+}
+
+// GitWriter lands changes in a remote repository through package gitwrite: optimistic
+// concurrency (a moved branch is re-fetched and the edit re-applied), nothing on disk.
+type GitWriter struct {
+	URL    string
+	Auth   func(ctx context.Context) (transport.AuthMethod, error) // may be nil: no authentication
+	Base   string                                                  // the default branch
+	Mode   Mode
+	Author object.Signature // name and email of the bot; When is set per commit
+	PRs    PullRequests     // required in ModePullRequest
+	Now    func() time.Time
+}
+
+// Write implements Writer.
+func (w *GitWriter) Write(ctx context.Context, c Change) (Landed, error) {
+	var auth transport.AuthMethod
+	if w.Auth != nil {
+		var err error
+		if auth, err = w.Auth(ctx); err != nil {
+			return Landed{}, fmt.Errorf("credentials for %s: %w", w.URL, err)
+		}
+	}
+	branch := w.Base
+	if w.Mode == ModePullRequest {
+		if w.PRs == nil {
+			return Landed{}, errors.New("pull-request mode needs a pull request opener")
+		}
+		branch = c.Branch
+	}
+	author := w.Author
+	if w.Now != nil {
+		author.When = w.Now()
+	} else {
+		author.When = time.Now()
+	}
+	out, err := gitwrite.Write(ctx, gitwrite.Request{URL: w.URL, Auth: auth, Base: w.Base, Branch: branch,
+		Edit: c.Edit, Message: c.Message, Author: author})
+	if err != nil {
+		return Landed{}, err
+	}
+	l := Landed{Committed: out.Committed, Commit: out.Commit, Branch: out.Branch}
+	if w.Mode == ModePullRequest && out.Committed {
+		n, err := w.PRs.Ensure(ctx, branch, w.Base, c.Title, c.Body)
+		if err != nil {
+			return l, fmt.Errorf("open pull request for %s: %w", branch, err)
+		}
+		l.PR = n
+	}
+	return l, nil
+}
+
+// LocalWriter commits changes into a local repository's checked-out branch (`parley ingest
+// --apply`). It refuses to touch a file with uncommitted changes, so a person's work is never
+// mixed into a verdict commit.
+type LocalWriter struct {
+	Dir    string
+	Author object.Signature
+	Now    func() time.Time
+}
+
+// Write implements Writer.
+func (w *LocalWriter) Write(ctx context.Context, c Change) (Landed, error) {
+	repo, err := git.PlainOpen(w.Dir)
+	if err != nil {
+		return Landed{}, fmt.Errorf("open %s: %w", w.Dir, err)
+	}
+	wt, err := repo.Worktree()
+	if err != nil {
+		return Landed{}, fmt.Errorf("%s: %w", w.Dir, err)
+	}
+	head, err := repo.Head()
+	if err != nil {
+		return Landed{}, fmt.Errorf("%s: HEAD: %w", w.Dir, err)
+	}
+	status, err := wt.Status()
+	if err != nil {
+		return Landed{}, fmt.Errorf("%s: status: %w", w.Dir, err)
+	}
+	writes, err := c.Edit(headFiles{repo: repo})
+	if err != nil {
+		return Landed{}, err
+	}
+	if len(writes) == 0 {
+		return Landed{Commit: head.Hash().String(), Branch: head.Name().Short()}, nil
+	}
+	paths := make([]string, 0, len(writes))
+	for p := range writes {
+		// status holds only files that differ from HEAD (status.File would invent an entry).
+		if st, ok := status[p]; ok && (st.Worktree != git.Unmodified || st.Staging != git.Unmodified) {
+			return Landed{}, fmt.Errorf("%s has uncommitted changes: commit or stash them first", p)
+		}
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	fs := wt.Filesystem
+	for _, p := range paths {
+		if dir := path.Dir(p); dir != "." {
+			if err := fs.MkdirAll(dir, 0o755); err != nil {
+				return Landed{}, err
+			}
+		}
+		f, err := fs.Create(p)
+		if err != nil {
+			return Landed{}, fmt.Errorf("write %s: %w", p, err)
+		}
+		_, werr := f.Write(writes[p])
+		if cerr := f.Close(); werr == nil {
+			werr = cerr
+		}
+		if werr != nil {
+			return Landed{}, fmt.Errorf("write %s: %w", p, werr)
+		}
+		if _, err := wt.Add(p); err != nil {
+			return Landed{}, fmt.Errorf("stage %s: %w", p, err)
+		}
+	}
+	author := w.Author
+	author.When = time.Now()
+	if w.Now != nil {
+		author.When = w.Now()
+	}
+	hash, err := wt.Commit(c.Message, &git.CommitOptions{Author: &author, Committer: &author})
+	if err != nil {
+		return Landed{}, fmt.Errorf("commit: %w", err)
+	}
+	return Landed{Committed: true, Commit: hash.String(), Branch: head.Name().Short()}, nil
+}
+
+// headFiles reads files from HEAD's tree: edits build on what is committed.
+type headFiles struct{ repo *git.Repository }
+
+func (h headFiles) Read(p string) ([]byte, bool, error) {
+	head, err := h.repo.Head()
+	if err != nil {
+		return nil, false, err
+	}
+	c, err := h.repo.CommitObject(head.Hash())
+	if err != nil {
+		return nil, false, err
+	}
+	f, err := c.File(p)
+	if errors.Is(err, object.ErrFileNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	r, err := f.Reader()
+	if err != nil {
+		return nil, false, err
+	}
+	defer r.Close()
+	b, err := io.ReadAll(r)
+	return b, err == nil, err
+}
