@@ -128,9 +128,9 @@ type Close struct {
 
 // Timer re-judges a field at Due.
 type Timer struct {
-	Field core.Field
-	Due   time.Time // zero: clear the field's timer
-	Why   string
+	Field core.Field `json:"field"`
+	Due   time.Time  `json:"due"` // zero: clear the field's timer
+	Why   string     `json:"why"`
 }
 
 // Fresh returns the event IDs ("source/id") among ids that were never taken in, in order.

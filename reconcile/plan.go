@@ -119,6 +119,9 @@ func (p *planner) plan(v core.Verdict) (*Change, string) {
 			return p.planResume(v)
 		}
 		if v.Decision == core.DecisionVeto {
+			if f.Scheme == core.SchemeTerraform {
+				return nil, "vetoed: Git's value stands (the next terraform apply restores it); nothing to write"
+			}
 			return nil, "vetoed: Git's value stands and the GitOps tool reverts the live change; nothing to write"
 		}
 		return nil, "Git's value stands; nothing to write"

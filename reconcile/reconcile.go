@@ -404,7 +404,7 @@ func timerFor(v core.Verdict) driftstate.Timer {
 	}
 	why := ""
 	if !due.IsZero() {
-		why = fmt.Sprintf("%s (%s) until %s", v.Decision, v.Rule, due.Format(time.RFC3339))
+		why = fmt.Sprintf("recheck %s (%s)", v.Decision, v.Rule)
 	}
 	return driftstate.Timer{Field: v.Field, Due: due, Why: why}
 }

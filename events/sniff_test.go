@@ -1,0 +1,35 @@
+package events
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestSniffNamesEveryShippedSample(t *testing.T) {
+	for source, dir := range map[string]string{SourceK8sAudit: "k8s-audit", SourceFlux: "flux", SourceArgoCD: "argocd", SourceCloudTrail: "cloudtrail"} {
+		files, _ := filepath.Glob(filepath.Join("testdata", dir, "*.json"))
+		if len(files) == 0 {
+			t.Fatalf("no samples for %s", source)
+		}
+		for _, f := range files {
+			if strings.HasSuffix(f, "application.json") {
+				continue // an Argo CD Application object, not a notification
+			}
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := Sniff(b)
+			if err != nil || got != source {
+				t.Errorf("%s: got %q, %v; want %s", f, got, err, source)
+			}
+		}
+	}
+	for _, bad := range []string{`[]`, `{"hello":1}`, `nope`} {
+		if _, err := Sniff([]byte(bad)); err == nil {
+			t.Errorf("%s: no error", bad)
+		}
+	}
+}
