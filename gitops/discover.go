@@ -75,9 +75,10 @@ type placed struct {
 //   - An Argo CD Application (argoproj.io/v1alpha1) applies spec.source.path and every
 //     spec.sources[].path, except Helm sources (those with chart, or a directory holding
 //     Chart.yaml) and sources that only provide a ref. A plain directory is the YAML files directly
-//     in it, or under it with spec.source.directory.recurse; a kustomization file is followed as
-//     above. spec.destination.namespace fills in the namespace of namespaced objects that have
-//     none; it overrides nothing.
+//     in it, or under it with spec.source.directory.recurse (directory.include and exclude are
+//     not applied); a kustomization file is followed as above, spec.source.kustomize.namespace
+//     overriding like a kustomization's namespace. spec.destination.namespace fills in the
+//     namespace of namespaced objects that have none; it overrides nothing.
 //   - An ApplicationSet applies spec.template.spec's sources the same way. A templated path (one
 //     holding "{{") is resolved against the git directory generators, also inside matrix and merge
 //     generators: every repository directory that matches one of their directories[].path globs
@@ -262,6 +263,7 @@ type managerDoc struct {
 type root struct {
 	dir       string
 	override  string // Flux spec.targetNamespace
+	kustomize string // Argo CD spec.source.kustomize.namespace: an override when the directory is a kustomization
 	fill      string // Argo CD spec.destination.namespace
 	recurse   bool   // Argo CD spec.source.directory.recurse
 	generator bool   // Flux: a directory without a kustomization file is every YAML file under it
@@ -303,6 +305,9 @@ type argoSource struct {
 	Directory struct {
 		Recurse bool `yaml:"recurse"`
 	} `yaml:"directory"`
+	Kustomize struct {
+		Namespace string `yaml:"namespace"`
+	} `yaml:"kustomize"`
 }
 
 type argoAppSpec struct {
@@ -475,7 +480,7 @@ func (d *discovery) readManager(file string, doc document) error {
 			if strings.Contains(src.Path, "{{") {
 				return fmt.Errorf("path %q is templated, which only an ApplicationSet resolves", src.Path)
 			}
-			m.roots = append(m.roots, root{dir: repoDir(src.Path), fill: s.Destination.Namespace, recurse: src.Directory.Recurse})
+			m.roots = append(m.roots, root{dir: repoDir(src.Path), fill: s.Destination.Namespace, recurse: src.Directory.Recurse, kustomize: src.Kustomize.Namespace})
 		}
 	case doc.key.kind == "ApplicationSet" && doc.key.group == "argoproj.io":
 		var s argoSetSpec
@@ -544,11 +549,7 @@ func (d *discovery) setRoots(s argoSetSpec) []root {
 	var out []root
 	for _, src := range spec.sources() {
 		if !strings.Contains(src.Path, "{{") {
-			fill := spec.Destination.Namespace
-			if strings.Contains(fill, "{{") {
-				fill = ""
-			}
-			out = append(out, root{dir: repoDir(src.Path), fill: fill, recurse: src.Directory.Recurse})
+			out = append(out, root{dir: repoDir(src.Path), fill: literal(spec.Destination.Namespace), recurse: src.Directory.Recurse, kustomize: literal(src.Kustomize.Namespace)})
 			continue
 		}
 		for _, dir := range matched {
@@ -556,14 +557,18 @@ func (d *discovery) setRoots(s argoSetSpec) []root {
 			if strings.Contains(p, "{{") {
 				p = dir
 			}
-			fill := substitutePath(spec.Destination.Namespace, dir)
-			if strings.Contains(fill, "{{") {
-				fill = ""
-			}
-			out = append(out, root{dir: repoDir(p), fill: fill, recurse: src.Directory.Recurse})
+			out = append(out, root{dir: repoDir(p), fill: literal(substitutePath(spec.Destination.Namespace, dir)), recurse: src.Directory.Recurse, kustomize: literal(substitutePath(src.Kustomize.Namespace, dir))})
 		}
 	}
 	return out
+}
+
+// literal returns s unless it is still templated, which says nothing Discover can use.
+func literal(s string) string {
+	if strings.Contains(s, "{{") {
+		return ""
+	}
+	return s
 }
 
 func globAny(patterns []string, dir string) bool {
@@ -628,7 +633,11 @@ func (d *discovery) apply() {
 				d.managers[i].Paths = append(d.managers[i].Paths, r.dir)
 			}
 			w := walker{d: d, manager: i, fill: r.fill, visited: map[string]bool{}}
-			w.dir(r.dir, r.override, r)
+			override := r.override
+			if r.kustomize != "" && w.kustomizationIn(r.dir) != "" {
+				override = r.kustomize // Argo CD passes it to kustomize, which overrides every namespace
+			}
+			w.dir(r.dir, override, r)
 		}
 		sort.Strings(d.managers[i].Paths)
 	}

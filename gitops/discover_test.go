@@ -354,6 +354,47 @@ spec:
 			},
 		},
 		{
+			name: "Argo CD kustomize namespace overrides, destination namespace only fills",
+			files: map[string]string{
+				"app.yaml": `apiVersion: argoproj.io/v1alpha1
+kind: Application
+metadata:
+  name: kz
+  namespace: argocd
+spec:
+  source:
+    path: kz
+    kustomize:
+      namespace: forced
+  destination:
+    namespace: filled
+---
+apiVersion: argoproj.io/v1alpha1
+kind: Application
+metadata:
+  name: plain
+  namespace: argocd
+spec:
+  source:
+    path: plain
+    kustomize:
+      namespace: unused
+  destination:
+    namespace: filled
+`,
+				"kz/kustomization.yaml": "resources: [a.yaml]\n",
+				"kz/a.yaml":             deploy("a", "written"),
+				"plain/b.yaml":          deploy("b", "written") + "---\n" + deploy("c", ""),
+			},
+			paths: map[string][]string{"kz": {"kz"}, "plain": {"plain"}},
+			want: []want{
+				{core.K8sField("apps", "Deployment", "forced", "a", ""), "kz/a.yaml", 1},
+				{core.K8sField("apps", "Deployment", "written", "b", ""), "plain/b.yaml", 1},
+				{core.K8sField("apps", "Deployment", "filled", "c", ""), "plain/b.yaml", 1},
+				{core.K8sField("apps", "Deployment", "default", "c", ""), "", 0},
+			},
+		},
+		{
 			name: "duplicates inside one file and a manager with a bad spec",
 			files: map[string]string{
 				"twice.yaml": deploy("t", "x") + "---\n" + deploy("t", "x"),
