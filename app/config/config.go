@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/mail"
 	"net/url"
 	"os"
 	"strconv"
@@ -60,6 +61,12 @@ type Config struct {
 	ShutdownGrace              time.Duration // how long SIGTERM waits for in-flight deliveries
 	PolicyPath                 string        // policy file, read from the default branch
 	WriteMode                  string        // "pull-request" (default) or "direct": how gate commits reach the default branch
+	// GitOpsRepository is the repository ("owner/name") the drift endpoints judge events against
+	// and write gates into; "" turns the drift loop off (events are stored, then dead-lettered).
+	GitOpsRepository string
+	GitOpsBranch     string // "" = the repository's default branch
+	CommitAuthor     string // "Name <email>" of verdict commits
+	DriftState       string // the drift state database; "" = drift.db beside the store
 	// Event source credentials for drift endpoints.
 	FluxHMACSecret  Secret
 	ArgoCDToken     Secret
@@ -90,6 +97,10 @@ func Keys() []Key {
 		{"shutdown_grace", "PARLEY_SHUTDOWN_GRACE", "25s", "how long SIGTERM waits for deliveries in flight"},
 		{"policy_path", "PARLEY_POLICY_PATH", ".parley/policy.hcl", "policy file, always read from the default branch"},
 		{"write_mode", "PARLEY_WRITE_MODE", "pull-request", "how gate commits land: pull-request or direct (for the drift endpoints and gate commits, not served by this version yet)"},
+		{"gitops_repository", "PARLEY_GITOPS_REPOSITORY", "(none: drift endpoints store events but judge nothing)", "owner/name of the GitOps repository drift events are judged against and gates are written to (the App must be installed on it)"},
+		{"gitops_branch", "PARLEY_GITOPS_BRANCH", "(the repository's default branch)", "branch holding the manifests, the policy and the gates"},
+		{"commit_author", "PARLEY_COMMIT_AUTHOR", "Parley <parley@users.noreply.github.com>", "author of gate, resume and adopt commits"},
+		{"drift_state", "PARLEY_DRIFT_STATE", "drift.db beside store", "SQLite file of drift claims, verdicts and expiry timers"},
 		{"", "PARLEY_FLUX_HMAC_SECRET", "", "secret of Flux's generic-hmac provider for POST /events/flux"},
 		{"", "PARLEY_ARGOCD_TOKEN", "", "bearer token Argo CD notifications send to POST /events/argocd"},
 		{"", "PARLEY_KUBE_AUDIT_TOKEN", "", "bearer token of the audit webhook backend for POST /events/k8s-audit"},
@@ -128,6 +139,10 @@ type file struct {
 	ShutdownGrace              *string  `hcl:"shutdown_grace,optional"`
 	PolicyPath                 *string  `hcl:"policy_path,optional"`
 	WriteMode                  *string  `hcl:"write_mode,optional"`
+	GitOpsRepository           *string  `hcl:"gitops_repository,optional"`
+	GitOpsBranch               *string  `hcl:"gitops_branch,optional"`
+	CommitAuthor               *string  `hcl:"commit_author,optional"`
+	DriftState                 *string  `hcl:"drift_state,optional"`
 	LogLevel                   *string  `hcl:"log_level,optional"`
 }
 
@@ -138,6 +153,7 @@ func Load(path string, getenv func(string) string) (Config, error) {
 		Listen: ":8080", Store: "parley.db", GitHubURL: "https://api.github.com/", Workers: 4,
 		PerInstallationConcurrency: 4, MaxAttempts: 8, ShutdownGrace: 25 * time.Second,
 		PolicyPath: ".parley/policy.hcl", WriteMode: "pull-request", LogLevel: slog.LevelInfo,
+		CommitAuthor: "Parley <parley@users.noreply.github.com>",
 	}
 	var errs []error
 	if path != "" {
@@ -167,6 +183,10 @@ func Load(path string, getenv func(string) string) (Config, error) {
 		setP(&c.MaxAttempts, f.MaxAttempts)
 		setP(&c.PolicyPath, f.PolicyPath)
 		setP(&c.WriteMode, f.WriteMode)
+		setP(&c.GitOpsRepository, f.GitOpsRepository)
+		setP(&c.GitOpsBranch, f.GitOpsBranch)
+		setP(&c.CommitAuthor, f.CommitAuthor)
+		setP(&c.DriftState, f.DriftState)
 		if f.ShutdownGrace != nil {
 			d, err := time.ParseDuration(*f.ShutdownGrace)
 			if err != nil {
@@ -226,6 +246,10 @@ func Load(path string, getenv func(string) string) (Config, error) {
 	})
 	env("PARLEY_POLICY_PATH", str(&c.PolicyPath))
 	env("PARLEY_WRITE_MODE", str(&c.WriteMode))
+	env("PARLEY_GITOPS_REPOSITORY", str(&c.GitOpsRepository))
+	env("PARLEY_GITOPS_BRANCH", str(&c.GitOpsBranch))
+	env("PARLEY_COMMIT_AUTHOR", str(&c.CommitAuthor))
+	env("PARLEY_DRIFT_STATE", str(&c.DriftState))
 	env("PARLEY_FLUX_HMAC_SECRET", sec(&c.FluxHMACSecret))
 	env("PARLEY_ARGOCD_TOKEN", sec(&c.ArgoCDToken))
 	env("PARLEY_KUBE_AUDIT_TOKEN", sec(&c.KubeAuditToken))
@@ -280,6 +304,15 @@ func (c *Config) validate() []error {
 	}
 	if c.Store == "" {
 		errs = append(errs, errors.New("store must name a database file"))
+	}
+	if c.GitOpsRepository != "" {
+		owner, name, ok := strings.Cut(c.GitOpsRepository, "/")
+		if !ok || owner == "" || name == "" || strings.Contains(name, "/") {
+			errs = append(errs, fmt.Errorf("gitops_repository = %q: want owner/name", c.GitOpsRepository))
+		}
+	}
+	if a, err := mail.ParseAddress(c.CommitAuthor); err != nil || a.Name == "" {
+		errs = append(errs, fmt.Errorf("commit_author = %q: want \"Name <email>\"", c.CommitAuthor))
 	}
 	return errs
 }

@@ -28,6 +28,8 @@ workers          = 8
 shutdown_grace   = "40s"
 github_url       = "https://ghe.example.com/api/v3"
 log_level        = "debug"
+gitops_repository = "acme/infra"
+commit_author    = "Parley Bot <bot@acme.example>"
 `, key)
 	if err := os.WriteFile(cfgPath, []byte(src), 0o600); err != nil {
 		t.Fatal(err)
@@ -39,7 +41,8 @@ log_level        = "debug"
 	if c.AppID != 1234 || c.Listen != "127.0.0.1:9000" || c.Workers != 2 || c.ShutdownGrace != 40*time.Second ||
 		c.GitHubURL != "https://ghe.example.com/api/v3/" || c.LogLevel != slog.LevelDebug || len(c.WebhookSecrets) != 2 ||
 		c.WebhookSecrets[1].Reveal() != "new-secret" || !strings.Contains(c.PrivateKey.Reveal(), "file") ||
-		c.FluxHMACSecret.Reveal() != "flux" || c.Store != "parley.db" || c.WriteMode != "pull-request" {
+		c.FluxHMACSecret.Reveal() != "flux" || c.Store != "parley.db" || c.WriteMode != "pull-request" ||
+		c.GitOpsRepository != "acme/infra" || c.GitOpsBranch != "" || c.CommitAuthor != "Parley Bot <bot@acme.example>" {
 		t.Errorf("loaded %+v", c)
 	}
 	// No secret may show up when the whole config is printed or logged.
@@ -66,11 +69,12 @@ func TestLoadEnvironmentOnly(t *testing.T) {
 }
 
 func TestLoadErrorsNameEveryProblem(t *testing.T) {
-	_, err := Load("", envMap(map[string]string{"PARLEY_WORKERS": "many", "PARLEY_GITHUB_URL": "ftp://x", "PARLEY_WRITE_MODE": "yolo"}))
+	_, err := Load("", envMap(map[string]string{"PARLEY_WORKERS": "many", "PARLEY_GITHUB_URL": "ftp://x", "PARLEY_WRITE_MODE": "yolo",
+		"PARLEY_GITOPS_REPOSITORY": "infra", "PARLEY_COMMIT_AUTHOR": "bot"}))
 	if err == nil {
 		t.Fatal("want errors")
 	}
-	for _, want := range []string{"PARLEY_WORKERS", "app_id", "private key", "webhook secret", "ftp://x", "yolo"} {
+	for _, want := range []string{"PARLEY_WORKERS", "app_id", "private key", "webhook secret", "ftp://x", "yolo", `gitops_repository = "infra"`, `commit_author = "bot"`} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not mention %q:\n%v", want, err)
 		}
