@@ -109,6 +109,7 @@ type Server struct {
 	contents    map[string][]byte // "owner/repo ref path"
 	tokens      map[string]int64  // installation token -> installation
 	pulls       map[string]any    // "owner/repo#n" -> pull request object
+	installs    map[string]int64  // "owner/repo" -> installation ID
 	bytes       int               // response body bytes served
 	used        int               // primary rate limit used (304s are free)
 	members     map[string]bool   // "org/team user" -> active member
@@ -132,7 +133,7 @@ func New(t testing.TB) *Server {
 	}
 	s := &Server{t: t, router: router, calls: map[string]int{}, nextID: 1000, comments: map[string][]*Comment{},
 		checkRuns: map[string][]*CheckRun{}, permissions: map[string]string{}, contents: map[string][]byte{},
-		tokens: map[string]int64{}, pulls: map[string]any{}, members: map[string]bool{}, tokenTTL: time.Hour, now: time.Now}
+		tokens: map[string]int64{}, pulls: map[string]any{}, installs: map[string]int64{}, members: map[string]bool{}, tokenTTL: time.Hour, now: time.Now}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(s.Close)
 	return s
@@ -150,6 +151,15 @@ func (s *Server) SetPullRequest(repo string, number int, pr any) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.pulls[fmt.Sprintf("%s#%d", repo, number)] = pr
+}
+
+// SetInstallation says which installation of the App covers a repository ("owner/repo"), as
+// GET /repos/{owner}/{repo}/installation answers; without it that call is a 404, as for a
+// repository the App is not installed on.
+func (s *Server) SetInstallation(repo string, id int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.installs[repo] = id
 }
 
 // SetTeamMember makes user an active member of org/team.
@@ -437,6 +447,8 @@ func (s *Server) handlers() map[string]handler {
 		"repos/get-collaborator-permission-level": s.permission,
 		"repos/get-content":                       s.content,
 		"pulls/list":                              s.listPulls,
+		"pulls/create":                            s.createPull,
+		"apps/get-repo-installation":              s.repoInstallation,
 		"pulls/get":                               s.pull,
 		"teams/get-membership-for-user-in-org":    s.membership,
 	}
@@ -445,28 +457,7 @@ func (s *Server) handlers() map[string]handler {
 func repoKey(p map[string]string) string { return p["owner"] + "/" + p["repo"] }
 
 func (s *Server) createToken(w http.ResponseWriter, r *http.Request, op string, p map[string]string, _ map[string]any) {
-	raw, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok || s.AppPublicKey == nil {
-		s.fail(w, op, http.StatusUnauthorized, "A JSON web token could not be decoded")
-		return
-	}
-	claims := jwt.RegisteredClaims{}
-	s.mu.Lock()
-	now := s.now
-	s.mu.Unlock()
-	_, err := jwt.ParseWithClaims(raw, &claims, func(*jwt.Token) (any, error) { return s.AppPublicKey, nil },
-		jwt.WithValidMethods([]string{"RS256"}), jwt.WithIssuedAt(), jwt.WithExpirationRequired(), jwt.WithLeeway(30*time.Second),
-		jwt.WithTimeFunc(now))
-	if err != nil {
-		s.fail(w, op, http.StatusUnauthorized, "'Expiration time' claim ('exp') or signature is invalid: %v", err)
-		return
-	}
-	if claims.Issuer != strconv.FormatInt(s.AppID, 10) {
-		s.fail(w, op, http.StatusUnauthorized, "'Issuer' claim ('iss') must be the App ID %d, got %q", s.AppID, claims.Issuer)
-		return
-	}
-	if claims.ExpiresAt.Sub(claims.IssuedAt.Time) > 10*time.Minute+time.Second {
-		s.fail(w, op, http.StatusUnauthorized, "'Expiration time' claim ('exp') is too far in the future")
+	if !s.appJWT(w, r, op) {
 		return
 	}
 	id, _ := strconv.ParseInt(p["installation_id"], 10, 64)
@@ -478,6 +469,36 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request, op string, 
 	s.mu.Unlock()
 	s.answer(w, op, http.StatusCreated, map[string]any{"token": tok, "expires_at": exp.Format(time.RFC3339),
 		"permissions": map[string]string{"checks": "write", "contents": "write", "pull_requests": "write"}, "repository_selection": "all"})
+}
+
+// appJWT checks the request carries a valid App JWT, as GitHub's App endpoints require, and
+// answers 401 if not.
+func (s *Server) appJWT(w http.ResponseWriter, r *http.Request, op string) bool {
+	raw, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || s.AppPublicKey == nil {
+		s.fail(w, op, http.StatusUnauthorized, "A JSON web token could not be decoded")
+		return false
+	}
+	claims := jwt.RegisteredClaims{}
+	s.mu.Lock()
+	now := s.now
+	s.mu.Unlock()
+	_, err := jwt.ParseWithClaims(raw, &claims, func(*jwt.Token) (any, error) { return s.AppPublicKey, nil },
+		jwt.WithValidMethods([]string{"RS256"}), jwt.WithIssuedAt(), jwt.WithExpirationRequired(), jwt.WithLeeway(30*time.Second),
+		jwt.WithTimeFunc(now))
+	if err != nil {
+		s.fail(w, op, http.StatusUnauthorized, "'Expiration time' claim ('exp') or signature is invalid: %v", err)
+		return false
+	}
+	if claims.Issuer != strconv.FormatInt(s.AppID, 10) {
+		s.fail(w, op, http.StatusUnauthorized, "'Issuer' claim ('iss') must be the App ID %d, got %q", s.AppID, claims.Issuer)
+		return false
+	}
+	if claims.ExpiresAt.Sub(claims.IssuedAt.Time) > 10*time.Minute+time.Second {
+		s.fail(w, op, http.StatusUnauthorized, "'Expiration time' claim ('exp') is too far in the future")
+		return false
+	}
+	return true
 }
 
 func (s *Server) commentJSON(r *http.Request, repo string, issue string, c *Comment) map[string]any {
@@ -645,6 +666,11 @@ func (s *Server) pull(w http.ResponseWriter, r *http.Request, op string, p map[s
 }
 
 func (s *Server) listPulls(w http.ResponseWriter, r *http.Request, op string, p map[string]string, _ map[string]any) {
+	q := r.URL.Query()
+	state := q.Get("state")
+	if state == "" {
+		state = "open"
+	}
 	s.mu.Lock()
 	out := []any{}
 	keys := []string{}
@@ -655,10 +681,77 @@ func (s *Server) listPulls(w http.ResponseWriter, r *http.Request, op string, p 
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		out = append(out, s.pulls[k])
+		pr := s.pulls[k]
+		if m, ok := pr.(map[string]any); ok { // pull requests the fake created can be filtered
+			if st, _ := m["state"].(string); state != "all" && st != "" && st != state {
+				continue
+			}
+			if h := q.Get("head"); h != "" {
+				if head, _ := m["head"].(map[string]any); head == nil || head["label"] != h {
+					continue
+				}
+			}
+			if b := q.Get("base"); b != "" {
+				if base, _ := m["base"].(map[string]any); base == nil || base["ref"] != b {
+					continue
+				}
+			}
+		}
+		out = append(out, pr)
 	}
 	s.mu.Unlock()
 	s.answer(w, op, http.StatusOK, out)
+}
+
+// createPull opens a pull request. Like GitHub it refuses a second open one from the same head
+// into the same base (422).
+func (s *Server) createPull(w http.ResponseWriter, r *http.Request, op string, p map[string]string, body map[string]any) {
+	head, _ := body["head"].(string)
+	base, _ := body["base"].(string)
+	label := head
+	if !strings.Contains(head, ":") {
+		label = p["owner"] + ":" + head
+	}
+	s.mu.Lock()
+	for k, pr := range s.pulls {
+		m, ok := pr.(map[string]any)
+		if !ok || !strings.HasPrefix(k, repoKey(p)+"#") || m["state"] != "open" {
+			continue
+		}
+		if m["head"].(map[string]any)["label"] == label && m["base"].(map[string]any)["ref"] == base {
+			s.mu.Unlock()
+			s.fail(w, op, http.StatusUnprocessableEntity, "Validation Failed: A pull request already exists for %s.", label)
+			return
+		}
+	}
+	s.nextID++
+	n := int(s.nextID % 100000)
+	_, ref, _ := strings.Cut(label, ":")
+	pr := map[string]any{
+		"id": s.nextID, "number": n, "state": "open", "title": body["title"], "body": body["body"],
+		"html_url": fmt.Sprintf("https://github.com/%s/pull/%d", repoKey(p), n),
+		"head":     map[string]any{"ref": ref, "label": label},
+		"base":     map[string]any{"ref": base, "label": p["owner"] + ":" + base},
+		"user":     map[string]any{"login": "parley[bot]", "type": "Bot"},
+	}
+	s.pulls[fmt.Sprintf("%s#%d", repoKey(p), n)] = pr
+	s.mu.Unlock()
+	s.answer(w, op, http.StatusCreated, pr)
+}
+
+func (s *Server) repoInstallation(w http.ResponseWriter, r *http.Request, op string, p map[string]string, _ map[string]any) {
+	if !s.appJWT(w, r, op) {
+		return
+	}
+	s.mu.Lock()
+	id, ok := s.installs[repoKey(p)]
+	s.mu.Unlock()
+	if !ok {
+		s.fail(w, op, http.StatusNotFound, "Not Found")
+		return
+	}
+	s.answer(w, op, http.StatusOK, map[string]any{"id": id, "app_id": s.AppID, "target_type": "Organization",
+		"account": map[string]any{"login": p["owner"]}, "repository_selection": "selected"})
 }
 
 func (s *Server) membership(w http.ResponseWriter, r *http.Request, op string, p map[string]string, _ map[string]any) {
