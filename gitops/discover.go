@@ -87,6 +87,9 @@ type placed struct {
 //     substituted; a path still templated after that is taken to be the matched directory, and a
 //     destination namespace still templated fills in nothing.
 //   - Every source is assumed to be this repository: Discover cannot tell which Git URL it reads.
+//   - Objects are found under the name and kind their manifest gives: kustomize's namePrefix,
+//     nameSuffix, replacements and generators (configMapGenerator and the like), and Helm
+//     rendering, are not reproduced.
 //   - Files a kustomization uses as patches are not objects. Neither are the kustomization files,
 //     Helm chart templates (files under the templates directory of a directory holding Chart.yaml,
 //     which are not YAML before rendering), documents without apiVersion, kind or metadata.name,

@@ -484,3 +484,45 @@ func TestInventoryIsImmutable(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// FuzzDiscover feeds Discover the test repository with one file replaced or added: whatever the
+// bytes, discovery must not panic, every problem must name a file, and every object it indexed
+// must be locatable.
+func FuzzDiscover(f *testing.F) {
+	base := map[string][]byte{}
+	err := filepath.WalkDir("testdata/discover/repo", func(p string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		rel, _ := filepath.Rel("testdata/discover/repo", p)
+		base[filepath.ToSlash(rel)] = b
+		return err
+	})
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, name := range []string{"clusters/prod/apps.yaml", "apps/prod/kustomization.yaml", "clusters/prod/appset.yaml"} {
+		f.Add(name, string(base[name]))
+	}
+	f.Add("x/Kustomization", "resources: [.., ../.., /etc, '']\nnamespace: [a]\n")
+	f.Fuzz(func(t *testing.T, name, content string) {
+		files := map[string][]byte{}
+		for k, v := range base {
+			files[k] = v
+		}
+		files[name] = []byte(content)
+		inv, problems := Discover(files)
+		for _, p := range problems {
+			if !strings.Contains(p.Error(), ":") && !strings.Contains(p.Error(), " and ") {
+				t.Errorf("problem names no file: %v", p)
+			}
+		}
+		for k := range inv.objects {
+			if _, ok := inv.Locate(core.K8sField(k.group, k.kind, k.namespace, k.name, "")); !ok {
+				t.Errorf("%s is indexed but not located", k)
+			}
+		}
+		inv.Managers()
+	})
+}
