@@ -215,6 +215,36 @@ func (t *installationTransport) RoundTrip(req *http.Request) (*http.Response, er
 	return t.base.RoundTrip(r)
 }
 
+// appTransport signs each request as the App itself (a fresh JWT), for the App's own endpoints
+// such as finding the installation of a repository.
+type appTransport struct {
+	app  *App
+	base http.RoundTripper
+}
+
+func (t *appTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	tok, err := t.app.JWT()
+	if err != nil {
+		return nil, err
+	}
+	r := req.Clone(req.Context())
+	r.Header.Set("Authorization", "Bearer "+tok.Value())
+	return t.base.RoundTrip(r)
+}
+
+// AppClient returns a go-github client acting as the App (JWT authentication): only the /app
+// endpoints and installation lookups accept it.
+func (a *App) AppClient(base http.RoundTripper) (*github.Client, error) {
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	c := github.NewClient(&http.Client{Transport: &appTransport{app: a, base: base}})
+	if a.baseURL != "https://api.github.com/" {
+		return c.WithEnterpriseURLs(a.baseURL, strings.TrimSuffix(a.baseURL, "api/v3/")+"api/uploads/")
+	}
+	return c, nil
+}
+
 // Client returns a go-github client acting as the installation. base is the transport below the
 // authentication (caching, rate limiting); nil means http.DefaultTransport.
 func (a *App) Client(installation int64, base http.RoundTripper) (*github.Client, error) {

@@ -155,3 +155,25 @@ func TestJWTAndErrors(t *testing.T) {
 		t.Errorf("a credential was printed: %s", printed)
 	}
 }
+
+func TestAppClientFindsTheRepositoryInstallation(t *testing.T) {
+	gh, app, _ := setup(t, false)
+	c, err := app.AppClient(gh.Client().Transport)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, _, err := c.Apps.FindRepositoryInstallation(ctx, "acme", "infra"); err == nil {
+		t.Fatal("a repository the App is not installed on must be a 404")
+	}
+	gh.SetInstallation("acme/infra", 31)
+	inst, _, err := c.Apps.FindRepositoryInstallation(ctx, "acme", "infra")
+	if err != nil || inst.GetID() != 31 {
+		t.Fatalf("installation %v, %v", inst, err)
+	}
+	// An installation token is no App JWT: the lookup refuses it.
+	ic, _ := app.Client(31, gh.Client().Transport)
+	if _, _, err := ic.Apps.FindRepositoryInstallation(ctx, "acme", "infra"); err == nil {
+		t.Fatal("the lookup accepted an installation token")
+	}
+}
