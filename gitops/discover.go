@@ -54,6 +54,7 @@ func (k objectKey) String() string {
 // Inventory.managers) that apply it.
 type placed struct {
 	file     string
+	doc      int // index among the file's object documents
 	managers []int
 }
 
@@ -781,14 +782,14 @@ func (d *discovery) build() *Inventory {
 		if d.patchFiles[name] {
 			continue
 		}
-		for _, doc := range d.docs[name] {
+		for i, doc := range d.docs[name] {
 			apps := d.applications[name]
 			if len(apps) == 0 {
-				d.place(inv, doc.key, name, -1)
+				d.place(inv, doc.key, name, i, -1)
 				continue
 			}
 			for _, a := range apps {
-				d.place(inv, applied(doc.key, a), name, a.manager)
+				d.place(inv, applied(doc.key, a), name, i, a.manager)
 			}
 		}
 	}
@@ -810,16 +811,21 @@ func applied(k objectKey, a applying) objectKey {
 	return k
 }
 
-func (d *discovery) place(inv *Inventory, key objectKey, file string, manager int) {
+func (d *discovery) place(inv *Inventory, key objectKey, file string, doc, manager int) {
 	p := inv.objects[key]
 	if p == nil {
-		p = &placed{file: file}
+		p = &placed{file: file, doc: doc}
 		inv.objects[key] = p
 	}
 	if p.file != file {
 		// Files are visited in path order, so p.file is the first. Several managers applying
 		// both files report the same clash: Discover keeps one.
 		d.problem("%s and %s both define %s; %s counts", p.file, file, key, p.file)
+		return
+	}
+	if p.doc != doc {
+		// Two documents written in different namespaces that an override puts in the same one.
+		d.problem("%s: documents %d and %d both become %s once applied; the first counts", file, p.doc+1, doc+1, key)
 		return
 	}
 	if manager < 0 {

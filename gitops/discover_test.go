@@ -395,6 +395,18 @@ spec:
 			},
 		},
 		{
+			name: "an override that merges two documents of one file",
+			files: map[string]string{
+				"flux.yaml":       flux("merge", "./ns", "  targetNamespace: one\n"),
+				"ns/objects.yaml": deploy("d", "a") + "---\n" + deploy("d", "b"),
+			},
+			paths: map[string][]string{"merge": {"ns"}},
+			want: []want{
+				{core.K8sField("apps", "Deployment", "one", "d", ""), "ns/objects.yaml", 1},
+			},
+			problems: []string{"ns/objects.yaml: documents 1 and 2 both become apps/Deployment one/d once applied"},
+		},
+		{
 			name: "duplicates inside one file and a manager with a bad spec",
 			files: map[string]string{
 				"twice.yaml": deploy("t", "x") + "---\n" + deploy("t", "x"),
