@@ -26,3 +26,6 @@ func (a InstallationAuth) Token(ctx context.Context, installation int64) (string
 	t, err := a.App.InstallationToken(ctx, installation)
 	return t.Value(), err
 }
+
+// AppClient returns a go-github client acting as the App itself.
+func (a InstallationAuth) AppClient() (*github.Client, error) { return a.App.AppClient(a.Base) }

@@ -7,12 +7,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/mail"
 	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/google/go-github/v60/github"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -23,7 +25,9 @@ import (
 	"github.com/parleyhq/parley/app/ghclient"
 	"github.com/parleyhq/parley/app/livestate"
 	"github.com/parleyhq/parley/app/repocache"
+	"github.com/parleyhq/parley/driftstate"
 	"github.com/parleyhq/parley/events"
+	"github.com/parleyhq/parley/reconcile"
 	"github.com/parleyhq/parley/store"
 	"github.com/parleyhq/parley/webhooks"
 )
@@ -58,6 +62,11 @@ func (g *githubApp) Client(installation int64) (*github.Client, error) {
 	return c, nil
 }
 
+// AppClient acts as the App itself, counted like every other call.
+func (g *githubApp) AppClient() (*github.Client, error) {
+	return g.app.AppClient(g.counter.Wrap(http.DefaultTransport))
+}
+
 func (g *githubApp) Token(ctx context.Context, installation int64) (string, error) {
 	t, err := g.app.InstallationToken(ctx, installation)
 	return t.Value(), err
@@ -74,6 +83,7 @@ type Server struct {
 	events   map[string]*webhooks.EventReceiver // the drift event receivers, by path
 	pool     *webhooks.Pool
 	live     *livestate.DB
+	drift    *Drift
 	draining atomic.Bool
 }
 
@@ -88,6 +98,9 @@ func NewServer(ctx context.Context, cfg config.Config, log *slog.Logger) (*Serve
 		st.Close()
 		if s.live != nil {
 			s.live.Close()
+		}
+		if s.drift != nil {
+			s.drift.State.Close()
 		}
 		return nil, err
 	}
@@ -133,6 +146,11 @@ func NewServer(ctx context.Context, cfg config.Config, log *slog.Logger) (*Serve
 		Help: "GitHub REST calls one pull request judgement made (goal: at most 4 when the verdict is unchanged).", Buckets: []float64{0, 1, 2, 3, 4, 6, 8, 12, 20}})
 	s.reg.MustRegister(perEvent)
 	prs := &PullRequests{Installations: gh, Repos: repos, PolicyPath: cfg.PolicyPath, Live: live, Log: log, CallsPerEvent: perEvent}
+	drift, err := s.newDrift(ctx, gh, repos)
+	if err != nil {
+		return fail(err)
+	}
+	s.drift = drift
 	route := func(event string) webhooks.Route { return webhooks.Route{Source: store.SourceGitHub, Event: event} }
 	handlers := map[webhooks.Route]webhooks.Handler{
 		route("pull_request"):              prs,
@@ -142,6 +160,10 @@ func NewServer(ctx context.Context, cfg config.Config, log *slog.Logger) (*Serve
 		route("installation"):              &InstallationEvents{Repos: repos},
 		route("installation_repositories"): &InstallationEvents{Repos: repos},
 		route("issue_comment"):             &Comments{PullRequests: prs, Live: live},
+	}
+	// Drift events of every source are judged by the one drift loop.
+	for _, src := range []string{store.SourceFlux, store.SourceArgoCD, store.SourceK8sAudit, store.SourceCloudTrail} {
+		handlers[webhooks.Route{Source: src, Event: webhooks.EventName}] = drift
 	}
 	s.pool, err = webhooks.NewPool(webhooks.PoolConfig{Queue: st, Handlers: handlers, Workers: cfg.Workers,
 		Grace: cfg.ShutdownGrace, Logger: log, Metrics: metrics})
@@ -186,6 +208,36 @@ func NewServer(ctx context.Context, cfg config.Config, log *slog.Logger) (*Serve
 	return s, nil
 }
 
+// newDrift opens the drift state and configures the drift loop for the GitOps repository.
+func (s *Server) newDrift(ctx context.Context, gh *githubApp, repos *repocache.Cache) (*Drift, error) {
+	path := s.cfg.DriftState
+	if path == "" {
+		path = filepath.Join(filepath.Dir(s.cfg.Store), "drift.db")
+	}
+	mode, err := reconcile.ParseMode(s.cfg.WriteMode)
+	if err != nil {
+		return nil, err
+	}
+	author, err := mail.ParseAddress(s.cfg.CommitAuthor)
+	if err != nil {
+		return nil, fmt.Errorf("commit_author: %w", err)
+	}
+	metrics, err := NewDriftMetrics(s.reg)
+	if err != nil {
+		return nil, err
+	}
+	st, err := driftstate.Open(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	if s.cfg.GitOpsRepository == "" {
+		s.log.Warn("no gitops_repository configured: drift events are stored but not judged")
+	}
+	return &Drift{GitHub: gh, Repos: repos, Repository: s.cfg.GitOpsRepository, Branch: s.cfg.GitOpsBranch,
+		PolicyPath: s.cfg.PolicyPath, Mode: mode, Author: object.Signature{Name: author.Name, Email: author.Address},
+		State: st, Log: s.log, Metrics: metrics}, nil
+}
+
 // Handler serves the webhook endpoint, the drift event endpoints (POST /events/...), /healthz, /readyz and (unless metrics have their own
 // listener) /metrics.
 func (s *Server) Handler() http.Handler {
@@ -227,6 +279,7 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 	if err != nil {
 		s.store.Close()
 		s.live.Close()
+		s.drift.State.Close()
 		return fmt.Errorf("listen on %s: %w", s.cfg.Listen, err)
 	}
 	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
@@ -237,6 +290,7 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 			ln.Close()
 			s.store.Close()
 			s.live.Close()
+			s.drift.State.Close()
 			return fmt.Errorf("listen on %s: %w", s.cfg.MetricsListen, err)
 		}
 		mux := http.NewServeMux()
@@ -260,6 +314,11 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 			errs <- err
 		}
 	}
+	wg.Add(1)
+	go func() { // owned by Run; ends with the pool's context
+		defer wg.Done()
+		s.drift.RunTimers(poolCtx)
+	}()
 	wg.Add(1)
 	go serve(srv, ln)
 	if msrv != nil {
@@ -285,7 +344,7 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 	}
 	stopPool()
 	wg.Wait()
-	if err := errors.Join(s.store.Close(), s.live.Close()); err != nil && runErr == nil {
+	if err := errors.Join(s.store.Close(), s.live.Close(), s.drift.State.Close()); err != nil && runErr == nil {
 		runErr = err
 	}
 	s.log.Info("parley stopped")

@@ -22,7 +22,11 @@ const maxFileBytes = 4 << 20
 // ReadFiles reads the YAML, Terraform and policy files of a revision (a branch, tag or commit)
 // of the repository at dir (bare or not), and the commit it resolved to.
 func ReadFiles(dir, rev string) (map[string][]byte, string, error) {
-	repo, err := git.PlainOpenWithOptions(dir, &git.PlainOpenOptions{DetectDotGit: true})
+	// A bare clone (the server's) opens as it is; a work tree may be named by a subdirectory.
+	repo, err := git.PlainOpen(dir)
+	if errors.Is(err, git.ErrRepositoryNotExists) {
+		repo, err = git.PlainOpenWithOptions(dir, &git.PlainOpenOptions{DetectDotGit: true})
+	}
 	if err != nil {
 		return nil, "", fmt.Errorf("open %s: %w", dir, err)
 	}

@@ -105,14 +105,15 @@ type Server struct {
 	nextID      int64
 	comments    map[string][]*Comment // "owner/repo#n"
 	checkRuns   map[string][]*CheckRun
-	permissions map[string]string // "owner/repo user" -> permission
-	contents    map[string][]byte // "owner/repo ref path"
-	tokens      map[string]int64  // installation token -> installation
-	pulls       map[string]any    // "owner/repo#n" -> pull request object
-	installs    map[string]int64  // "owner/repo" -> installation ID
-	bytes       int               // response body bytes served
-	used        int               // primary rate limit used (304s are free)
-	members     map[string]bool   // "org/team user" -> active member
+	permissions map[string]string         // "owner/repo user" -> permission
+	contents    map[string][]byte         // "owner/repo ref path"
+	tokens      map[string]int64          // installation token -> installation
+	pulls       map[string]any            // "owner/repo#n" -> pull request object
+	installs    map[string]int64          // "owner/repo" -> installation ID
+	repos       map[string]map[string]any // "owner/repo" -> fields over the description's example
+	bytes       int                       // response body bytes served
+	used        int                       // primary rate limit used (304s are free)
+	members     map[string]bool           // "org/team user" -> active member
 	tokenTTL    time.Duration
 	throttle    []throttle
 	now         func() time.Time
@@ -133,7 +134,7 @@ func New(t testing.TB) *Server {
 	}
 	s := &Server{t: t, router: router, calls: map[string]int{}, nextID: 1000, comments: map[string][]*Comment{},
 		checkRuns: map[string][]*CheckRun{}, permissions: map[string]string{}, contents: map[string][]byte{},
-		tokens: map[string]int64{}, pulls: map[string]any{}, installs: map[string]int64{}, members: map[string]bool{}, tokenTTL: time.Hour, now: time.Now}
+		tokens: map[string]int64{}, pulls: map[string]any{}, installs: map[string]int64{}, repos: map[string]map[string]any{}, members: map[string]bool{}, tokenTTL: time.Hour, now: time.Now}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(s.Close)
 	return s
@@ -160,6 +161,14 @@ func (s *Server) SetInstallation(repo string, id int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.installs[repo] = id
+}
+
+// SetRepository sets fields of what GET /repos/{owner}/{repo} answers (clone_url,
+// default_branch, ...) over the description's example.
+func (s *Server) SetRepository(repo string, fields map[string]any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.repos[repo] = fields
 }
 
 // SetTeamMember makes user an active member of org/team.
@@ -449,6 +458,7 @@ func (s *Server) handlers() map[string]handler {
 		"pulls/list":                              s.listPulls,
 		"pulls/create":                            s.createPull,
 		"apps/get-repo-installation":              s.repoInstallation,
+		"repos/get":                               s.repository,
 		"pulls/get":                               s.pull,
 		"teams/get-membership-for-user-in-org":    s.membership,
 	}
@@ -737,6 +747,27 @@ func (s *Server) createPull(w http.ResponseWriter, r *http.Request, op string, p
 	s.pulls[fmt.Sprintf("%s#%d", repoKey(p), n)] = pr
 	s.mu.Unlock()
 	s.answer(w, op, http.StatusCreated, pr)
+}
+
+func (s *Server) repository(w http.ResponseWriter, r *http.Request, op string, p map[string]string, _ map[string]any) {
+	s.mu.Lock()
+	fields, ok := s.repos[repoKey(p)]
+	s.mu.Unlock()
+	if !ok {
+		route, _, err := s.findRoute(r)
+		if err != nil {
+			s.fail(w, op, http.StatusNotFound, "Not Found")
+			return
+		}
+		s.example(w, route, op)
+		return
+	}
+	out := map[string]any{"id": 1, "name": p["repo"], "full_name": repoKey(p), "owner": map[string]any{"login": p["owner"]},
+		"private": true, "default_branch": "main", "clone_url": "https://github.com/" + repoKey(p) + ".git"}
+	for k, v := range fields {
+		out[k] = v
+	}
+	s.answer(w, op, http.StatusOK, out)
 }
 
 func (s *Server) repoInstallation(w http.ResponseWriter, r *http.Request, op string, p map[string]string, _ map[string]any) {

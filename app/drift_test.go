@@ -1,0 +1,185 @@
+package app
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"errors"
+	"encoding/pem"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/parleyhq/parley/app/ghauth"
+	"github.com/parleyhq/parley/app/repocache"
+	"github.com/parleyhq/parley/demo"
+	"github.com/parleyhq/parley/driftstate"
+	"github.com/parleyhq/parley/internal/fakegithub"
+	"github.com/parleyhq/parley/internal/gittest"
+	"github.com/parleyhq/parley/reconcile"
+	"github.com/parleyhq/parley/store"
+	"github.com/parleyhq/parley/webhooks"
+)
+
+type clockT struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clockT) now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clockT) set(t time.Time)     { c.mu.Lock(); c.t = t; c.mu.Unlock() }
+func (c *clockT) add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+
+// driftSetup is the demo repository hosted as "acme/infra" (a bare repository standing in for
+// GitHub's), the fake GitHub knowing the App's installation on it, and a Drift judging against it.
+func driftSetup(t *testing.T, mode reconcile.Mode) (*Drift, *fakegithub.Server, *gittest.Runner, *clockT) {
+	t.Helper()
+	work := filepath.Join(t.TempDir(), "work")
+	if _, err := demo.Build(work); err != nil {
+		t.Fatal(err)
+	}
+	bare := filepath.Join(t.TempDir(), "infra.git")
+	gittest.New(t, work).Run("clone", "-q", "--bare", work, bare)
+	gh := fakegithub.New(t)
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gh.AppPublicKey, gh.AppID = &key.PublicKey, 99
+	pemKey := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
+	app, err := ghauth.NewApp(99, pemKey, ghauth.Options{BaseURL: gh.URL + "/api/v3/", Client: gh.Client()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gh.SetInstallation("acme/infra", 5)
+	gh.SetRepository("acme/infra", map[string]any{"clone_url": bare, "default_branch": "main"})
+	st, err := driftstate.Open(context.Background(), ":memory:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	metrics, err := NewDriftMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := &clockT{t: time.Date(2026, 11, 20, 10, 6, 0, 0, time.UTC)}
+	d := &Drift{GitHub: InstallationAuth{App: app, Base: gh.Client().Transport}, Repos: &repocache.Cache{Dir: t.TempDir()},
+		Repository: "acme/infra", PolicyPath: ".parley/policy.hcl", Mode: mode, State: st, Now: clk.now, Metrics: metrics,
+		Author: object.Signature{Name: "Parley", Email: "parley@users.noreply.github.com"}}
+	return d, gh, gittest.New(t, bare), clk
+}
+
+func auditDelivery(t *testing.T, id string) store.Delivery {
+	t.Helper()
+	body, err := os.ReadFile("../examples/drift/k8s-audit.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store.Delivery{Source: store.SourceK8sAudit, ID: id, Event: webhooks.EventName, Body: body,
+		ReceivedAt: time.Date(2026, 11, 20, 10, 5, 30, 0, time.UTC)}
+}
+
+func TestDriftEventsGateTheFieldOnTheDefaultBranch(t *testing.T) {
+	d, _, remote, clk := driftSetup(t, reconcile.ModeDirect)
+	ctx := context.Background()
+	before := remote.Run("rev-parse", "main")
+	if err := d.Handle(ctx, auditDelivery(t, "batch-1")); err != nil {
+		t.Fatal(err)
+	}
+	subjects := remote.Run("log", "--format=%s", before+"..main")
+	if subjects != "parley: yield /spec/template/spec/containers/0/image of Deployment prod/web to oncall\n"+
+		"parley: yield /spec/replicas of Deployment prod/web to hpa" {
+		t.Fatalf("commits pushed to main:\n%s", subjects)
+	}
+	kust := remote.Run("show", "main:clusters/prod/apps.yaml")
+	if !strings.Contains(kust, "- /spec/replicas") || !strings.Contains(kust, "- /spec/template/spec/containers/0/image") {
+		t.Fatalf("gates:\n%s", kust)
+	}
+	if n := testutil.ToFloat64(d.Metrics.verdicts.WithLabelValues("yield", "gate")); n != 2 {
+		t.Fatalf("gate verdicts counted: %v", n)
+	}
+	// The same batch delivered again (a new delivery ID: the audit backend resent it): nothing new.
+	tip := remote.Run("rev-parse", "main")
+	if err := d.Handle(ctx, auditDelivery(t, "batch-1-again")); err != nil {
+		t.Fatal(err)
+	}
+	if remote.Run("rev-parse", "main") != tip {
+		t.Fatal("a resent batch wrote again")
+	}
+	// The on-call yield ends after 2 hours (parley.dev/expires: 2h): the timer loop resumes Git's
+	// image, and only that gate goes.
+	clk.set(time.Date(2026, 11, 20, 12, 6, 0, 0, time.UTC))
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { d.RunTimers(runCtx); close(done) }()
+	deadline := time.Now().Add(20 * time.Second)
+	for remote.Run("rev-parse", "main") == tip && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	stop()
+	<-done
+	if got := remote.Run("log", "-1", "--format=%s", "main"); got != "parley: resume Git's /spec/template/spec/containers/0/image of Deployment prod/web" {
+		t.Fatalf("after expiry main's tip is %q", got)
+	}
+	kust = remote.Run("show", "main:clusters/prod/apps.yaml")
+	if !strings.Contains(kust, "- /spec/replicas") || strings.Contains(kust, "containers/0/image") {
+		t.Fatalf("after resume:\n%s", kust)
+	}
+}
+
+func TestDriftInPullRequestModeOpensOnePullRequestPerField(t *testing.T) {
+	d, gh, remote, _ := driftSetup(t, reconcile.ModePullRequest)
+	ctx := context.Background()
+	main := remote.Run("rev-parse", "main")
+	if err := d.Handle(ctx, auditDelivery(t, "batch-1")); err != nil {
+		t.Fatal(err)
+	}
+	if remote.Run("rev-parse", "main") != main {
+		t.Fatal("pull-request mode pushed to main")
+	}
+	branches := strings.Fields(remote.Run("for-each-ref", "--format=%(refname:short)", "refs/heads/parley"))
+	if len(branches) != 2 {
+		t.Fatalf("work branches: %v", branches)
+	}
+	var opened []string
+	for _, w := range gh.Writes() {
+		if w.Operation == "pulls/create" {
+			opened = append(opened, w.Body["head"].(string))
+			if w.Body["base"] != "main" || !strings.HasPrefix(w.Body["title"].(string), "parley: yield") {
+				t.Errorf("pull request %+v", w.Body)
+			}
+		}
+	}
+	if len(opened) != 2 {
+		t.Fatalf("pull requests opened: %v", opened)
+	}
+}
+
+func TestDriftWithoutRepositoryDeadLetters(t *testing.T) {
+	d, _, _, _ := driftSetup(t, reconcile.ModeDirect)
+	d.Repository = ""
+	err := d.Handle(context.Background(), auditDelivery(t, "x"))
+	if err == nil || !errors.Is(err, webhooks.ErrPermanent) || !strings.Contains(err.Error(), "gitops_repository") {
+		t.Fatalf("want a permanent error naming gitops_repository, got %v", err)
+	}
+	d2, gh, _, _ := driftSetup(t, reconcile.ModeDirect)
+	d2.Repository = "acme/other"
+	gh.SetRepository("acme/other", map[string]any{})
+	if err := d2.Handle(context.Background(), auditDelivery(t, "y")); err == nil || !strings.Contains(err.Error(), "is the App installed") {
+		t.Fatalf("a repository without the App: %v", err)
+	}
+	bad := auditDelivery(t, "z")
+	bad.Body = []byte(`{"kind":"EventList","items":[{"auditID":1}]}`)
+	d3, _, _, _ := driftSetup(t, reconcile.ModeDirect)
+	if err := d3.Handle(context.Background(), bad); err == nil || !errors.Is(err, webhooks.ErrPermanent) {
+		t.Fatalf("an undecodable body must be permanent: %v", err)
+	}
+}
