@@ -11,8 +11,6 @@ import (
 	"encoding/pem"
 	"fmt"
 	"net/http"
-	"net/http/cgi"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +20,7 @@ import (
 	"time"
 
 	"github.com/parleyhq/parley/internal/fakegithub"
+	"github.com/parleyhq/parley/internal/gittest"
 	"github.com/parleyhq/parley/internal/npmdata"
 	"github.com/parleyhq/parley/report"
 )
@@ -199,20 +198,8 @@ func TestServeEndToEnd(t *testing.T) {
 	}
 }
 
-// serveGit serves the repository over git's smart HTTP protocol with the real `git http-backend`,
-// as GitHub serves clones, and returns its clone URL.
-func serveGit(t *testing.T, repo string) string {
-	t.Helper()
-	execPath, err := exec.Command("git", "--exec-path").Output()
-	if err != nil {
-		t.Fatalf("git --exec-path: %v", err)
-	}
-	h := &cgi.Handler{Path: filepath.Join(strings.TrimSpace(string(execPath)), "git-http-backend"),
-		Env: []string{"GIT_PROJECT_ROOT=" + filepath.Dir(repo), "GIT_HTTP_EXPORT_ALL=1", "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null"}}
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	return srv.URL + "/" + filepath.Base(repo)
-}
+// serveGit serves the repository over smart HTTP with the real git http-backend.
+func serveGit(t *testing.T, repo string) string { return gittest.ServeHTTP(t, repo, false) }
 
 // prPayload is GitHub's own pull_request "opened" example, pointed at the test repository.
 func prPayload(t *testing.T, cloneURL, base, head string, n int) []byte {

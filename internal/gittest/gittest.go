@@ -4,8 +4,11 @@
 package gittest
 
 import (
+	"net/http/cgi"
+	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -45,4 +48,23 @@ func (r *Runner) As(name, email string) *Runner {
 	c.Env = append(append([]string(nil), r.Env...), "GIT_AUTHOR_NAME="+name, "GIT_AUTHOR_EMAIL="+email,
 		"GIT_COMMITTER_NAME="+name, "GIT_COMMITTER_EMAIL="+email)
 	return &c
+}
+
+// ServeHTTP serves the bare repository bare over git's smart HTTP protocol with the real
+// `git http-backend`, as GitHub serves clones, and returns its clone URL. With push, the
+// repository accepts pushes too (http.receivepack), as GitHub does for a token with write access.
+func ServeHTTP(t testing.TB, bare string, push bool) string {
+	t.Helper()
+	execPath, err := exec.Command("git", "--exec-path").Output()
+	if err != nil {
+		t.Fatalf("git --exec-path: %v", err)
+	}
+	if push {
+		New(t, bare).Run("config", "http.receivepack", "true")
+	}
+	h := &cgi.Handler{Path: filepath.Join(strings.TrimSpace(string(execPath)), "git-http-backend"),
+		Env: []string{"GIT_PROJECT_ROOT=" + filepath.Dir(bare), "GIT_HTTP_EXPORT_ALL=1", "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null"}}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv.URL + "/" + filepath.Base(bare)
 }
