@@ -33,3 +33,32 @@ func TestSniffNamesEveryShippedSample(t *testing.T) {
 		}
 	}
 }
+
+// FuzzSniff: any body is either named as one of the four sources or refused with an error,
+// never a panic; a named body's source is one Decode knows.
+func FuzzSniff(f *testing.F) {
+	for _, dir := range []string{"k8s-audit", "flux", "argocd", "cloudtrail"} {
+		files, _ := filepath.Glob(filepath.Join("testdata", dir, "*.json"))
+		for _, p := range files {
+			if b, err := os.ReadFile(p); err == nil {
+				f.Add(b)
+			}
+		}
+	}
+	f.Add([]byte(`{"kind":"Event","auditID":"x"}`))
+	f.Add([]byte(`{"detail-type":null}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		src, err := Sniff(body)
+		if err != nil {
+			if src != "" {
+				t.Fatalf("error %v with source %q", err, src)
+			}
+			return
+		}
+		switch src {
+		case SourceK8sAudit, SourceFlux, SourceArgoCD, SourceCloudTrail:
+		default:
+			t.Fatalf("unknown source %q", src)
+		}
+	})
+}
