@@ -98,7 +98,7 @@ func sentence(s string) string {
 	if s == "" {
 		return ""
 	}
-	return strings.ToUpper(s[:1]) + s[1:] + "."
+	return s + "."
 }
 
 // evidence names where the winning claim came from: source and event IDs, or the commit.
