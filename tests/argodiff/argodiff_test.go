@@ -543,3 +543,97 @@ func mustJSON(t *testing.T, v any) string {
 	}
 	return string(b)
 }
+
+// TestGateOtherFields covers what the replicas case does not: the core API group (which Parley
+// spells core and Argo CD matches as group ""), a pointer token with an RFC 6901 escape (a "/"
+// inside an annotation key is "~1"), and a cluster-scoped object (no namespace in the entry).
+func TestGateOtherFields(t *testing.T) {
+	cases := []struct {
+		name    string
+		address string
+		config  string
+		yield   func(u *unstructured.Unstructured) // another writer's change to the yielded field
+		other   func(u *unstructured.Unstructured) // a change to a field Git still owns
+	}{
+		{
+			name:    "core group ConfigMap key",
+			address: "k8s:core/ConfigMap/prod/settings#/data/LOG_LEVEL",
+			config:  "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: prod\ndata:\n  LOG_LEVEL: info\n  TIMEOUT: 30s\n",
+			yield:   func(u *unstructured.Unstructured) { setString(t, u, "debug", "data", "LOG_LEVEL") },
+			other:   func(u *unstructured.Unstructured) { setString(t, u, "5s", "data", "TIMEOUT") },
+		},
+		{
+			name:    "annotation key with a slash",
+			address: "k8s:apps/Deployment/prod/web#/metadata/annotations/example.com~1owner",
+			config:  strings.Replace(deployment, "  labels:\n    app: web\nspec:", "  labels:\n    app: web\n  annotations:\n    example.com/owner: platform\nspec:", 1),
+			yield: func(u *unstructured.Unstructured) {
+				setString(t, u, "sre-oncall", "metadata", "annotations", "example.com/owner")
+			},
+			// Not a new annotation: a key only the live object has is no drift to Argo CD.
+			other: func(u *unstructured.Unstructured) { setString(t, u, "web-canary", "metadata", "labels", "app") },
+		},
+		{
+			name:    "cluster-scoped Namespace label",
+			address: "k8s:core/Namespace/prod#/metadata/labels/team",
+			config:  "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: prod\n  labels:\n    team: payments\n    tier: gold\n",
+			yield:   func(u *unstructured.Unstructured) { setString(t, u, "checkout", "metadata", "labels", "team") },
+			other:   func(u *unstructured.Unstructured) { setString(t, u, "silver", "metadata", "labels", "tier") },
+		},
+	}
+	for _, c := range cases {
+		for _, style := range []liveStyle{plain, clientSideApply} {
+			t.Run(c.name+"/"+style.String(), func(t *testing.T) {
+				f, err := core.ParseField(c.address)
+				if err != nil {
+					t.Fatal(err)
+				}
+				out, _, err := gitops.AddGate("apps/web.yaml", []byte(application), argoApplication.target, gitops.Gate{Field: f})
+				if err != nil {
+					t.Fatal(err)
+				}
+				spec := appSpec(t, out)
+				if len(spec.IgnoreDifferences) != 1 || !slices.Equal(spec.IgnoreDifferences[0].JSONPointers, []string{f.Path}) {
+					t.Fatalf("ignoreDifferences = %+v", spec.IgnoreDifferences)
+				}
+				cfg := toUnstructured(t, c.config)
+				lv := func(changes ...func(*unstructured.Unstructured)) []*unstructured.Unstructured {
+					u := cfg.DeepCopy()
+					u.SetUID("0c1d2e3f-4a5b-4c6d-8e7f-8091a2b3c4d5")
+					u.SetResourceVersion("7731")
+					if style == clientSideApply {
+						b, err := json.Marshal(cfg.Object)
+						if err != nil {
+							t.Fatal(err)
+						}
+						setString(t, u, string(b), "metadata", "annotations", "kubectl.kubernetes.io/last-applied-configuration")
+					}
+					for _, change := range changes {
+						change(u)
+					}
+					return []*unstructured.Unstructured{u}
+				}
+				configs := []*unstructured.Unstructured{cfg}
+				original := appSpec(t, []byte(application))
+				if controllerDiff(t, original, lv(), configs) {
+					t.Error("no drift, no gate: modified")
+				}
+				if !controllerDiff(t, original, lv(c.yield), configs) {
+					t.Error("yielded field drifted, no gate: not modified")
+				}
+				if controllerDiff(t, spec, lv(c.yield), configs) {
+					t.Error("yielded field drifted, gated: modified")
+				}
+				if !controllerDiff(t, spec, lv(c.yield, c.other), configs) {
+					t.Error("another field drifted too, gated: not modified")
+				}
+			})
+		}
+	}
+}
+
+func setString(t *testing.T, u *unstructured.Unstructured, v string, path ...string) {
+	t.Helper()
+	if err := unstructured.SetNestedField(u.Object, v, path...); err != nil {
+		t.Fatal(err)
+	}
+}
