@@ -3,10 +3,6 @@ package app
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"crypto/rsa"
-	"crypto/x509"
-	"encoding/pem"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -19,7 +15,6 @@ import (
 
 	"github.com/parleyhq/parley/app/config"
 	"github.com/parleyhq/parley/demo"
-	"github.com/parleyhq/parley/internal/fakegithub"
 	"github.com/parleyhq/parley/internal/gittest"
 )
 
@@ -54,15 +49,9 @@ func BenchmarkEventToCommit(b *testing.B) {
 	g.Run("clone", "-q", "--bare", work, bare)
 	cloneURL := gittest.ServeHTTP(b, bare, true)
 
-	gh := fakegithub.New(b)
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		b.Fatal(err)
-	}
-	gh.AppPublicKey, gh.AppID = &key.PublicKey, 99
+	gh, _, pemKey := fakeApp(b)
 	gh.SetInstallation("acme/infra", 5)
 	gh.SetRepository("acme/infra", map[string]any{"clone_url": cloneURL, "default_branch": "main"})
-	pemKey := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
 	dir := b.TempDir()
 	cfg, err := config.Load("", func(k string) string {
 		return map[string]string{"PARLEY_APP_ID": "99", "PARLEY_PRIVATE_KEY": string(pemKey), "PARLEY_WEBHOOK_SECRETS": "hook",

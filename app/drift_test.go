@@ -2,11 +2,7 @@ package app
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/rsa"
-	"crypto/x509"
 	"errors"
-	"encoding/pem"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,7 +14,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/parleyhq/parley/app/ghauth"
 	"github.com/parleyhq/parley/app/repocache"
 	"github.com/parleyhq/parley/demo"
 	"github.com/parleyhq/parley/driftstate"
@@ -48,17 +43,7 @@ func driftSetup(t *testing.T, mode reconcile.Mode) (*Drift, *fakegithub.Server, 
 	}
 	bare := filepath.Join(t.TempDir(), "infra.git")
 	gittest.New(t, work).Run("clone", "-q", "--bare", work, bare)
-	gh := fakegithub.New(t)
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gh.AppPublicKey, gh.AppID = &key.PublicKey, 99
-	pemKey := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
-	app, err := ghauth.NewApp(99, pemKey, ghauth.Options{BaseURL: gh.URL + "/api/v3/", Client: gh.Client()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	gh, app, _ := fakeApp(t)
 	gh.SetInstallation("acme/infra", 5)
 	gh.SetRepository("acme/infra", map[string]any{"clone_url": bare, "default_branch": "main"})
 	st, err := driftstate.Open(context.Background(), ":memory:")

@@ -84,19 +84,27 @@ func prEvent(t testing.TB, cloneURL, base, head, action string) []byte {
 	})
 }
 
-func handler(t testing.TB) (*PullRequests, *fakegithub.Server) {
+// fakeApp is a fake GitHub that knows the App (ID 99) and the App's key, and the App's client
+// pointed at it. pemKey is the App's private key, for configurations.
+func fakeApp(t testing.TB) (gh *fakegithub.Server, app *ghauth.App, pemKey []byte) {
 	t.Helper()
-	gh := fakegithub.New(t)
+	gh = fakegithub.New(t)
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
 		t.Fatal(err)
 	}
 	gh.AppPublicKey, gh.AppID = &key.PublicKey, 99
-	pemKey := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
-	app, err := ghauth.NewApp(99, pemKey, ghauth.Options{BaseURL: gh.URL + "/api/v3/", Client: gh.Client()})
+	pemKey = pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
+	app, err = ghauth.NewApp(99, pemKey, ghauth.Options{BaseURL: gh.URL + "/api/v3/", Client: gh.Client()})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return gh, app, pemKey
+}
+
+func handler(t testing.TB) (*PullRequests, *fakegithub.Server) {
+	t.Helper()
+	gh, app, _ := fakeApp(t)
 	return &PullRequests{Installations: InstallationAuth{App: app, Base: gh.Client().Transport},
 		Repos: &repocache.Cache{Dir: t.TempDir()}, Now: func() time.Time { return time.Date(2026, 11, 20, 10, 5, 0, 0, time.UTC) }}, gh
 }

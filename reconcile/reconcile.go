@@ -185,26 +185,8 @@ func (r *Reconciler) Ingest(ctx context.Context, snap Snapshot, b events.Batch) 
 		fields = append(fields, f)
 	}
 	sort.Slice(fields, func(i, j int) bool { return fields[i].String() < fields[j].String() })
-	pl := newPlanner(snap, gated)
-	for _, f := range fields {
-		var ev []string
-		for _, c := range byField[f] {
-			for _, id := range c.Evidence.EventIDs {
-				ev = append(ev, eventKey(c.Evidence.Source, id))
-			}
-		}
-		res, err := r.judgeAndLand(ctx, snap, pl, f, byField[f], ev, now)
-		if err != nil {
-			return rep, err
-		}
-		rep.Results = append(rep.Results, res)
-		batch.Verdicts = append(batch.Verdicts, record(res, now))
-		batch.Timers = append(batch.Timers, timerFor(res.Verdict))
-	}
-	if err := r.State.Apply(ctx, batch); err != nil {
-		return rep, err
-	}
-	return rep, nil
+	err = r.judgeFields(ctx, snap, newPlanner(snap, gated), fields, byField, now, &rep, &batch)
+	return rep, err
 }
 
 // Recheck judges fields again at now with no new claims: the expiry timers call it. A field whose
@@ -218,20 +200,30 @@ func (r *Reconciler) Recheck(ctx context.Context, snap Snapshot, fields []core.F
 	now := r.now()
 	var rep Report
 	batch := driftstate.Batch{At: now}
-	pl := newPlanner(snap, gateIndex(snap.Files))
+	err := r.judgeFields(ctx, snap, newPlanner(snap, gateIndex(snap.Files)), fields, nil, now, &rep, &batch)
+	return rep, err
+}
+
+// judgeFields judges each field in order (with its fresh claims, if any), lands the changes,
+// and records the verdicts and timers with the rest of the batch in one transaction.
+func (r *Reconciler) judgeFields(ctx context.Context, snap Snapshot, pl *planner, fields []core.Field,
+	fresh map[core.Field][]core.Claim, now time.Time, rep *Report, batch *driftstate.Batch) error {
 	for _, f := range fields {
-		res, err := r.judgeAndLand(ctx, snap, pl, f, nil, nil, now)
+		var ev []string
+		for _, c := range fresh[f] {
+			for _, id := range c.Evidence.EventIDs {
+				ev = append(ev, eventKey(c.Evidence.Source, id))
+			}
+		}
+		res, err := r.judgeAndLand(ctx, snap, pl, f, fresh[f], ev, now)
 		if err != nil {
-			return rep, err
+			return err
 		}
 		rep.Results = append(rep.Results, res)
 		batch.Verdicts = append(batch.Verdicts, record(res, now))
 		batch.Timers = append(batch.Timers, timerFor(res.Verdict))
 	}
-	if err := r.State.Apply(ctx, batch); err != nil {
-		return rep, err
-	}
-	return rep, nil
+	return r.State.Apply(ctx, *batch)
 }
 
 func (r *Reconciler) judgeAndLand(ctx context.Context, snap Snapshot, pl *planner, f core.Field, fresh []core.Claim, ev []string, now time.Time) (Result, error) {
