@@ -145,9 +145,10 @@ var (
 	argoApplicationSet = argoObject{gitops.Target{Kind: "ApplicationSet", Name: "web", Namespace: "argocd"}, applicationSet, appSetSpec, clientSide}
 )
 
-// strict decodes like the API server would reject: an unknown or misspelt field in what Parley
-// wrote (ignoreDifference, jsonPointer, a sync option in the wrong place) is an error, not a
-// silently dropped key that leaves the gate without effect.
+// strict decodes into Argo CD's types and fails on any field they do not have. An unknown or
+// misspelt field in what Parley wrote (ignoreDifference, jsonPointer, a sync option in the wrong
+// place) must fail the test: a loose decoder would drop the key silently, the API server would
+// prune it, and the gate would have no effect.
 func strict(t *testing.T, content []byte, into any) {
 	t.Helper()
 	if err := yaml.UnmarshalStrict(content, into); err != nil {
