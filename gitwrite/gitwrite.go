@@ -41,6 +41,9 @@ type Outcome struct {
 	Commit    string // the pushed commit
 	Branch    string
 	Attempts  int // 1 unless the branch moved and the edit was re-applied
+	// Ahead is true when the work branch (Branch differs from Base) has commits Base does not: an
+	// earlier write's commits still waiting to be merged, whether or not this write committed.
+	Ahead bool
 }
 
 // Request is one write.
@@ -140,7 +143,10 @@ func once(ctx context.Context, r Request) (Outcome, error) {
 	}
 	if status.IsClean() {
 		out.Commit = start.Hash().String()
-		return out, nil // the files already say what the edit says
+		if !remoteTip.IsZero() && r.Branch != r.Base {
+			out.Ahead, err = aheadOf(repo, remoteTip, plumbing.NewRemoteReferenceName("origin", r.Base))
+		}
+		return out, err // the files already say what the edit says
 	}
 	author := r.Author
 	if author.When.IsZero() {
@@ -164,8 +170,29 @@ func once(ctx context.Context, r Request) (Outcome, error) {
 		}
 		return out, fmt.Errorf("push %s to %s: %w", r.Branch, r.URL, err)
 	}
-	out.Committed, out.Commit = true, hash.String()
+	out.Committed, out.Commit, out.Ahead = true, hash.String(), r.Branch != r.Base
 	return out, nil
+}
+
+// aheadOf reports whether tip has commits that the base branch does not contain.
+func aheadOf(repo *git.Repository, tip plumbing.Hash, base plumbing.ReferenceName) (bool, error) {
+	b, err := repo.Reference(base, true)
+	if err != nil {
+		return false, err
+	}
+	if b.Hash() == tip {
+		return false, nil
+	}
+	tc, err := repo.CommitObject(tip)
+	if err != nil {
+		return false, err
+	}
+	bc, err := repo.CommitObject(b.Hash())
+	if err != nil {
+		return false, err
+	}
+	merged, err := tc.IsAncestor(bc)
+	return !merged, err
 }
 
 // isStale recognises the push refusals that mean "the remote branch moved": go-git's lease check,

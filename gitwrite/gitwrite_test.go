@@ -104,6 +104,23 @@ func TestWriteToAPullRequestBranch(t *testing.T) {
 	if git(bare, "rev-parse", "parley/adopt-web-replicas^") != base {
 		t.Error("the branch must build on main")
 	}
+	if !out.Ahead {
+		t.Error("a commit on the work branch leaves it ahead of main")
+	}
+	// The same edit again: nothing to commit, but the branch is still ahead (its pull request may
+	// never have been opened).
+	again, err := Write(context.Background(), Request{URL: bare, Base: "main", Branch: "parley/adopt-web-replicas", Edit: setReplicas("5"),
+		Message: message, Author: object.Signature{Name: "Parley", Email: "p@x", When: time.Now()}})
+	if err != nil || again.Committed || !again.Ahead {
+		t.Fatalf("second write: %+v %v", again, err)
+	}
+	// Once merged into main, the branch is no longer ahead.
+	git(bare, "update-ref", "refs/heads/main", "parley/adopt-web-replicas")
+	merged, err := Write(context.Background(), Request{URL: bare, Base: "main", Branch: "parley/adopt-web-replicas", Edit: setReplicas("5"),
+		Message: message, Author: object.Signature{Name: "Parley", Email: "p@x", When: time.Now()}})
+	if err != nil || merged.Committed || merged.Ahead {
+		t.Fatalf("after the merge: %+v %v", merged, err)
+	}
 	if _, err := Write(context.Background(), Request{URL: bare, Base: "nope", Edit: setReplicas("5"), Message: message}); err == nil {
 		t.Error("a missing base branch must be an error")
 	}

@@ -85,7 +85,9 @@ func (w *GitWriter) Write(ctx context.Context, c Change) (Landed, error) {
 		return Landed{}, err
 	}
 	l := Landed{Committed: out.Committed, Commit: out.Commit, Branch: out.Branch}
-	if w.Mode == ModePullRequest && out.Committed {
+	// Also when nothing was committed now but the branch carries unmerged commits: an earlier write
+	// may have pushed and then died before opening its pull request.
+	if w.Mode == ModePullRequest && out.Ahead {
 		n, err := w.PRs.Ensure(ctx, branch, w.Base, c.Title, c.Body)
 		if err != nil {
 			return l, fmt.Errorf("open pull request for %s: %w", branch, err)
