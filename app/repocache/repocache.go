@@ -99,7 +99,25 @@ func (c *Cache) Sync(ctx context.Context, fullName, url, token string, extra ...
 		l.Unlock()
 		return "", nil, fmt.Errorf("fetch %s: %w", fullName, err)
 	}
+	if err := repackIfScattered(repo, dir); err != nil {
+		l.Unlock()
+		return "", nil, fmt.Errorf("repack %s: %w", fullName, err)
+	}
 	return dir, l.Unlock, nil
+}
+
+// MaxPacks is how many pack files a clone may collect before Sync repacks it into one. Every
+// fetch adds a pack, and go-git reads every pack's index whenever the repository is opened, so a
+// clone that a drift loop fetches after each of its own pushes would slow down a little with every
+// event; git itself repacks for the same reason (gc.autoPackLimit, 50).
+const MaxPacks = 32
+
+func repackIfScattered(repo *git.Repository, dir string) error {
+	packs, err := filepath.Glob(filepath.Join(dir, "objects", "pack", "*.pack"))
+	if err != nil || len(packs) <= MaxPacks {
+		return err
+	}
+	return repo.RepackObjects(&git.RepackConfig{})
 }
 
 // Forget deletes the clone (and the ledger inside it) of fullName; forgetting an unknown

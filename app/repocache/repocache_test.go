@@ -57,3 +57,31 @@ func TestSyncFetchesBranchesAndPullRefs(t *testing.T) {
 		}
 	}
 }
+
+func TestSyncRepacksAScatteredClone(t *testing.T) {
+	remote := t.TempDir()
+	run := gittest.New(t, remote).Run
+	run("init", "-q", "-b", "main")
+	c := &Cache{Dir: t.TempDir()}
+	var dir string
+	for i := 0; i <= MaxPacks+1; i++ {
+		os.WriteFile(filepath.Join(remote, "a.yaml"), []byte{byte('a' + i%26), '\n'}, 0o644)
+		run("add", ".")
+		run("commit", "-q", "-m", "change")
+		d, unlock, err := c.Sync(context.Background(), "acme/infra", remote, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		unlock()
+		dir = d
+	}
+	packs, _ := filepath.Glob(filepath.Join(dir, "objects", "pack", "*.pack"))
+	if len(packs) > 32 {
+		t.Fatalf("%d packs after %d fetches: the clone was never repacked", len(packs), MaxPacks+2)
+	}
+	// Every commit is still there.
+	if got := gittest.New(t, dir).Run("rev-list", "--count", "main"); got != run("rev-list", "--count", "main") {
+		t.Fatalf("commits in the clone: %s", got)
+	}
+	gittest.New(t, dir).Run("fsck", "--no-progress")
+}
