@@ -97,7 +97,14 @@ func once(ctx context.Context, r Request) (Outcome, error) {
 	if r.Branch != r.Base {
 		refs = append(refs, config.RefSpec(fmt.Sprintf("+refs/heads/%s:refs/remotes/origin/%s", r.Branch, r.Branch)))
 	}
-	err = repo.FetchContext(ctx, &git.FetchOptions{RemoteName: "origin", RefSpecs: refs, Auth: r.Auth, Tags: git.NoTags})
+	// Writing straight to the base needs only its tip's tree: a shallow fetch keeps the cost of a
+	// write independent of the repository's history. A work branch needs history, to tell whether
+	// it is merged (Outcome.Ahead).
+	depth := 0
+	if r.Branch == r.Base {
+		depth = 1
+	}
+	err = repo.FetchContext(ctx, &git.FetchOptions{RemoteName: "origin", RefSpecs: refs, Auth: r.Auth, Tags: git.NoTags, Depth: depth})
 	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
 		// The work branch may not exist yet: fetch the base alone.
 		err = repo.FetchContext(ctx, &git.FetchOptions{RemoteName: "origin", RefSpecs: refs[:1], Auth: r.Auth, Tags: git.NoTags})
