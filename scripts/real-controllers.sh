@@ -34,14 +34,17 @@ die() {
 }
 
 command -v go >/dev/null || die "go is not on PATH"
-command -v jq >/dev/null || die "jq is not on PATH (apt-get install jq)"
+# A fresh machine has no jq: the JSON go prints is read by a small Go program of the repository.
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+MODJSON="$CACHE/bin/modjson"
+mkdir -p "$CACHE/bin"
+(cd "$ROOT" && go build -o "$MODJSON" ./scripts/modjson) || die "cannot build scripts/modjson"
 
 # module_dir MODULE@VERSION prints the module's directory in the module cache, downloading it.
 module_dir() {
 	local json dir
 	json=$(cd "$CACHE" && go mod download -json "$1") || die "go mod download $1 failed: $json"
-	dir=$(jq -r '.Dir // empty' <<<"$json")
-	[[ -n "$dir" ]] || die "go mod download $1 returned no directory: $(jq -r '.Error // empty' <<<"$json")"
+	dir=$("$MODJSON" dir <<<"$json") || die "go mod download $1 returned no directory"
 	echo "$dir"
 }
 
@@ -59,7 +62,7 @@ copy_replaces() {
 		fi
 		[[ -n "$oldv" ]] && old="$old@$oldv"
 		go mod edit -replace="$old=$new@$newv"
-	done < <(go mod edit -json "$gomod" | jq -r '.Replace // [] | .[] | [.Old.Path, (.Old.Version // ""), .New.Path, (.New.Version // "")] | join("|")')
+	done < <(go mod edit -json "$gomod" | "$MODJSON" replaces)
 }
 
 # build NAME VERSION BINARY: runs the function build_NAME in a fresh wrapper module directory and
@@ -94,7 +97,7 @@ build_kube_apiserver() {
 	local kdir
 	kdir=$(module_dir "k8s.io/kubernetes@$1")
 	go mod init parley.local/kasbuild
-	go mod edit -go="$(go mod edit -json "$kdir/go.mod" | jq -r .Go)"
+	go mod edit -go="$(go mod edit -json "$kdir/go.mod" | "$MODJSON" go)"
 	go mod edit -require="k8s.io/kubernetes@$1"
 	copy_replaces "$kdir/go.mod" "$STAGING_VERSION"
 	# cmd/kube-apiserver is a main package, so it cannot be imported for real; a build-tagged file
@@ -179,7 +182,7 @@ build_kustomize_controller() {
 	local kcdir
 	kcdir=$(module_dir "github.com/fluxcd/kustomize-controller@$1")
 	go mod init parley.local/kcbuild
-	go mod edit -go="$(go mod edit -json "$kcdir/go.mod" | jq -r .Go)"
+	go mod edit -go="$(go mod edit -json "$kcdir/go.mod" | "$MODJSON" go)"
 	go mod edit -require="github.com/fluxcd/kustomize-controller@$1"
 	copy_replaces "$kcdir/go.mod" "$1"
 	printf '//go:build tools\n\npackage tools\n\nimport _ "github.com/fluxcd/kustomize-controller"\n' >tools.go
