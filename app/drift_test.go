@@ -168,3 +168,42 @@ func TestDriftWithoutRepositoryDeadLetters(t *testing.T) {
 		t.Fatalf("an undecodable body must be permanent: %v", err)
 	}
 }
+
+func TestDriftTimersSurviveARestart(t *testing.T) {
+	ctx := context.Background()
+	d, _, remote, clk := driftSetup(t, reconcile.ModeDirect)
+	path := filepath.Join(t.TempDir(), "drift.db")
+	st, err := driftstate.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.State = st
+	if err := d.Handle(ctx, auditDelivery(t, "batch-1")); err != nil {
+		t.Fatal(err)
+	}
+	st.Close() // the process stops with the on-call yield's timer set
+
+	// A new process: new state handle, new clone cache, same files. The yield ended while it was
+	// down; its timer fires at start.
+	st2, err := driftstate.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st2.Close()
+	d2 := &Drift{GitHub: d.GitHub, Repos: &repocache.Cache{Dir: t.TempDir()}, Repository: d.Repository, PolicyPath: d.PolicyPath,
+		Mode: d.Mode, Author: d.Author, State: st2, Now: clk.now}
+	clk.set(time.Date(2026, 11, 20, 13, 0, 0, 0, time.UTC))
+	tip := remote.Run("rev-parse", "main")
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { d2.RunTimers(runCtx); close(done) }()
+	deadline := time.Now().Add(20 * time.Second)
+	for remote.Run("rev-parse", "main") == tip && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	stop()
+	<-done
+	if got := remote.Run("log", "-1", "--format=%s", "main"); !strings.HasPrefix(got, "parley: resume Git's /spec/template/spec/containers/0/image") {
+		t.Fatalf("after the restart main's tip is %q", got)
+	}
+}
