@@ -131,13 +131,19 @@ func TestServeEndToEnd(t *testing.T) {
 	if doc, err := report.Extract(gh.Comments("acme/infra#1")[0].Body); err != nil || len(doc.Verdicts) != 1 {
 		t.Fatalf("comment verdicts %+v %v", doc, err)
 	}
-	resp, err := http.Get(url + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The judgement is counted just after its comment is written: wait for the count, not only the
+	// comment.
 	var metrics bytes.Buffer
-	metrics.ReadFrom(resp.Body)
-	resp.Body.Close()
+	waitFor("the judgement's metrics", func() bool {
+		resp, err := http.Get(url + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		metrics.Reset()
+		metrics.ReadFrom(resp.Body)
+		resp.Body.Close()
+		return strings.Contains(metrics.String(), "parley_github_calls_per_judgement_count 1")
+	})
 	for _, m := range []string{"parley_github_calls_per_judgement_count 1", "parley_github_calls_total{", "parley_github_rate_limit_remaining", "parley_webhook"} {
 		if !strings.Contains(metrics.String(), m) {
 			t.Errorf("/metrics lacks %s", m)
