@@ -19,6 +19,7 @@ var chartDir = filepath.Join("..", "..", "charts", "parley")
 var good = map[string]any{
 	"github": map[string]any{"appID": 12345},
 	"events": map[string]any{"fluxHMACSecret": map[string]any{"name": "parley-events", "key": "flux-hmac"}},
+	"gitops": map[string]any{"repository": "acme/infra"},
 }
 
 func TestLint(t *testing.T) {
@@ -92,7 +93,9 @@ func TestRender(t *testing.T) {
 			secrets[e.Name] = e.ValueFrom.SecretKeyRef.Name + "/" + e.ValueFrom.SecretKeyRef.Key
 		}
 	}
-	if env["PARLEY_APP_ID"] != "12345" || env["PARLEY_STORE"] != "/var/lib/parley/parley.db" {
+	if env["PARLEY_APP_ID"] != "12345" || env["PARLEY_STORE"] != "/var/lib/parley/parley.db" ||
+		env["PARLEY_GITOPS_REPOSITORY"] != "acme/infra" || env["PARLEY_DRIFT_STATE"] != "/var/lib/parley/drift.db" ||
+		env["PARLEY_COMMIT_AUTHOR"] != "Parley <parley@users.noreply.github.com>" {
 		t.Errorf("env = %v", env)
 	}
 	for name, ref := range map[string]string{"PARLEY_PRIVATE_KEY": "parley-github-app/private-key.pem",
