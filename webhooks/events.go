@@ -2,7 +2,6 @@ package webhooks
 
 import (
 	"bytes"
-	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/sha512"
@@ -334,29 +333,21 @@ func (r *EventReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	id := DeliveryID(ids)
 	log = deliveryLogger(r.log, source, id, EventName)
 
-	ctx, cancel := context.WithTimeout(req.Context(), r.putTimeout)
-	defer cancel()
-	inserted, err := r.store.Put(ctx, store.Delivery{
+	switch put(req.Context(), r.store, r.putTimeout, r.metrics, log, "event", store.Delivery{
 		Source:     source,
 		ID:         id,
 		Event:      EventName,
 		Body:       body,
 		ReceivedAt: r.now(),
-	})
-	if err != nil {
-		r.metrics.rejected.WithLabelValues(source, reasonStoreFailure).Inc()
-		log.Error("event not stored", slog.Int(LogKeyStatus, http.StatusServiceUnavailable), slog.String(LogKeyError, err.Error()))
+	}) {
+	case putFailed:
 		w.Header().Set("Retry-After", "5")
 		writeEventReply(w, http.StatusServiceUnavailable, eventReply{Status: "unavailable", Delivery: id, Error: "event could not be stored; send it again later"})
 		return
-	}
-	if !inserted {
-		r.metrics.duplicates.WithLabelValues(source, EventName).Inc()
-		log.Info("event duplicate", slog.Int(LogKeyStatus, http.StatusOK))
+	case putDuplicate:
 		writeEventReply(w, http.StatusOK, eventReply{Status: "duplicate", Delivery: id, Events: len(ids)})
 		return
 	}
-	r.metrics.received.WithLabelValues(source, EventName).Inc()
 	r.notify()
 	log.Info("event stored", slog.Int(LogKeyStatus, http.StatusAccepted), slog.Int("bytes", len(body)), slog.Int("events", len(ids)))
 	writeEventReply(w, http.StatusAccepted, eventReply{Status: "accepted", Delivery: id, Events: len(ids)})

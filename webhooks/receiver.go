@@ -169,7 +169,7 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			fmt.Errorf("body of %d bytes exceeds the %d-byte limit", req.ContentLength, r.maxBody))
 		return
 	}
-	body, err := r.readBody(w, req)
+	body, err := readLimited(w, req, r.maxBody)
 	if err != nil {
 		if mbe, ok := errors.AsType[*http.MaxBytesError](err); ok {
 			refuse(http.StatusRequestEntityTooLarge, reasonTooLarge,
@@ -197,32 +197,54 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 
-	ctx, cancel := context.WithTimeout(req.Context(), r.putTimeout)
-	defer cancel()
-	inserted, err := r.store.Put(ctx, store.Delivery{
+	switch put(req.Context(), r.store, r.putTimeout, r.metrics, log, "webhook", store.Delivery{
 		Source:     source,
 		ID:         id,
 		Event:      event,
 		Body:       body,
 		ReceivedAt: r.now(),
-	})
-	if err != nil {
-		r.metrics.rejected.WithLabelValues(source, reasonStoreFailure).Inc()
-		log.Error("webhook not stored", slog.Int(LogKeyStatus, http.StatusServiceUnavailable), slog.String(LogKeyError, err.Error()))
+	}) {
+	case putFailed:
 		w.Header().Set("Retry-After", "5")
 		writeReply(w, http.StatusServiceUnavailable, reply{Status: "unavailable", Delivery: id, Error: "delivery could not be stored; redeliver it later"})
 		return
-	}
-	if !inserted {
-		r.metrics.duplicates.WithLabelValues(source, event).Inc()
-		log.Info("webhook duplicate", slog.Int(LogKeyStatus, http.StatusOK))
+	case putDuplicate:
 		writeReply(w, http.StatusOK, reply{Status: "duplicate", Delivery: id})
 		return
 	}
-	r.metrics.received.WithLabelValues(source, event).Inc()
 	r.notify()
 	log.Info("webhook stored", slog.Int(LogKeyStatus, http.StatusAccepted), slog.Int("bytes", len(body)))
 	writeReply(w, http.StatusAccepted, reply{Status: "accepted", Delivery: id})
+}
+
+// putOutcome is what a durable Put came to.
+type putOutcome int
+
+const (
+	putStored putOutcome = iota
+	putDuplicate
+	putFailed
+)
+
+// put stores d durably, waiting at most timeout for the store, and counts and logs the outcome
+// (what names the kind of request in the log: "webhook", "event"); the caller answers the request:
+// a 2xx only for putStored and putDuplicate.
+func put(ctx context.Context, st Intake, timeout time.Duration, m *Metrics, log *slog.Logger, what string, d store.Delivery) putOutcome {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	inserted, err := st.Put(ctx, d)
+	switch {
+	case err != nil:
+		m.rejected.WithLabelValues(d.Source, reasonStoreFailure).Inc()
+		log.Error(what+" not stored", slog.Int(LogKeyStatus, http.StatusServiceUnavailable), slog.String(LogKeyError, err.Error()))
+		return putFailed
+	case !inserted:
+		m.duplicates.WithLabelValues(d.Source, d.Event).Inc()
+		log.Info(what+" duplicate", slog.Int(LogKeyStatus, http.StatusOK))
+		return putDuplicate
+	}
+	m.received.WithLabelValues(d.Source, d.Event).Inc()
+	return putStored
 }
 
 func (r *Receiver) signatureFailure(w http.ResponseWriter, log *slog.Logger, source string, err error) {
@@ -236,18 +258,6 @@ func (r *Receiver) signatureFailure(w http.ResponseWriter, log *slog.Logger, sou
 	r.metrics.signatureFailures.WithLabelValues(source, reason).Inc()
 	log.Warn("webhook signature refused", slog.Int(LogKeyStatus, http.StatusUnauthorized), slog.String(LogKeyError, err.Error()))
 	writeReply(w, http.StatusUnauthorized, reply{Status: "unauthorized", Error: err.Error()})
-}
-
-// readBody reads the whole body through http.MaxBytesReader, so an oversized body without a
-// Content-Length is cut off at the limit instead of being buffered whole.
-func (r *Receiver) readBody(w http.ResponseWriter, req *http.Request) ([]byte, error) {
-	rd := http.MaxBytesReader(w, req.Body, r.maxBody)
-	var buf bytes.Buffer
-	if req.ContentLength > 0 {
-		buf.Grow(int(req.ContentLength) + 1) // +1: ReadFrom needs room to see EOF without growing
-	}
-	_, err := buf.ReadFrom(rd)
-	return buf.Bytes(), err
 }
 
 func checkHeader(name, value string, valid func(string) bool) error {
