@@ -273,6 +273,30 @@ func (p pullRequests) Ensure(ctx context.Context, head, base, title, body string
 	return pr.GetNumber(), nil
 }
 
+// RecheckGated judges every field Parley gated again: a push changed the branch (the policy, or
+// Git's own value), and a gate stands only as long as its verdict does. Fields whose verdict did
+// not change write nothing.
+func (d *Drift) RecheckGated(ctx context.Context) error {
+	d.init()
+	if d.Repository == "" {
+		return nil
+	}
+	return d.withSnapshot(ctx, func(snap reconcile.Snapshot) error {
+		fields := reconcile.GatedFields(snap.Files)
+		if len(fields) == 0 {
+			return nil
+		}
+		rep, err := d.rec.Recheck(ctx, snap, fields)
+		if err != nil {
+			return err
+		}
+		d.observe(rep)
+		d.log().Info("gated fields judged again after a push", "fields", len(fields), "head", snap.Head)
+		d.poke()
+		return nil
+	})
+}
+
 // RunTimers judges fields again when their yield, hold or recheck time comes, until ctx ends.
 // Timers live in the drift state, so they survive restarts: a timer that came due while Parley was
 // down fires at start.

@@ -207,3 +207,50 @@ func TestDriftTimersSurviveARestart(t *testing.T) {
 		t.Fatalf("after the restart main's tip is %q", got)
 	}
 }
+
+// TestPushOfAPolicyChangeResumesAGate: the platform team takes the replicas away from the HPA in
+// the policy; the push of that change judges the gated fields again and resumes Git's replicas,
+// while the on-call engineer's image yield, still running, keeps its gate.
+func TestPushOfAPolicyChangeResumesAGate(t *testing.T) {
+	ctx := context.Background()
+	d, _, remote, clk := driftSetup(t, reconcile.ModeDirect)
+	if err := d.Handle(ctx, auditDelivery(t, "batch-1")); err != nil {
+		t.Fatal(err)
+	}
+	bare := remote.Dir
+	work := filepath.Join(t.TempDir(), "work")
+	remote.Run("clone", "-q", bare, work)
+	w := gittest.New(t, work)
+	pol := filepath.Join(work, ".parley/policy.hcl")
+	src, _ := os.ReadFile(pol)
+	edited := strings.Replace(string(src), "  owner      = \"hpa\"\n", "", 1)
+	edited = strings.Replace(edited, "  owner_when = contains(", "  # owner_when = contains(", 1)
+	if edited == string(src) {
+		t.Fatal("the demo policy no longer has the replicas owner this test removes")
+	}
+	os.WriteFile(pol, []byte(edited), 0o644)
+	w.Run("commit", "-q", "-am", "Replicas are Git's again\n\nIntent: consistency\nMotivation: maintenance\n")
+	w.Run("push", "-q", "origin", "HEAD:main")
+	tip := remote.Run("rev-parse", "main")
+
+	clk.set(time.Date(2026, 11, 20, 11, 30, 0, 0, time.UTC)) // the HPA's claim lapsed at 11:00
+	p := &Pushes{PullRequests: &PullRequests{Installations: d.GitHub, Repos: d.Repos}, Drift: d}
+	if err := p.Handle(ctx, store.Delivery{ID: "push-1", Event: "push", Body: pushEvent(t, bare, "refs/heads/main")}); err != nil {
+		t.Fatal(err)
+	}
+	if got := remote.Run("log", "--format=%s", tip+"..main"); got != "parley: resume Git's /spec/replicas of Deployment prod/web" {
+		t.Fatalf("after the policy push:\n%s", got)
+	}
+	kust := remote.Run("show", "main:clusters/prod/apps.yaml")
+	if strings.Contains(kust, "- /spec/replicas") || !strings.Contains(kust, "containers/0/image") {
+		t.Fatalf("gates after the push:\n%s", kust)
+	}
+	// The push of Parley's own commit judges again and writes nothing.
+	tip = remote.Run("rev-parse", "main")
+	if err := p.Handle(ctx, store.Delivery{ID: "push-2", Event: "push", Body: pushEvent(t, bare, "refs/heads/main")}); err != nil {
+		t.Fatal(err)
+	}
+	if remote.Run("rev-parse", "main") != tip {
+		t.Fatal("judging an unchanged branch again wrote")
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/google/go-github/v60/github"
 
@@ -88,6 +89,8 @@ func (h *Rerequests) Handle(ctx context.Context, d store.Delivery) error {
 // updates the ledger, so the next pull request is judged against up-to-date claims.
 type Pushes struct {
 	PullRequests *PullRequests
+	// Drift, if set, judges its gated fields again when its GitOps branch moves.
+	Drift *Drift
 }
 
 // Handle implements webhooks.Handler for push deliveries.
@@ -100,7 +103,23 @@ func (h *Pushes) Handle(ctx context.Context, d store.Delivery) error {
 	if repo == nil || ev.GetInstallation().GetID() == 0 {
 		return webhooks.Permanent(fmt.Errorf("push delivery %s lacks the repository or installation", d.ID))
 	}
-	if ev.GetRef() != "refs/heads/"+repo.GetDefaultBranch() || ev.GetDeleted() {
+	if ev.GetDeleted() {
+		return nil
+	}
+	if d := h.Drift; d != nil && strings.EqualFold(d.Repository, repo.GetFullName()) {
+		branch := d.Branch
+		if branch == "" {
+			branch = repo.GetDefaultBranch()
+		}
+		if ev.GetRef() == "refs/heads/"+branch {
+			// The GitOps branch moved: its policy or Git's values may have changed, and with them
+			// the verdicts behind Parley's gates.
+			if err := d.RecheckGated(ctx); err != nil {
+				return fmt.Errorf("%s: judge gated fields again: %w", repo.GetFullName(), err)
+			}
+		}
+	}
+	if ev.GetRef() != "refs/heads/"+repo.GetDefaultBranch() {
 		return nil
 	}
 	token, err := h.PullRequests.Installations.Token(ctx, ev.GetInstallation().GetID())

@@ -156,7 +156,7 @@ func NewServer(ctx context.Context, cfg config.Config, log *slog.Logger) (*Serve
 		route("pull_request"):              prs,
 		route("check_run"):                 &Rerequests{PullRequests: prs},
 		route("check_suite"):               &Rerequests{PullRequests: prs},
-		route("push"):                      &Pushes{PullRequests: prs},
+		route("push"):                      &Pushes{PullRequests: prs, Drift: drift},
 		route("installation"):              &InstallationEvents{Repos: repos},
 		route("installation_repositories"): &InstallationEvents{Repos: repos},
 		route("issue_comment"):             &Comments{PullRequests: prs, Live: live},

@@ -69,6 +69,18 @@ func gateIndex(files map[string][]byte) map[core.Field][]gateLoc {
 	return out
 }
 
+// GatedFields lists the fields Parley gated in a snapshot's files, sorted: the fields to judge again
+// when the policy or Git's claims change, since a gate stands only as long as its verdict does.
+func GatedFields(files map[string][]byte) []core.Field {
+	idx := gateIndex(files)
+	out := make([]core.Field, 0, len(idx))
+	for f := range idx {
+		out = append(out, f)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
+	return out
+}
+
 func isYAML(p string) bool { return strings.HasSuffix(p, ".yaml") || strings.HasSuffix(p, ".yml") }
 
 func sortedPaths(files map[string][]byte) []string {
