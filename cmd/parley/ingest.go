@@ -2,17 +2,20 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/mail"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/utils/diff"
 	"github.com/sergi/go-diff/diffmatchpatch"
@@ -45,10 +48,12 @@ from Parley's template, a CloudTrail record, Records file or EventBridge envelop
 after another (JSON lines). The source is recognised from the body unless --source names it. "-"
 reads standard input.
 
-Each body is judged at the time of its newest event (--at changes that), and expiry timers that
-come due between bodies fire first, so a day's events replay in order. Without --apply nothing is
-written: the changes are printed as diffs. With --apply each change is one commit on the checked-out
-branch (files with uncommitted changes are refused). The drift state (events taken in, claims,
+Bodies are replayed in the order given (name files oldest first). Each is judged at the time of its
+newest event (--at changes that), and expiry timers that came due before it fire first, so a day's
+events replay as they happened. With --apply each change is one commit on the checked-out branch
+(files with uncommitted changes are refused). Without it the repository is not touched: the changes
+are printed as diffs, and made in a throwaway clone so that later bodies are judged with them (a gate
+planned for one body can be resumed by a later one). The drift state (events taken in, claims,
 verdicts, timers) lives in memory unless --state names a file to keep it in.`,
 		Example: `  parley ingest audit.json --repo ./infra
   parley ingest flux-events.jsonl cloudtrail.json --repo ./infra --apply
@@ -98,6 +103,20 @@ verdicts, timers) lives in memory unless --state names a file to keep it in.`,
 			if err != nil {
 				return fmt.Errorf("open ledger: %w", err)
 			}
+			if !apply {
+				// A dry run commits into a throwaway clone instead, so each body is judged with the
+				// changes the earlier ones would have made (a gate planned at 10:00 is there to be
+				// resumed at 12:00), and the repository itself is never touched.
+				scratch, err := scratchClone(ctx, dir, branch, led)
+				if err != nil {
+					return err
+				}
+				defer os.RemoveAll(scratch)
+				if led, err = ledger.Open(scratch, ledger.Options{}); err != nil {
+					return fmt.Errorf("open ledger of the scratch clone: %w", err)
+				}
+				dir = scratch
+			}
 			defer led.Close()
 			if statePath == "" {
 				statePath = ":memory:"
@@ -108,10 +127,8 @@ verdicts, timers) lives in memory unless --state names a file to keep it in.`,
 			}
 			defer st.Close()
 			var now time.Time
-			rec := &reconcile.Reconciler{State: st, Now: func() time.Time { return now }}
-			if apply {
-				rec.Writer = &reconcile.LocalWriter{Dir: dir, Author: sig, Now: func() time.Time { return now }}
-			}
+			rec := &reconcile.Reconciler{State: st, Now: func() time.Time { return now },
+				Writer: &reconcile.LocalWriter{Dir: dir, Author: sig, Now: func() time.Time { return now }}}
 			load := func() (reconcile.Snapshot, error) {
 				return reconcile.LoadSnapshot(ctx, dir, branch, ".parley/policy.hcl", led, pol)
 			}
@@ -151,7 +168,7 @@ verdicts, timers) lives in memory unless --state names a file to keep it in.`,
 					if err != nil {
 						return err
 					}
-					out = append(out, ingestBatch{Where: "timers due by " + now.Format(time.RFC3339), Source: "timer", At: now, Results: results(rep)})
+					out = append(out, ingestBatch{Where: "timers due by " + now.Format(time.RFC3339), Source: "timer", At: now, Results: results(rep, apply)})
 					if snap, err = load(); err != nil {
 						return err
 					}
@@ -161,7 +178,7 @@ verdicts, timers) lives in memory unless --state names a file to keep it in.`,
 					return fmt.Errorf("%s: %w", b.where, err)
 				}
 				out = append(out, ingestBatch{Where: b.where, Source: src, At: now, Duplicates: rep.Duplicates,
-					Ignored: rep.Ignored, Reverts: len(rep.Reverts), Closed: rep.Closed, Results: results(rep)})
+					Ignored: rep.Ignored, Reverts: len(rep.Reverts), Closed: rep.Closed, Results: results(rep, apply)})
 			}
 			timers, err := st.Timers(ctx)
 			if err != nil {
@@ -190,6 +207,52 @@ verdicts, timers) lives in memory unless --state names a file to keep it in.`,
 	f.BoolVar(&apply, "apply", false, "commit the changes to the checked-out branch")
 	f.BoolVar(&asJSON, "json", false, "print the batches as JSON")
 	return cmd
+}
+
+// scratchClone clones branch of the repository at dir into a temporary directory, with the
+// ledger's index copied along (same commits, so the index stays valid and only new commits are
+// read). The caller removes the directory.
+func scratchClone(ctx context.Context, dir, branch string, led *ledger.Ledger) (string, error) {
+	if _, err := led.Update(ctx, branch); err != nil {
+		return "", fmt.Errorf("update the ledger of %s: %w", branch, err)
+	}
+	index := led.Path()
+	if err := led.Close(); err != nil {
+		return "", err
+	}
+	scratch, err := os.MkdirTemp("", "parley-ingest-")
+	if err != nil {
+		return "", err
+	}
+	fail := func(err error) (string, error) {
+		os.RemoveAll(scratch)
+		return "", err
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return fail(err)
+	}
+	if _, err := git.PlainCloneContext(ctx, scratch, false, &git.CloneOptions{URL: abs,
+		ReferenceName: plumbing.NewBranchReferenceName(branch), SingleBranch: true, Tags: git.NoTags}); err != nil {
+		return fail(fmt.Errorf("clone %s for a dry run: %w", dir, err))
+	}
+	to := filepath.Join(scratch, ".git", "parley")
+	if err := os.MkdirAll(to, 0o755); err != nil {
+		return fail(err)
+	}
+	for _, suffix := range []string{"", "-wal"} { // the index and whatever its log still holds
+		b, err := os.ReadFile(index + suffix)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return fail(err)
+		}
+		if err := os.WriteFile(filepath.Join(to, filepath.Base(index)+suffix), b, 0o644); err != nil {
+			return fail(err)
+		}
+	}
+	return scratch, nil
 }
 
 func contains(xs []string, s string) bool {
@@ -296,7 +359,8 @@ type ingestResult struct {
 	Note    string            `json:"note,omitempty"`
 }
 
-func results(rep reconcile.Report) []ingestResult {
+// results renders a report; commits of a dry run (made in its scratch clone) are not reported.
+func results(rep reconcile.Report, applied bool) []ingestResult {
 	out := []ingestResult{}
 	for _, r := range rep.Results {
 		ir := ingestResult{Verdict: r.Verdict, Note: r.Note}
@@ -306,7 +370,7 @@ func results(rep reconcile.Report) []ingestResult {
 				ir.Diff[f] = unifiedDiff(f, c.Diff[f][0], c.Diff[f][1])
 			}
 		}
-		if r.Landed != nil && r.Landed.Committed {
+		if applied && r.Landed != nil && r.Landed.Committed {
 			ir.Commit = r.Landed.Commit
 		}
 		out = append(out, ir)

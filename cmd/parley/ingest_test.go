@@ -37,6 +37,10 @@ func TestIngestPlansWithoutWriting(t *testing.T) {
 		"decision: veto (bounds)", "kafka-agent wants 24, above the maximum 16",
 		"decision: adopt (rank)", "-  desired_capacity    = 5", "+  desired_capacity    = 9",
 		"1 object(s) reverted by the GitOps tool",
+		// The dry run carries its planned gates forward: the image's gate, planned at 10:05, is
+		// resumed when its yield ends at 12:05, and the replicas gate is not planned twice.
+		"git:      resume clusters/prod/apps.yaml (would commit)",
+		"yielded; already gated in clusters/prod/apps.yaml",
 		"run again with --apply to commit them",
 	} {
 		if !strings.Contains(out, want) {
