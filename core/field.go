@@ -375,6 +375,9 @@ func parseAddress(s string, globs bool) (FieldPattern, error) {
 		if err == nil && cleanModule(f.Module) != f.Module {
 			return bad("module directory %q is not clean (want %q)", mod, cleanModule(f.Module))
 		}
+		if err == nil && (strings.HasPrefix(f.Module, "/") || f.Module == ".." || strings.HasPrefix(f.Module, "../")) {
+			return bad("module directory %q is not inside the repository (want a path relative to its root)", mod)
+		}
 		f.Resource = dec(res, "resource")
 	default:
 		return bad("unknown scheme %q (want k8s or tf)", scheme)

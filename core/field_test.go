@@ -32,7 +32,7 @@ func TestFieldRoundTrip(t *testing.T) {
 func TestParseFieldErrors(t *testing.T) {
 	for _, s := range []string{"", "apps/Deployment/prod/web", "k8s:apps/Deployment", "k8s:/Deployment/p/w", "k8s:apps/Deployment/prod/web#spec",
 		"tf:aws_instance.x", "tf://aws_instance.x", "tf:a//", "k8s:apps/Deployment/*/web", "k8s:apps/Deployment/p/w#/a b", "k8s:apps/D/p/w#/%zz",
-		"tf:a/../b//x.y", "gcp:x", "k8s:apps/Deployment/p/w#/a~2"} {
+		"tf:a/../b//x.y", "gcp:x", "k8s:apps/Deployment/p/w#/a~2", "tf:%2F//0", "tf:%2Finfra//x.y", "tf:..//x.y", "tf:../infra//x.y"} {
 		if f, err := ParseField(s); err == nil {
 			t.Errorf("ParseField(%q) = %v, want error", s, f)
 		}
