@@ -16,6 +16,8 @@ import (
 	"github.com/parleyhq/parley/app/config"
 	"github.com/parleyhq/parley/demo"
 	"github.com/parleyhq/parley/internal/gittest"
+	"github.com/parleyhq/parley/store"
+	"github.com/parleyhq/parley/webhooks"
 )
 
 // servedDrift is a running parley serve judging drift against the demo repository plus n
@@ -217,4 +219,39 @@ func percentiles(d []time.Duration) (p50, p99 float64) {
 	slices.Sort(d)
 	ms := func(x time.Duration) float64 { return float64(x.Microseconds()) / 1000 }
 	return ms(d[len(d)/2]), ms(d[len(d)*99/100])
+}
+
+// BenchmarkStandingOwnerRescale measures the steady state of a machine-speed actor: the HPA
+// rescaling a field it owns and Parley already gated, which writes nothing. Each op is one audit
+// event through the drift handler (fetch, snapshot, judgement, record).
+//
+//	go test ./app -run '^$' -bench StandingOwnerRescale
+func BenchmarkStandingOwnerRescale(b *testing.B) {
+	d, _, remote, clk := driftSetupB(b)
+	ctx := context.Background()
+	scale := func(i int) []byte {
+		at := clk.now().Format("2006-01-02T15:04:05.000000Z07:00")
+		return []byte(fmt.Sprintf(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[{"level":"Request","auditID":"hpa-%d","stage":"ResponseComplete",`+
+			`"requestURI":"/apis/apps/v1/namespaces/prod/deployments/web/scale","verb":"update","user":{"username":"system:serviceaccount:kube-system:horizontal-pod-autoscaler"},`+
+			`"objectRef":{"resource":"deployments","namespace":"prod","name":"web","apiGroup":"apps","apiVersion":"v1","subresource":"scale"},`+
+			`"responseStatus":{"metadata":{},"code":200},"requestObject":{"kind":"Scale","apiVersion":"autoscaling/v1","metadata":{"name":"web","namespace":"prod"},"spec":{"replicas":%d}},`+
+			`"requestReceivedTimestamp":%q,"stageTimestamp":%q}]}`, i, 9+i%10, at, at))
+	}
+	deliver := func(i int) {
+		if err := d.Handle(ctx, store.Delivery{Source: store.SourceK8sAudit, ID: fmt.Sprintf("d-%d", i), Event: webhooks.EventName,
+			Body: scale(i), ReceivedAt: clk.now()}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	deliver(0) // the first scale gates the field
+	tip := remote.Run("rev-parse", "main")
+	b.ResetTimer()
+	for i := 1; i <= b.N; i++ {
+		clk.add(time.Second)
+		deliver(i)
+	}
+	b.StopTimer()
+	if remote.Run("rev-parse", "main") != tip {
+		b.Fatal("a standing owner's rescale wrote to Git")
+	}
 }

@@ -36,6 +36,15 @@ func (c *clockT) add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlo
 // driftSetup is the demo repository hosted as "acme/infra" (a bare repository standing in for
 // GitHub's), the fake GitHub knowing the App's installation on it, and a Drift judging against it.
 func driftSetup(t *testing.T, mode reconcile.Mode) (*Drift, *fakegithub.Server, *gittest.Runner, *clockT) {
+	return driftSetupTB(t, mode)
+}
+
+// driftSetupB is driftSetup for benchmarks, in direct mode.
+func driftSetupB(b *testing.B) (*Drift, *fakegithub.Server, *gittest.Runner, *clockT) {
+	return driftSetupTB(b, reconcile.ModeDirect)
+}
+
+func driftSetupTB(t testing.TB, mode reconcile.Mode) (*Drift, *fakegithub.Server, *gittest.Runner, *clockT) {
 	t.Helper()
 	work := filepath.Join(t.TempDir(), "work")
 	if _, err := demo.Build(work); err != nil {

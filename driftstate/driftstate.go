@@ -181,6 +181,13 @@ func (d *DB) Apply(ctx context.Context, b Batch) error {
 			c.Field.String(), actorKey(c.Actor), c.At.UnixNano(), string(js)); err != nil {
 			return fmt.Errorf("drift state: record claim on %s: %w", c.Field, err)
 		}
+		// An actor's new claim on a field replaces its earlier ones: they stay in the history (for
+		// oscillation) but no longer stand, so the standing claims stay as few as the actors, however
+		// often a machine-speed actor restates its wish.
+		if _, err := tx.ExecContext(ctx, `UPDATE claims SET closed_at = ?, closed_why = ? WHERE field = ? AND actor = ? AND closed_at IS NULL AND at < ?`,
+			at, "superseded by the same actor's later claim", c.Field.String(), actorKey(c.Actor), c.At.UnixNano()); err != nil {
+			return fmt.Errorf("drift state: supersede claims on %s: %w", c.Field, err)
+		}
 	}
 	for _, cl := range b.Closes {
 		if err := closeClaims(ctx, tx, cl, at); err != nil {
@@ -355,6 +362,34 @@ func (d *DB) Claims(ctx context.Context, f core.Field, all bool) ([]Claim, error
 		}
 		if closed.Valid {
 			c.Closed, c.ClosedWhy = time.Unix(0, closed.Int64).UTC(), why.String
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// History returns the claims recorded on f at or after since, open or closed, oldest first, and
+// the latest one before since (the value the first of them changed from): what an oscillation
+// check over a window needs, without reading a machine-speed actor's whole past.
+func (d *DB) History(ctx context.Context, f core.Field, since time.Time) ([]core.Claim, error) {
+	rows, err := d.db.QueryContext(ctx, `SELECT claim FROM (
+		SELECT claim, at, seq FROM claims WHERE field = ? AND at >= ?
+		UNION ALL
+		SELECT * FROM (SELECT claim, at, seq FROM claims WHERE field = ? AND at < ? ORDER BY at DESC, seq DESC LIMIT 1))
+		ORDER BY at, seq`, f.String(), since.UnixNano(), f.String(), since.UnixNano())
+	if err != nil {
+		return nil, fmt.Errorf("drift state: history of %s: %w", f, err)
+	}
+	defer rows.Close()
+	var out []core.Claim
+	for rows.Next() {
+		var js string
+		if err := rows.Scan(&js); err != nil {
+			return nil, err
+		}
+		var c core.Claim
+		if err := json.Unmarshal([]byte(js), &c); err != nil {
+			return nil, fmt.Errorf("drift state: decode claim on %s: %w", f, err)
 		}
 		out = append(out, c)
 	}

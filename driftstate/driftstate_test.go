@@ -3,6 +3,7 @@ package driftstate
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -71,7 +72,11 @@ func TestStandingIsTheLatestOpenClaimPerActor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(st) != 2 || st[0].Actor.Name != "hpa" || st[0].Value.JSON() != "12" || st[1].Actor.Name != "cost-optimizer" {
+	byActor := map[string]string{}
+	for _, c := range st {
+		byActor[c.Actor.Name] = c.Value.JSON()
+	}
+	if len(st) != 2 || byActor["hpa"] != "12" || byActor["cost-optimizer"] != "2" {
 		t.Fatalf("standing = %v", st)
 	}
 	// Flux reverted the object after the cost optimizer's change but before the HPA's second one.
@@ -84,8 +89,19 @@ func TestStandingIsTheLatestOpenClaimPerActor(t *testing.T) {
 		t.Fatalf("after the revert: standing = %v, want the HPA's 12 only", st)
 	}
 	all, _ := db.Claims(ctx, replicas, true)
-	if len(all) != 3 || all[0].Closed.IsZero() || all[0].ClosedWhy != "flux" || !all[2].Closed.IsZero() {
+	if len(all) != 3 || !strings.HasPrefix(all[0].ClosedWhy, "superseded") || all[1].ClosedWhy != "flux" || !all[2].Closed.IsZero() {
 		t.Fatalf("history = %+v", all)
+	}
+	// The history of a window: the claims in it, and the one before it that the first changed.
+	h, err := db.History(ctx, replicas, t0.Add(90*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h) != 2 || h[0].Value.JSON() != "2" || h[1].Value.JSON() != "12" {
+		t.Fatalf("history since 10:01:30 = %v", h)
+	}
+	if h, _ := db.History(ctx, replicas, t0.Add(time.Hour)); len(h) != 1 || h[0].Value.JSON() != "12" {
+		t.Fatalf("history of an empty window = %v, want only the latest claim before it", h)
 	}
 }
 

@@ -30,7 +30,7 @@ type State interface {
 	Fresh(ctx context.Context, ids []string) ([]string, error)
 	Apply(ctx context.Context, b driftstate.Batch) error
 	Standing(ctx context.Context, f core.Field) ([]core.Claim, error)
-	Claims(ctx context.Context, f core.Field, all bool) ([]driftstate.Claim, error)
+	History(ctx context.Context, f core.Field, since time.Time) ([]core.Claim, error)
 	Last(ctx context.Context, f core.Field) (driftstate.Record, bool, error)
 }
 
@@ -265,13 +265,12 @@ func (r *Reconciler) judge(ctx context.Context, snap Snapshot, f core.Field, fre
 	if err != nil {
 		return core.Verdict{}, fmt.Errorf("history of %s: %w", f, err)
 	}
-	stored, err := r.State.Claims(ctx, f, true)
+	// Live history matters for oscillation only, which looks back one window.
+	stored, err := r.State.History(ctx, f, now.Add(-snap.Policy.Oscillation.Window))
 	if err != nil {
 		return core.Verdict{}, err
 	}
-	for _, c := range stored {
-		hist = append(hist, c.Claim)
-	}
+	hist = append(hist, stored...)
 	hist = append(hist, fresh...)
 	sort.SliceStable(hist, func(i, j int) bool { return hist[i].At.Before(hist[j].At) })
 	in.History = hist
