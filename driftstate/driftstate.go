@@ -84,14 +84,14 @@ type Claim struct {
 
 // Record is one verdict as stored: what was decided, on what evidence, and what it did to Git.
 type Record struct {
-	Verdict  core.Verdict
-	At       time.Time
-	Evidence []string // source/event-ID pairs that led to this verdict (newest last, at most 64)
-	Action   string   // what the verdict did: "gate", "resume", "adopt" or "" (nothing to write)
-	Commit   string   // the commit that carried it, if one was written
-	Branch   string
-	PR       int
-	Note     string // why nothing was written, or what happened
+	Verdict  core.Verdict `json:"verdict"`
+	At       time.Time    `json:"at"`
+	Evidence []string     `json:"evidence"`         // source/event-ID pairs that led to this verdict (newest last, at most 64)
+	Action   string       `json:"action,omitempty"` // what the verdict did: "gate", "resume", "adopt" or "" (nothing to write)
+	Commit   string       `json:"commit,omitempty"` // the commit that carried it, if one was written
+	Branch   string       `json:"branch,omitempty"`
+	PR       int          `json:"pullRequest,omitempty"`
+	Note     string       `json:"note,omitempty"` // why nothing was written, or what happened
 }
 
 // Signature is what makes two verdicts on a field "the same": decision, rule and winning actor.

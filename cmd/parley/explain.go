@@ -170,9 +170,9 @@ Exit status 1 when a verdict vetoes a claim.`,
 			out := cmd.OutOrStdout()
 			if asJSON {
 				if !single.IsZero() {
-					err = writePolicyJSON(out, verdicts[0])
+					err = writeJSON(out, verdicts[0])
 				} else {
-					err = writePolicyJSON(out, verdicts)
+					err = writeJSON(out, verdicts)
 				}
 			} else {
 				for i, v := range verdicts {

@@ -133,3 +133,41 @@ func TestIngestRefusesBadInput(t *testing.T) {
 		}
 	}
 }
+
+func TestVerdictsListsWhatIngestRecorded(t *testing.T) {
+	dir, _ := demoRepo(t)
+	state := filepath.Join(t.TempDir(), "drift.db")
+	if code, _, errOut := runCLI(t, append([]string{"ingest", "--repo", dir, "--apply", "--state", state}, driftExamples...)...); code != 0 {
+		t.Fatalf("ingest: %s", errOut)
+	}
+	code, out, errOut := runCLI(t, "verdicts", "--state", state)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{
+		"k8s:apps/Deployment/prod/web#/spec/replicas\n  decision: yield (owner.replicas)\n  winner:   hpa wants 11\n  git:      gate, commit ",
+		"decision: veto (bounds)", "git:      vetoed: Git's value stands (the next terraform apply restores it); nothing to write",
+		"evidence: k8s-audit/7c1e0a00-0000-4000-8000-000000000002",
+		"evidence: cloudtrail/5d1a0c77-1111-4e0b-9a43-6f0d2e7c1a01",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("verdicts lack %q:\n%s", want, out)
+		}
+	}
+	code, out, _ = runCLI(t, "verdicts", "--state", state, "--field", "tf:infra/kafka//aws_autoscaling_group.consumer#/desired_capacity", "--json")
+	var recs []struct {
+		Verdict struct{ Decision string } `json:"verdict"`
+		Commit  string                    `json:"commit"`
+	}
+	if err := json.Unmarshal([]byte(out), &recs); code != 0 || err != nil || len(recs) != 2 || recs[0].Verdict.Decision != "veto" || recs[1].Commit == "" {
+		t.Fatalf("--field --json: exit %d, %v, %+v", code, err, recs)
+	}
+	if code, out, _ = runCLI(t, "verdicts", "--state", state, "--timers"); code != 0 || !strings.Contains(out, "recheck yield (owner.replicas)") {
+		t.Fatalf("--timers: exit %d\n%s", code, out)
+	}
+	for _, bad := range [][]string{{"--state", filepath.Join(t.TempDir(), "none.db")}, {"--state", state, "--field", "nope"}} {
+		if code, _, errOut := runCLI(t, append([]string{"verdicts"}, bad...)...); code != exitUsage || errOut == "" {
+			t.Errorf("%v: exit %d %q", bad, code, errOut)
+		}
+	}
+}

@@ -168,7 +168,7 @@ The policy is --policy, or policy.hcl next to the events file.`,
 				for i, c := range changes {
 					list[i] = change{c.At, c.Cause, c.Verdict}
 				}
-				return writePolicyJSON(out, list)
+				return writeJSON(out, list)
 			case brief:
 				_, err = io.WriteString(out, arbiter.RenderBrief(changes))
 			default:
@@ -183,7 +183,7 @@ The policy is --policy, or policy.hcl next to the events file.`,
 	return cmd
 }
 
-func writePolicyJSON(w io.Writer, v any) error {
+func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
