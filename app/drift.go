@@ -47,6 +47,7 @@ type Drift struct {
 	Metrics    *DriftMetrics
 
 	rec    *reconcile.Reconciler
+	snaps  reconcile.SnapshotCache // the branch's files, policy and managers while it does not move
 	once   sync.Once
 	mu     sync.Mutex
 	target *driftTarget // the repository's installation, clone URL and branch, looked up once
@@ -174,7 +175,7 @@ func (d *Drift) withSnapshot(ctx context.Context, fn func(reconcile.Snapshot) er
 		return fmt.Errorf("%s: open ledger: %w", d.Repository, err)
 	}
 	defer led.Close()
-	snap, err := reconcile.LoadSnapshot(ctx, dir, t.branch, d.PolicyPath, led, nil)
+	snap, err := d.snaps.Load(ctx, dir, t.branch, d.PolicyPath, led, nil)
 	if errors.Is(err, reconcile.ErrNoPolicy) {
 		return webhooks.Permanent(fmt.Errorf("%s: %w: add %s to %s to judge drift", d.Repository, err, d.PolicyPath, t.branch))
 	}

@@ -106,8 +106,9 @@ func newPlanner(snap Snapshot, gated map[core.Field][]gateLoc) *planner {
 	for p, b := range snap.Files {
 		files[p] = b
 	}
-	inv, _ := gitops.Discover(files) // files it cannot read are skipped; the gates command shows them
-	return &planner{files: files, gated: gated, inv: inv, snap: snap}
+	// Discovery reads the snapshot's own files: a change landed within the batch edits gates and
+	// values, never which directories a manager applies.
+	return &planner{files: files, gated: gated, inv: snap.inventory(), snap: snap}
 }
 
 // landed folds a change that landed into the planner's files, so later plans build on it.

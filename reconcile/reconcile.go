@@ -55,6 +55,8 @@ type Snapshot struct {
 	Git    GitState
 	Policy *policy.Policy
 	Head   string // the commit the files and ledger were read at, for logs
+
+	derive *derived // what is computed from Files, shared while the commit is the same; may be nil
 }
 
 // Reconciler turns batches of events into verdicts and Git changes. Safe for concurrent use:

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -366,5 +367,47 @@ func TestFluxRevertEndsLosingClaims(t *testing.T) {
 	}
 	if st, _ := e.state.Standing(ctx, image); len(st) != 0 {
 		t.Fatalf("the reverted claim still stands: %v", st)
+	}
+}
+
+func TestSnapshotCacheReadsTheBranchOncePerCommit(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	var c SnapshotCache
+	load := func() Snapshot {
+		t.Helper()
+		s, err := c.Load(ctx, e.dir, "main", ".parley/policy.hcl", e.led, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	same := func(a, b map[string][]byte) bool { return reflect.ValueOf(a).Pointer() == reflect.ValueOf(b).Pointer() }
+	a, b := load(), load()
+	if !same(a.Files, b.Files) || a.Policy != b.Policy || a.inventory() != b.inventory() {
+		t.Fatal("the same commit was read and parsed twice")
+	}
+	// A commit moves the branch: the next load reads it.
+	e.rec.Writer = &LocalWriter{Dir: e.dir, Author: object.Signature{Name: "P", Email: "p@x"}}
+	e.ingest(events.SourceK8sAudit, auditList(scale("hpa-1", hpaUser, t0, 9)))
+	c2 := load()
+	if same(a.Files, c2.Files) || c2.Head == a.Head || !strings.Contains(string(c2.Files[fluxFile]), "/spec/replicas") {
+		t.Fatal("a moved branch was served from the cache")
+	}
+	// A policy given by the caller is used, and does not replace the branch's in the cache.
+	pol := a.Policy
+	s, err := c.Load(ctx, e.dir, "main", ".parley/policy.hcl", e.led, pol)
+	if err != nil || s.Policy != pol {
+		t.Fatalf("explicit policy: %v", err)
+	}
+	if again := load(); again.Policy != c2.Policy {
+		t.Fatal("an explicit policy replaced the cached one")
+	}
+	// A nil cache caches nothing.
+	var none *SnapshotCache
+	x, _ := none.Load(ctx, e.dir, "main", ".parley/policy.hcl", e.led, nil)
+	y, _ := none.Load(ctx, e.dir, "main", ".parley/policy.hcl", e.led, nil)
+	if same(x.Files, y.Files) {
+		t.Fatal("a nil cache cached")
 	}
 }

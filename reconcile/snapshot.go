@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
 
+	"github.com/parleyhq/parley/gitops"
 	"github.com/parleyhq/parley/ledger"
 	"github.com/parleyhq/parley/policy"
 )
@@ -22,25 +24,41 @@ const maxFileBytes = 4 << 20
 // ReadFiles reads the YAML, Terraform and policy files of a revision (a branch, tag or commit)
 // of the repository at dir (bare or not), and the commit it resolved to.
 func ReadFiles(dir, rev string) (map[string][]byte, string, error) {
+	repo, hash, err := resolve(dir, rev)
+	if err != nil {
+		return nil, "", err
+	}
+	files, err := readTree(repo, hash)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s at %s: %w", dir, rev, err)
+	}
+	return files, hash.String(), nil
+}
+
+func resolve(dir, rev string) (*git.Repository, plumbing.Hash, error) {
 	// A bare clone (the server's) opens as it is; a work tree may be named by a subdirectory.
 	repo, err := git.PlainOpen(dir)
 	if errors.Is(err, git.ErrRepositoryNotExists) {
 		repo, err = git.PlainOpenWithOptions(dir, &git.PlainOpenOptions{DetectDotGit: true})
 	}
 	if err != nil {
-		return nil, "", fmt.Errorf("open %s: %w", dir, err)
+		return nil, plumbing.ZeroHash, fmt.Errorf("open %s: %w", dir, err)
 	}
 	hash, err := repo.ResolveRevision(plumbing.Revision(rev))
 	if err != nil {
-		return nil, "", fmt.Errorf("%s: resolve %s: %w", dir, rev, err)
+		return nil, plumbing.ZeroHash, fmt.Errorf("%s: resolve %s: %w", dir, rev, err)
 	}
-	c, err := repo.CommitObject(*hash)
+	return repo, *hash, nil
+}
+
+func readTree(repo *git.Repository, hash plumbing.Hash) (map[string][]byte, error) {
+	c, err := repo.CommitObject(hash)
 	if err != nil {
-		return nil, "", fmt.Errorf("%s: commit %s: %w", dir, hash, err)
+		return nil, fmt.Errorf("commit %s: %w", hash, err)
 	}
 	tree, err := c.Tree()
 	if err != nil {
-		return nil, "", fmt.Errorf("%s: tree of %s: %w", dir, hash, err)
+		return nil, fmt.Errorf("tree of %s: %w", hash, err)
 	}
 	files := map[string][]byte{}
 	err = tree.Files().ForEach(func(f *object.File) error {
@@ -59,10 +77,7 @@ func ReadFiles(dir, rev string) (map[string][]byte, string, error) {
 		files[f.Name] = b
 		return nil
 	})
-	if err != nil {
-		return nil, "", fmt.Errorf("%s at %s: %w", dir, rev, err)
-	}
-	return files, hash.String(), nil
+	return files, err
 }
 
 func wanted(name string) bool {
@@ -94,17 +109,75 @@ type Ledger interface {
 // its policy at policyPath. A nil pol reads the policy from the branch; a policy given here (parley
 // ingest --policy) is used instead.
 func LoadSnapshot(ctx context.Context, dir, branch, policyPath string, led Ledger, pol *policy.Policy) (Snapshot, error) {
-	files, head, err := ReadFiles(dir, branch)
+	return (*SnapshotCache)(nil).Load(ctx, dir, branch, policyPath, led, pol)
+}
+
+// SnapshotCache keeps the last snapshot's files, policy and discovered managers, and hands them
+// out again while the branch has not moved: a machine-speed actor's events then cost a ref lookup
+// and a ledger check instead of reading and parsing the whole branch each time. The zero value is
+// ready; a nil *SnapshotCache caches nothing. Safe for concurrent use.
+type SnapshotCache struct {
+	mu     sync.Mutex
+	key    string // dir, branch, policy path and commit of the cached snapshot
+	files  map[string][]byte
+	policy *policy.Policy
+	derive *derived
+}
+
+// Load is LoadSnapshot through the cache. A policy given here is used as it is (and not cached).
+func (c *SnapshotCache) Load(ctx context.Context, dir, branch, policyPath string, led Ledger, pol *policy.Policy) (Snapshot, error) {
+	repo, hash, err := resolve(dir, branch)
 	if err != nil {
 		return Snapshot{}, err
 	}
 	if _, err := led.Update(ctx, branch); err != nil {
 		return Snapshot{}, fmt.Errorf("update the ledger of %s: %w", branch, err)
 	}
-	if pol == nil {
+	key := dir + "\x00" + branch + "\x00" + policyPath + "\x00" + hash.String()
+	if c != nil {
+		c.mu.Lock()
+		hit := c.key == key
+		files, cached, d := c.files, c.policy, c.derive
+		c.mu.Unlock()
+		if hit {
+			if pol == nil {
+				pol = cached
+			}
+			return Snapshot{Files: files, Git: led, Policy: pol, Head: hash.String(), derive: d}, nil
+		}
+	}
+	files, err := readTree(repo, hash)
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("%s at %s: %w", dir, branch, err)
+	}
+	fromBranch := pol == nil
+	if fromBranch {
 		if pol, err = LoadPolicy(files, policyPath); err != nil {
 			return Snapshot{}, fmt.Errorf("%s at %s: %w", dir, branch, err)
 		}
 	}
-	return Snapshot{Files: files, Git: led, Policy: pol, Head: head}, nil
+	snap := Snapshot{Files: files, Git: led, Policy: pol, Head: hash.String(), derive: &derived{}}
+	if c != nil && fromBranch {
+		c.mu.Lock()
+		c.key, c.files, c.policy, c.derive = key, files, pol, snap.derive
+		c.mu.Unlock()
+	}
+	return snap, nil
+}
+
+// derived holds what is computed from a snapshot's files once and shared by every batch judged
+// against the same commit. Snapshot.Files must not be modified once derived is set.
+type derived struct {
+	once sync.Once
+	inv  *gitops.Inventory
+}
+
+// inventory discovers the snapshot's Argo CD and Flux managers, once per commit.
+func (s Snapshot) inventory() *gitops.Inventory {
+	if s.derive == nil {
+		inv, _ := gitops.Discover(s.Files) // files it cannot read are skipped; parley gates shows them
+		return inv
+	}
+	s.derive.once.Do(func() { s.derive.inv, _ = gitops.Discover(s.Files) })
+	return s.derive.inv
 }
