@@ -92,7 +92,6 @@ type Report struct {
 	Ignored    map[string]int // the decoder's counts, by reason
 	Reverts    []events.Revert
 	OutOfSync  []events.OutOfSync
-	Closed     int // claims ended by a GitOps revert
 }
 
 func (r *Reconciler) now() time.Time {
@@ -179,7 +178,6 @@ func (r *Reconciler) Ingest(ctx context.Context, snap Snapshot, b events.Batch) 
 		}
 		batch.Closes = append(batch.Closes, driftstate.Close{Object: rv.Object, Before: rv.At,
 			Why: fmt.Sprintf("%s %s it at %s (%s)", rv.Controller, rv.Action, rv.At.Format(time.RFC3339), rv.Revision), Except: except})
-		rep.Closed++
 	}
 
 	fields := make([]core.Field, 0, len(byField))

@@ -178,7 +178,7 @@ verdicts, timers) lives in memory unless --state names a file to keep it in.`,
 					return fmt.Errorf("%s: %w", b.where, err)
 				}
 				out = append(out, ingestBatch{Where: b.where, Source: src, At: now, Duplicates: rep.Duplicates,
-					Ignored: rep.Ignored, Reverts: len(rep.Reverts), Closed: rep.Closed, Results: results(rep, apply)})
+					Ignored: rep.Ignored, Reverts: len(rep.Reverts), Results: results(rep, apply)})
 			}
 			timers, err := st.Timers(ctx)
 			if err != nil {
@@ -345,7 +345,6 @@ type ingestBatch struct {
 	Duplicates int            `json:"duplicates,omitempty"`
 	Ignored    map[string]int `json:"ignored,omitempty"`
 	Reverts    int            `json:"reverts,omitempty"`
-	Closed     int            `json:"closedClaims,omitempty"`
 	Results    []ingestResult `json:"results"`
 }
 
@@ -393,7 +392,7 @@ func printIngest(w io.Writer, batches []ingestBatch, timers []driftstate.Timer, 
 			fmt.Fprintf(w, "   ignored: %s\n", ignoredList(b.Ignored))
 		}
 		if b.Reverts > 0 {
-			fmt.Fprintf(w, "   %d object(s) reverted by the GitOps tool; %d live claim(s) ended\n", b.Reverts, b.Closed)
+			fmt.Fprintf(w, "   %d object(s) reverted by the GitOps tool: the live claims on them ended, except on gated fields\n", b.Reverts)
 		}
 		for _, r := range b.Results {
 			v := r.Verdict
