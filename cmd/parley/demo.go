@@ -71,6 +71,7 @@ The temporary directory is removed afterwards unless --keep is given; a --dir is
 			writeLedgerText(out, rep, all)
 			if dir != "" || keep {
 				fmt.Fprintf(cmd.ErrOrStderr(), "The demo repository is in %s (try: git -C %s log --graph --format=fuller).\n", res.Dir, res.Dir)
+				fmt.Fprintf(cmd.ErrOrStderr(), "Replay live changes against it: parley ingest examples/drift/k8s-audit.json examples/drift/flux.json examples/drift/kafka-agent.jsonl --repo %s\n", res.Dir)
 			}
 			return nil
 		},
