@@ -221,7 +221,7 @@ func (r *Reconciler) judgeFields(ctx context.Context, snap Snapshot, pl *planner
 		}
 		rep.Results = append(rep.Results, res)
 		batch.Verdicts = append(batch.Verdicts, record(res, now))
-		batch.Timers = append(batch.Timers, timerFor(res.Verdict))
+		batch.Timers = append(batch.Timers, timerFor(res.Verdict, now))
 	}
 	return r.State.Apply(ctx, *batch)
 }
@@ -387,17 +387,21 @@ func record(res Result, now time.Time) driftstate.Record {
 }
 
 // timerFor is when a field must be judged again: the end of a yield or hold, or the arbiter's
-// recheck time (a claim expiring, an escalation falling back); zero clears the timer.
-func timerFor(v core.Verdict) driftstate.Timer {
+// recheck time (a claim expiring, an escalation falling back); zero clears the timer. A time that
+// is not after now (which the arbiter should never give) is put a minute ahead, so that a timer
+// loop can never spin on a field that stays due.
+func timerFor(v core.Verdict, now time.Time) driftstate.Timer {
 	due := v.Recheck
 	if !v.Until.IsZero() && (due.IsZero() || v.Until.Before(due)) {
 		due = v.Until
 	}
-	why := ""
-	if !due.IsZero() {
-		why = fmt.Sprintf("recheck %s (%s)", v.Decision, v.Rule)
+	if due.IsZero() {
+		return driftstate.Timer{Field: v.Field}
 	}
-	return driftstate.Timer{Field: v.Field, Due: due, Why: why}
+	if !due.After(now) {
+		due = now.Add(time.Minute)
+	}
+	return driftstate.Timer{Field: v.Field, Due: due, Why: fmt.Sprintf("recheck %s (%s)", v.Decision, v.Rule)}
 }
 
 // Fields returns the fields of the results, for logs and tests.

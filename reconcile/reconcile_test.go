@@ -411,3 +411,18 @@ func TestSnapshotCacheReadsTheBranchOncePerCommit(t *testing.T) {
 		t.Fatal("a nil cache cached")
 	}
 }
+
+func TestTimerForNeverFallsDue(t *testing.T) {
+	v := core.Verdict{Field: image, Decision: core.DecisionYield, Rule: "r", Until: t0.Add(time.Hour), Recheck: t0.Add(2 * time.Hour)}
+	if tm := timerFor(v, t0); !tm.Due.Equal(t0.Add(time.Hour)) {
+		t.Errorf("the earlier of until and recheck: %v", tm.Due)
+	}
+	v.Until, v.Recheck = time.Time{}, t0.Add(-time.Second)
+	if tm := timerFor(v, t0); !tm.Due.Equal(t0.Add(time.Minute)) {
+		t.Errorf("a recheck in the past must be put ahead, got %v", tm.Due)
+	}
+	v.Recheck = time.Time{}
+	if tm := timerFor(v, t0); !tm.Due.IsZero() || tm.Field != image {
+		t.Errorf("no time: the timer is cleared, got %+v", tm)
+	}
+}
