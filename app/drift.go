@@ -92,7 +92,8 @@ func NewDriftMetrics(reg prometheus.Registerer) (*DriftMetrics, error) {
 func (d *Drift) init() {
 	d.once.Do(func() {
 		d.wake = make(chan struct{}, 1)
-		d.rec = &reconcile.Reconciler{State: d.State, Writer: driftWriter{d}, Now: d.now, Log: d.log()}
+		d.rec = &reconcile.Reconciler{State: d.State, Writer: driftWriter{d}, Now: d.now, Log: d.log(),
+			PullRequestBranches: d.Mode == reconcile.ModePullRequest}
 	})
 }
 
@@ -272,6 +273,20 @@ func (p pullRequests) Ensure(ctx context.Context, head, base, title, body string
 		return 0, err
 	}
 	return pr.GetNumber(), nil
+}
+
+func (p pullRequests) Close(ctx context.Context, head, base, comment string) (int, error) {
+	open, _, err := p.gh.PullRequests.List(ctx, p.owner, p.repo, &github.PullRequestListOptions{State: "open", Head: p.owner + ":" + head, Base: base})
+	if err != nil || len(open) == 0 {
+		return 0, err
+	}
+	n := open[0].GetNumber()
+	if _, _, err := p.gh.Issues.CreateComment(ctx, p.owner, p.repo, n, &github.IssueComment{Body: &comment}); err != nil {
+		return n, err
+	}
+	closed := "closed"
+	_, _, err = p.gh.PullRequests.Edit(ctx, p.owner, p.repo, n, &github.PullRequest{State: &closed})
+	return n, err
 }
 
 // RecheckGated judges every field Parley gated again: a push changed the branch (the policy, or

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/parleyhq/parley/app/repocache"
+	"github.com/parleyhq/parley/core"
 	"github.com/parleyhq/parley/demo"
 	"github.com/parleyhq/parley/driftstate"
 	"github.com/parleyhq/parley/internal/fakegithub"
@@ -261,5 +262,57 @@ func TestPushOfAPolicyChangeResumesAGate(t *testing.T) {
 	}
 	if remote.Run("rev-parse", "main") != tip {
 		t.Fatal("judging an unchanged branch again wrote")
+	}
+}
+
+// TestUnmergedYieldIsWithdrawnFromItsPullRequest: in pull-request mode nobody merged the on-call
+// engineer's image gate before the yield ended; Parley removes the gate on the branch and closes
+// the pull request, which would otherwise land a stale gate when merged.
+func TestUnmergedYieldIsWithdrawnFromItsPullRequest(t *testing.T) {
+	ctx := context.Background()
+	d, gh, remote, clk := driftSetup(t, reconcile.ModePullRequest)
+	if err := d.Handle(ctx, auditDelivery(t, "batch-1")); err != nil {
+		t.Fatal(err)
+	}
+	byHead := map[string]int{}
+	for _, w := range gh.Writes() {
+		if w.Operation == "pulls/create" {
+			byHead[w.Body["head"].(string)] = 0
+		}
+	}
+	if len(byHead) != 2 {
+		t.Fatalf("pull requests opened: %v", byHead)
+	}
+	clk.set(time.Date(2026, 11, 20, 12, 6, 0, 0, time.UTC)) // the image yield ended at 12:05
+	if err := d.fireDue(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var closed []string
+	for _, w := range gh.Writes() {
+		if w.Operation == "pulls/update" && w.Body["state"] == "closed" {
+			closed = append(closed, w.Path)
+		}
+	}
+	if len(closed) != 1 {
+		t.Fatalf("pull requests closed: %v", closed)
+	}
+	var imageBranch string
+	for head := range byHead {
+		if strings.Contains(head, "containers") || strings.Contains(head, "image") {
+			imageBranch = head
+		}
+	}
+	if imageBranch == "" {
+		t.Fatalf("no image branch among %v", byHead)
+	}
+	if remote.Run("rev-parse", imageBranch+"^{tree}") != remote.Run("rev-parse", "main^{tree}") {
+		t.Fatal("the image branch still differs from main after the withdrawal")
+	}
+	if got := remote.Run("log", "-1", "--format=%s", imageBranch); got != "parley: resume Git's /spec/template/spec/containers/0/image of Deployment prod/web" {
+		t.Fatalf("the image branch's tip: %q", got)
+	}
+	recs, _ := d.State.Verdicts(ctx, core.K8sField("apps", "Deployment", "prod", "web", "/spec/template/spec/containers/0/image"))
+	if n := len(recs); n == 0 || !strings.Contains(recs[n-1].Note, "pull request closed") {
+		t.Fatalf("the verdict record does not say the pull request was closed: %+v", recs)
 	}
 }

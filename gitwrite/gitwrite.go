@@ -44,6 +44,9 @@ type Outcome struct {
 	// Ahead is true when the work branch (Branch differs from Base) has commits Base does not: an
 	// earlier write's commits still waiting to be merged, whether or not this write committed.
 	Ahead bool
+	// SameAsBase is true when the work branch's files are now exactly the base's: its pull request
+	// would change nothing (a yield resumed before its gate was merged).
+	SameAsBase bool
 }
 
 // Request is one write.
@@ -178,7 +181,27 @@ func once(ctx context.Context, r Request) (Outcome, error) {
 		return out, fmt.Errorf("push %s to %s: %w", r.Branch, r.URL, err)
 	}
 	out.Committed, out.Commit, out.Ahead = true, hash.String(), r.Branch != r.Base
-	return out, nil
+	if r.Branch != r.Base {
+		out.SameAsBase, err = sameTree(repo, hash, plumbing.NewRemoteReferenceName("origin", r.Base))
+	}
+	return out, err
+}
+
+// sameTree reports whether commit has the same tree as the tip of base.
+func sameTree(repo *git.Repository, commit plumbing.Hash, base plumbing.ReferenceName) (bool, error) {
+	b, err := repo.Reference(base, true)
+	if err != nil {
+		return false, err
+	}
+	c, err := repo.CommitObject(commit)
+	if err != nil {
+		return false, err
+	}
+	bc, err := repo.CommitObject(b.Hash())
+	if err != nil {
+		return false, err
+	}
+	return c.TreeHash == bc.TreeHash, nil
 }
 
 // aheadOf reports whether tip has commits that the base branch does not contain.

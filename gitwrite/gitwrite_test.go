@@ -104,8 +104,8 @@ func TestWriteToAPullRequestBranch(t *testing.T) {
 	if git(bare, "rev-parse", "parley/adopt-web-replicas^") != base {
 		t.Error("the branch must build on main")
 	}
-	if !out.Ahead {
-		t.Error("a commit on the work branch leaves it ahead of main")
+	if !out.Ahead || out.SameAsBase {
+		t.Errorf("a commit on the work branch leaves it ahead of main, with other files: %+v", out)
 	}
 	// The same edit again: nothing to commit, but the branch is still ahead (its pull request may
 	// never have been opened).
@@ -114,9 +114,15 @@ func TestWriteToAPullRequestBranch(t *testing.T) {
 	if err != nil || again.Committed || !again.Ahead {
 		t.Fatalf("second write: %+v %v", again, err)
 	}
+	// Undoing the edit on the branch leaves it with main's files: its pull request would be empty.
+	undo, err := Write(context.Background(), Request{URL: bare, Base: "main", Branch: "parley/adopt-web-replicas", Edit: setReplicas("3"),
+		Message: message, Author: object.Signature{Name: "Parley", Email: "p@x", When: time.Now()}})
+	if err != nil || !undo.Committed || !undo.SameAsBase {
+		t.Fatalf("undo: %+v %v", undo, err)
+	}
 	// Once merged into main, the branch is no longer ahead.
 	git(bare, "update-ref", "refs/heads/main", "parley/adopt-web-replicas")
-	merged, err := Write(context.Background(), Request{URL: bare, Base: "main", Branch: "parley/adopt-web-replicas", Edit: setReplicas("5"),
+	merged, err := Write(context.Background(), Request{URL: bare, Base: "main", Branch: "parley/adopt-web-replicas", Edit: setReplicas("3"),
 		Message: message, Author: object.Signature{Name: "Parley", Email: "p@x", When: time.Now()}})
 	if err != nil || merged.Committed || merged.Ahead {
 		t.Fatalf("after the merge: %+v %v", merged, err)

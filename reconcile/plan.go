@@ -40,8 +40,12 @@ type Change struct {
 	// Branch is the work branch for pull-request mode: one per field, so later verdicts on the
 	// field update the same pull request.
 	Branch string
-	Title  string // the pull request's title (the commit's subject)
-	Body   string // the pull request's body
+	// BranchOnly marks a change with nothing to do on the base branch that may still have work on
+	// the field's unmerged pull request branch: a yield that ended before its gate was merged.
+	// Writers that push to the base branch skip it.
+	BranchOnly bool
+	Title      string // the pull request's title (the commit's subject)
+	Body       string // the pull request's body
 }
 
 // gateLoc is a gate found in the snapshot: the file and object holding it.
@@ -99,6 +103,9 @@ type planner struct {
 	gated map[core.Field][]gateLoc
 	inv   *gitops.Inventory
 	snap  Snapshot
+	// branches: verdicts reach Git through per-field pull request branches, where a gate may
+	// wait unmerged (see Change.BranchOnly).
+	branches bool
 }
 
 func newPlanner(snap Snapshot, gated map[core.Field][]gateLoc) *planner {
@@ -130,6 +137,11 @@ func (p *planner) plan(v core.Verdict) (*Change, string) {
 	case core.DecisionEnforceGit, core.DecisionVeto:
 		if len(p.gated[f]) > 0 {
 			return p.planResume(v)
+		}
+		if p.branches && f.Scheme == core.SchemeKubernetes {
+			if c := p.planBranchResume(v); c != nil {
+				return c, "Git's value stands; a gate on the field's pull request branch, if any, is removed there"
+			}
 		}
 		if v.Decision == core.DecisionVeto {
 			if f.Scheme == core.SchemeTerraform {
@@ -188,6 +200,27 @@ func (p *planner) planResume(v core.Verdict) (*Change, string) {
 		}})
 	}
 	return p.change(v, ActionResume, steps)
+}
+
+// planBranchResume is a resume for the field's pull request branch: the base branch has no gate on
+// the field, but a yield whose pull request was never merged left one on the branch.
+func (p *planner) planBranchResume(v core.Verdict) *Change {
+	pl, ok := p.locate(v.Field)
+	if !ok || len(pl.Managers) == 0 {
+		return nil
+	}
+	var steps []editStep
+	c := &Change{Field: v.Field, Action: ActionResume, Branch: branchFor(v.Field), BranchOnly: true}
+	for _, m := range pl.Managers {
+		m := m
+		c.Files = append(c.Files, m.File)
+		steps = append(steps, editStep{file: m.File, fn: func(path string, b []byte) ([]byte, bool, error) {
+			return gitops.RemoveGate(path, b, m.Target, v.Field)
+		}})
+	}
+	c.Title, c.Body, c.Message = message(v, ActionResume, c.Files)
+	c.Edit = editOf(steps)
+	return c
 }
 
 func (p *planner) planAdopt(v core.Verdict) (*Change, string) {
@@ -279,7 +312,14 @@ func (p *planner) change(v core.Verdict, a Action, steps []editStep) (*Change, s
 	}
 	sort.Strings(c.Files)
 	c.Title, c.Body, c.Message = message(v, a, c.Files)
-	c.Edit = func(files gitwrite.Files) (map[string][]byte, error) {
+	c.Edit = editOf(steps)
+	return c, ""
+}
+
+// editOf is the steps as a gitwrite edit: applied to a branch's current files, it returns the
+// files they change.
+func editOf(steps []editStep) gitwrite.Edit {
+	return func(files gitwrite.Files) (map[string][]byte, error) {
 		d, err := runSteps(steps, files.Read)
 		if err != nil {
 			return nil, err
@@ -290,7 +330,6 @@ func (p *planner) change(v core.Verdict, a Action, steps []editStep) (*Change, s
 		}
 		return out, nil
 	}
-	return c, ""
 }
 
 // runSteps applies the steps in order (two steps may edit one file) and returns each changed

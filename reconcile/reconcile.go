@@ -46,6 +46,9 @@ type Landed struct {
 	Commit    string
 	Branch    string
 	PR        int // the pull request carrying the commit, in pull-request mode
+	// ClosedPR is true when the commit left the pull request with nothing to change, so it was
+	// closed (a yield that ended before its gate was merged).
+	ClosedPR bool
 }
 
 // Snapshot is the default branch a batch is judged against.
@@ -64,8 +67,12 @@ type Snapshot struct {
 // gate commits.
 type Reconciler struct {
 	State State
-	// Writer lands changes; nil plans them without writing (parley ingest without --apply).
+	// Writer lands changes; nil plans them without writing.
 	Writer Writer
+	// PullRequestBranches says the Writer lands changes on per-field pull request branches
+	// (ModePullRequest): a verdict that resumes Git then also removes a gate still waiting on the
+	// field's unmerged branch.
+	PullRequestBranches bool
 	// Now defaults to time.Now. Verdicts are judged at Now, not at the events' times: an event that
 	// arrives late is judged with what is known when it arrives.
 	Now func() time.Time
@@ -185,7 +192,7 @@ func (r *Reconciler) Ingest(ctx context.Context, snap Snapshot, b events.Batch) 
 		fields = append(fields, f)
 	}
 	sort.Slice(fields, func(i, j int) bool { return fields[i].String() < fields[j].String() })
-	err = r.judgeFields(ctx, snap, newPlanner(snap, gated), fields, byField, now, &rep, &batch)
+	err = r.judgeFields(ctx, snap, r.planner(snap, gated), fields, byField, now, &rep, &batch)
 	return rep, err
 }
 
@@ -200,8 +207,14 @@ func (r *Reconciler) Recheck(ctx context.Context, snap Snapshot, fields []core.F
 	now := r.now()
 	var rep Report
 	batch := driftstate.Batch{At: now}
-	err := r.judgeFields(ctx, snap, newPlanner(snap, gateIndex(snap.Files)), fields, nil, now, &rep, &batch)
+	err := r.judgeFields(ctx, snap, r.planner(snap, gateIndex(snap.Files)), fields, nil, now, &rep, &batch)
 	return rep, err
+}
+
+func (r *Reconciler) planner(snap Snapshot, gated map[core.Field][]gateLoc) *planner {
+	p := newPlanner(snap, gated)
+	p.branches = r.PullRequestBranches
+	return p
 }
 
 // judgeFields judges each field in order (with its fresh claims, if any), lands the changes,
@@ -378,6 +391,9 @@ func record(res Result, now time.Time) driftstate.Record {
 		rec.Branch, rec.PR = res.Landed.Branch, res.Landed.PR
 		if res.Landed.Committed {
 			rec.Commit = res.Landed.Commit
+		}
+		if res.Landed.ClosedPR {
+			rec.Note = fmt.Sprintf("the gate was still waiting on pull request #%d: removed there, and the pull request closed", res.Landed.PR)
 		}
 	}
 	if len(rec.Evidence) == 0 {

@@ -43,6 +43,9 @@ func ParseMode(s string) (Mode, error) {
 type PullRequests interface {
 	// Ensure returns the open pull request from head into base, opening one when there is none.
 	Ensure(ctx context.Context, head, base, title, body string) (number int, err error)
+	// Close closes the open pull request from head into base, if there is one, explaining why in a
+	// comment; number is 0 when there was none.
+	Close(ctx context.Context, head, base, comment string) (number int, err error)
 }
 
 // GitWriter lands changes in a remote repository through package gitwrite: optimistic
@@ -66,6 +69,9 @@ func (w *GitWriter) Write(ctx context.Context, c Change) (Landed, error) {
 			return Landed{}, fmt.Errorf("credentials for %s: %w", w.URL, err)
 		}
 	}
+	if c.BranchOnly && w.Mode != ModePullRequest {
+		return Landed{}, nil // nothing to do on the base branch, and no work branches are used
+	}
 	branch := w.Base
 	if w.Mode == ModePullRequest {
 		if w.PRs == nil {
@@ -85,6 +91,15 @@ func (w *GitWriter) Write(ctx context.Context, c Change) (Landed, error) {
 		return Landed{}, err
 	}
 	l := Landed{Committed: out.Committed, Commit: out.Commit, Branch: out.Branch}
+	if w.Mode == ModePullRequest && out.Committed && out.SameAsBase {
+		// The branch now changes nothing: its pull request has no reason left to be merged.
+		n, err := w.PRs.Close(ctx, branch, w.Base, "Parley: "+c.Title+". This leaves the pull request without changes, so it is closed.")
+		if err != nil {
+			return l, fmt.Errorf("close the pull request of %s: %w", branch, err)
+		}
+		l.PR, l.ClosedPR = n, n != 0
+		return l, nil
+	}
 	// Also when nothing was committed now but the branch carries unmerged commits: an earlier write
 	// may have pushed and then died before opening its pull request.
 	if w.Mode == ModePullRequest && out.Ahead {
@@ -108,6 +123,9 @@ type LocalWriter struct {
 
 // Write implements Writer.
 func (w *LocalWriter) Write(ctx context.Context, c Change) (Landed, error) {
+	if c.BranchOnly {
+		return Landed{}, nil // it writes to the checked-out branch only
+	}
 	repo, err := git.PlainOpen(w.Dir)
 	if err != nil {
 		return Landed{}, fmt.Errorf("open %s: %w", w.Dir, err)

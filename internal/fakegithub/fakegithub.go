@@ -457,6 +457,7 @@ func (s *Server) handlers() map[string]handler {
 		"repos/get-content":                       s.content,
 		"pulls/list":                              s.listPulls,
 		"pulls/create":                            s.createPull,
+		"pulls/update":                            s.updatePull,
 		"apps/get-repo-installation":              s.repoInstallation,
 		"repos/get":                               s.repository,
 		"pulls/get":                               s.pull,
@@ -747,6 +748,25 @@ func (s *Server) createPull(w http.ResponseWriter, r *http.Request, op string, p
 	s.pulls[fmt.Sprintf("%s#%d", repoKey(p), n)] = pr
 	s.mu.Unlock()
 	s.answer(w, op, http.StatusCreated, pr)
+}
+
+// updatePull changes the state, title or body of a pull request the fake holds as a map.
+func (s *Server) updatePull(w http.ResponseWriter, r *http.Request, op string, p map[string]string, body map[string]any) {
+	s.mu.Lock()
+	pr, ok := s.pulls[repoKey(p)+"#"+p["pull_number"]].(map[string]any)
+	if ok {
+		for _, k := range []string{"state", "title", "body"} {
+			if v, set := body[k]; set {
+				pr[k] = v
+			}
+		}
+	}
+	s.mu.Unlock()
+	if !ok {
+		s.fail(w, op, http.StatusNotFound, "Not Found")
+		return
+	}
+	s.answer(w, op, http.StatusOK, pr)
 }
 
 func (s *Server) repository(w http.ResponseWriter, r *http.Request, op string, p map[string]string, _ map[string]any) {
