@@ -166,24 +166,10 @@ func NewEventReceiver(cfg EventReceiverConfig) (*EventReceiver, error) {
 		return nil, fmt.Errorf("event receiver %s: no ID function", cfg.Source)
 	}
 	r.SetSecrets(cfg.Secrets...)
-	if r.metrics == nil {
-		r.metrics = newMetrics()
-	}
 	if r.events == nil {
 		r.events = newEventMetrics()
 	}
-	if r.notify == nil {
-		r.notify = func() {}
-	}
-	if r.maxBody <= 0 {
-		r.maxBody = MaxBodyBytes
-	}
-	if r.putTimeout <= 0 {
-		r.putTimeout = 5 * time.Second
-	}
-	if r.now == nil {
-		r.now = time.Now
-	}
+	intakeDefaults(&r.metrics, &r.notify, &r.maxBody, &r.putTimeout, &r.now)
 	return r, nil
 }
 

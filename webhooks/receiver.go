@@ -81,22 +81,28 @@ func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
 	if err := r.SetSecrets(cfg.Secrets...); err != nil {
 		return nil, err
 	}
-	if r.metrics == nil {
-		r.metrics = newMetrics()
-	}
-	if r.notify == nil {
-		r.notify = func() {}
-	}
-	if r.maxBody <= 0 {
-		r.maxBody = MaxBodyBytes
-	}
-	if r.putTimeout <= 0 {
-		r.putTimeout = 5 * time.Second
-	}
-	if r.now == nil {
-		r.now = time.Now
-	}
+	intakeDefaults(&r.metrics, &r.notify, &r.maxBody, &r.putTimeout, &r.now)
 	return r, nil
+}
+
+// intakeDefaults fills in what both receivers default the same way: unexported metrics, no
+// notification, GitHub's 25 MB body limit, a 5 s wait for the store, and the wall clock.
+func intakeDefaults(m **Metrics, notify *func(), maxBody *int64, putTimeout *time.Duration, now *func() time.Time) {
+	if *m == nil {
+		*m = newMetrics()
+	}
+	if *notify == nil {
+		*notify = func() {}
+	}
+	if *maxBody <= 0 {
+		*maxBody = MaxBodyBytes
+	}
+	if *putTimeout <= 0 {
+		*putTimeout = 5 * time.Second
+	}
+	if *now == nil {
+		*now = time.Now
+	}
 }
 
 // SetSecrets replaces the live secrets; requests already being verified finish with the old
