@@ -34,7 +34,8 @@ func (h *Comments) Handle(ctx context.Context, d store.Delivery) error {
 		return webhooks.Permanent(fmt.Errorf("decode issue_comment delivery %s: %w", d.ID, err))
 	}
 	act := ev.GetAction()
-	if (act != "created" && act != "edited") || !ev.GetIssue().IsPullRequest() {
+	// go-github's IsPullRequest is not nil-safe: a payload without an issue is no pull request.
+	if (act != "created" && act != "edited") || ev.Issue == nil || !ev.Issue.IsPullRequest() {
 		return nil
 	}
 	if ev.GetSender().GetType() == "Bot" || ev.GetComment().GetUser().GetType() == "Bot" {
