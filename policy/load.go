@@ -377,78 +377,101 @@ func validName(s string) bool {
 	return true
 }
 
-func (c *compiler) label(b *hcl.Block) (string, bool) {
+// block is a labelled declaration being compiled: its name, its attributes, and how messages and
+// references name it ("field web-replicas").
+type block struct {
+	name, what string
+	as         hcl.Attributes
+}
+
+// open reads a labelled block's name and its attributes under schema. ok is false when the name
+// is not valid; the attributes are still checked, so their errors are reported in the same pass.
+func (c *compiler) open(b *hcl.Block, schema *hcl.BodySchema) (blk block, ok bool) {
 	name := b.Labels[0]
+	blk = block{name: name, what: b.Type + " " + name, as: c.content(b, schema)}
 	if !validName(name) {
 		c.errorf(b.LabelRanges[0], "%s name %q: use letters, digits, -, _ and .", b.Type, name)
-		return "", false
+		return blk, false
 	}
-	return name, true
+	return blk, true
+}
+
+// description is the block's optional description.
+func (c *compiler) description(blk block) string {
+	d, _ := c.str(blk.as, "description")
+	return d
+}
+
+// refStr reads the string attribute attr as the name of an actor, intent or motivation, recording
+// it in to, so that it is checked once every block is read.
+func (c *compiler) refStr(to *[]ref, blk block, attr string) (string, bool) {
+	v, ok := c.str(blk.as, attr)
+	if ok {
+		*to = append(*to, ref{v, blk.as[attr].Expr.Range(), blk.what + " " + attr})
+	}
+	return v, ok
+}
+
+// refList is refStr for a list of names.
+func (c *compiler) refList(to *[]ref, blk block, attr string) (vals []string, present bool) {
+	vals, rngs, present := c.list(blk.as, attr)
+	for i, v := range vals {
+		*to = append(*to, ref{v, rngs[i], blk.what + " " + attr})
+	}
+	return vals, present
 }
 
 func (c *compiler) intent(b *hcl.Block) {
-	name, ok := c.label(b)
-	as := c.content(b, intentSchema)
+	blk, ok := c.open(b, intentSchema)
 	if !ok {
 		return
 	}
-	in := &Intent{Name: core.Intent(name)}
-	in.Rank, _ = c.num(as, "rank")
-	in.Description, _ = c.str(as, "description")
+	in := &Intent{Name: core.Intent(blk.name), Description: c.description(blk)}
+	in.Rank, _ = c.num(blk.as, "rank")
 	c.p.Intents[in.Name] = in
 }
 
 func (c *compiler) motivation(b *hcl.Block, pend *pending) {
-	name, ok := c.label(b)
-	as := c.content(b, motivationSchema)
+	blk, ok := c.open(b, motivationSchema)
 	if !ok {
 		return
 	}
-	m := &Motivation{Name: name}
+	name, as := blk.name, blk.as
+	m := &Motivation{Name: name, Description: c.description(blk)}
 	m.Urgency, _ = c.num(as, "urgency")
-	m.Description, _ = c.str(as, "description")
 	m.DefaultLifetime, _ = c.duration(as, "default_lifetime")
 	m.MaxLifetime, _ = c.duration(as, "max_lifetime")
 	if m.MaxLifetime > 0 && m.DefaultLifetime > m.MaxLifetime {
 		c.errorf(as["default_lifetime"].Expr.Range(), "default_lifetime %s is longer than max_lifetime %s", m.DefaultLifetime, m.MaxLifetime)
 	}
-	if vals, rngs, present := c.list(as, "asserted_by"); present {
+	if vals, present := c.refList(&pend.actorRefs, blk, "asserted_by"); present {
 		m.AssertedBy = vals
-		for i, v := range vals {
-			pend.actorRefs = append(pend.actorRefs, ref{v, rngs[i], "motivation " + name + " asserted_by"})
-		}
 	}
 	c.p.Motivations[name] = m
 }
 
 func (c *compiler) actor(b *hcl.Block, pend *pending) {
-	name, ok := c.label(b)
-	as := c.content(b, actorSchema)
+	blk, ok := c.open(b, actorSchema)
 	if !ok {
 		return
 	}
-	a := &Actor{Name: name, Match: map[core.IdentitySource][]string{}}
-	a.Description, _ = c.str(as, "description")
-	if s, ok := c.str(as, "intent"); ok {
+	name, as := blk.name, blk.as
+	a := &Actor{Name: name, Match: map[core.IdentitySource][]string{}, Description: c.description(blk)}
+	if s, ok := c.refStr(&pend.intentRefs, blk, "intent"); ok {
 		a.Intent = core.Intent(s)
-		pend.intentRefs = append(pend.intentRefs, ref{s, as["intent"].Expr.Range(), "actor " + name + " intent"})
 	} else if name == GitActorName {
 		a.Intent = core.IntentBaseline
 	}
-	if vals, rngs, present := c.list(as, "intents"); present {
+	if vals, present := c.refList(&pend.intentRefs, blk, "intents"); present {
 		a.Intents = make([]core.Intent, len(vals))
 		for i, v := range vals {
 			a.Intents[i] = core.Intent(v)
-			pend.intentRefs = append(pend.intentRefs, ref{v, rngs[i], "actor " + name + " intents"})
 		}
 		if a.Intent != "" && !slices.Contains(a.Intents, a.Intent) {
 			c.errorf(as["intents"].Expr.Range(), "actor %s: intents must include its default intent %q", name, a.Intent)
 		}
 	}
-	if s, ok := c.str(as, "motivation"); ok {
-		a.Motivation = s
-		pend.motivationRefs = append(pend.motivationRefs, ref{s, as["motivation"].Expr.Range(), "actor " + name + " motivation"})
-	}
+	a.Motivation, _ = c.refStr(&pend.motivationRefs, blk, "motivation")
 	a.Confined = c.boolean(as, "confined")
 	for _, ms := range matcherSources {
 		if vals, rngs, present := c.list(as, ms.attr); present {
@@ -465,18 +488,14 @@ func (c *compiler) actor(b *hcl.Block, pend *pending) {
 }
 
 func (c *compiler) field(b *hcl.Block, pend *pending) {
-	name, ok := c.label(b)
-	as := c.content(b, fieldSchema)
+	blk, ok := c.open(b, fieldSchema)
 	if !ok {
 		return
 	}
-	fr := &FieldRule{Name: name}
-	fr.Description, _ = c.str(as, "description")
+	name, as := blk.name, blk.as
+	fr := &FieldRule{Name: name, Description: c.description(blk)}
 	fr.Match = c.patterns(as, "match")
-	if s, ok := c.str(as, "owner"); ok {
-		fr.Owner = s
-		pend.actorRefs = append(pend.actorRefs, ref{s, as["owner"].Expr.Range(), "field " + name + " owner"})
-	}
+	fr.Owner, _ = c.refStr(&pend.actorRefs, blk, "owner")
 	if a, ok := as["owner_when"]; ok {
 		if fr.Owner == "" {
 			c.errorf(a.NameRange, "field %s: owner_when needs an owner", name)
@@ -484,12 +503,7 @@ func (c *compiler) field(b *hcl.Block, pend *pending) {
 		fr.OwnerWhen = c.compileExpr(a, exprScope{field: true, now: true, want: cty.Bool, what: "owner_when"})
 	}
 	fr.Immutable = c.boolean(as, "immutable")
-	if vals, rngs, present := c.list(as, "writers"); present {
-		fr.Writers = vals
-		for i, v := range vals {
-			pend.actorRefs = append(pend.actorRefs, ref{v, rngs[i], "field " + name + " writers"})
-		}
-	}
+	fr.Writers, _ = c.refList(&pend.actorRefs, blk, "writers")
 	for _, bound := range []string{"min", "max"} {
 		if a, ok := as[bound]; ok {
 			e := c.compileExpr(a, exprScope{field: true, want: cty.Number, what: bound})
@@ -507,13 +521,12 @@ func (c *compiler) field(b *hcl.Block, pend *pending) {
 }
 
 func (c *compiler) rule(b *hcl.Block) {
-	name, ok := c.label(b)
-	as := c.content(b, ruleSchema)
+	blk, ok := c.open(b, ruleSchema)
 	if !ok {
 		return
 	}
-	r := &Rule{Name: name}
-	r.Description, _ = c.str(as, "description")
+	name, as := blk.name, blk.as
+	r := &Rule{Name: name, Description: c.description(blk)}
 	r.Fields = c.patterns(as, "fields")
 	if d, ok := c.str(as, "decision"); ok {
 		switch d {
@@ -531,13 +544,12 @@ func (c *compiler) rule(b *hcl.Block) {
 }
 
 func (c *compiler) freeze(b *hcl.Block, pend *pending) {
-	name, ok := c.label(b)
-	as := c.content(b, freezeSchema)
+	blk, ok := c.open(b, freezeSchema)
 	if !ok {
 		return
 	}
-	fz := &Freeze{Name: name}
-	fz.Description, _ = c.str(as, "description")
+	name, as := blk.name, blk.as
+	fz := &Freeze{Name: name, Description: c.description(blk)}
 	parseTime := func(attr string) time.Time {
 		s, ok := c.str(as, attr)
 		if !ok {
@@ -566,11 +578,9 @@ func (c *compiler) freeze(b *hcl.Block, pend *pending) {
 			c.errorf(as["end"].Expr.Range(), "freeze %s: a %s window must be shorter than its period", name, s)
 		}
 	}
-	if vals, rngs, present := c.list(as, "allow_intents"); present {
-		for i, v := range vals {
-			fz.AllowIntents = append(fz.AllowIntents, core.Intent(v))
-			pend.intentRefs = append(pend.intentRefs, ref{v, rngs[i], "freeze " + name + " allow_intents"})
-		}
+	allow, _ := c.refList(&pend.intentRefs, blk, "allow_intents")
+	for _, v := range allow {
+		fz.AllowIntents = append(fz.AllowIntents, core.Intent(v))
 	}
 	if a, ok := as["allow_when"]; ok {
 		fz.AllowWhen = c.compileExpr(a, exprScope{claim: true, field: true, now: true, want: cty.Bool, what: "allow_when"})
