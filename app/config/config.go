@@ -96,7 +96,7 @@ func Keys() []Key {
 		{"max_attempts", "PARLEY_MAX_ATTEMPTS", "8", "attempts before a delivery goes to the dead-letter list"},
 		{"shutdown_grace", "PARLEY_SHUTDOWN_GRACE", "25s", "how long SIGTERM waits for deliveries in flight"},
 		{"policy_path", "PARLEY_POLICY_PATH", ".parley/policy.hcl", "policy file, always read from the default branch"},
-		{"write_mode", "PARLEY_WRITE_MODE", "pull-request", "how gate commits land: pull-request or direct (for the drift endpoints and gate commits, not served by this version yet)"},
+		{"write_mode", "PARLEY_WRITE_MODE", "pull-request", "how gate, resume and adopt commits land: pull-request (a branch and pull request per field) or direct (pushed to gitops_branch)"},
 		{"gitops_repository", "PARLEY_GITOPS_REPOSITORY", "(none: drift endpoints store events but judge nothing)", "owner/name of the GitOps repository drift events are judged against and gates are written to (the App must be installed on it)"},
 		{"gitops_branch", "PARLEY_GITOPS_BRANCH", "(the repository's default branch)", "branch holding the manifests, the policy and the gates"},
 		{"commit_author", "PARLEY_COMMIT_AUTHOR", "Parley <parley@users.noreply.github.com>", "author of gate, resume and adopt commits"},

@@ -97,3 +97,17 @@ func TestHelpListsEveryKey(t *testing.T) {
 		}
 	}
 }
+
+// TestHelpDescribesServedBehaviour keeps --help from promising or denying what serve does: every
+// key it lists is read and acted on by this version, so none may say it is not served yet, and
+// write_mode names both modes and where each lands.
+func TestHelpDescribesServedBehaviour(t *testing.T) {
+	for _, k := range Keys() {
+		if strings.Contains(k.Help, "not served") || strings.Contains(k.Help, "yet") {
+			t.Errorf("%s: help says %q", k.Env, k.Help)
+		}
+		if k.HCL == "write_mode" && !(strings.Contains(k.Help, "pull-request (") && strings.Contains(k.Help, "direct (")) {
+			t.Errorf("write_mode help %q does not say what each mode does", k.Help)
+		}
+	}
+}
