@@ -6,7 +6,7 @@ import (
 
 	"github.com/google/go-github/v60/github"
 
-	"github.com/parleyhq/parley/app/ghauth"
+	"github.com/parleyhq/parley/app/internal/ghauth"
 )
 
 // InstallationAuth adapts a ghauth.App to Installations; Base is the transport under the

@@ -8,12 +8,12 @@ import (
 
 	"github.com/google/go-github/v60/github"
 
-	"github.com/parleyhq/parley/app/livestate"
-	"github.com/parleyhq/parley/arbiter"
-	"github.com/parleyhq/parley/chatops"
+	"github.com/parleyhq/parley/app/internal/chatops"
+	"github.com/parleyhq/parley/app/internal/livestate"
 	"github.com/parleyhq/parley/core"
-	"github.com/parleyhq/parley/store"
+	"github.com/parleyhq/parley/policy/arbiter"
 	"github.com/parleyhq/parley/webhooks"
+	"github.com/parleyhq/parley/webhooks/store"
 )
 
 // Comments runs /parley commands from pull request comments (issue_comment created and edited).

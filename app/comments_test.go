@@ -7,10 +7,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/parleyhq/parley/app/livestate"
+	"github.com/parleyhq/parley/app/internal/livestate"
+	"github.com/parleyhq/parley/app/report"
 	"github.com/parleyhq/parley/internal/fakegithub"
-	"github.com/parleyhq/parley/report"
-	"github.com/parleyhq/parley/store"
+	"github.com/parleyhq/parley/webhooks/store"
 )
 
 const capacity = "tf:infra/kafka//aws_autoscaling_group.consumer#/desired_capacity"

@@ -15,13 +15,13 @@ import (
 	"github.com/google/go-github/v60/github"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/parleyhq/parley/app/repocache"
+	"github.com/parleyhq/parley/app/internal/repocache"
 	"github.com/parleyhq/parley/core"
-	"github.com/parleyhq/parley/driftstate"
-	"github.com/parleyhq/parley/ledger"
 	"github.com/parleyhq/parley/reconcile"
-	"github.com/parleyhq/parley/store"
+	"github.com/parleyhq/parley/reconcile/driftstate"
+	"github.com/parleyhq/parley/trailers/ledger"
 	"github.com/parleyhq/parley/webhooks"
+	"github.com/parleyhq/parley/webhooks/store"
 )
 
 // AppClients gives the drift loop the App's own client (to find the installation of the GitOps

@@ -14,10 +14,10 @@ import (
 	"time"
 
 	"github.com/parleyhq/parley/app/config"
-	"github.com/parleyhq/parley/demo"
+	"github.com/parleyhq/parley/internal/demo"
 	"github.com/parleyhq/parley/internal/gittest"
-	"github.com/parleyhq/parley/store"
 	"github.com/parleyhq/parley/webhooks"
+	"github.com/parleyhq/parley/webhooks/store"
 )
 
 // servedDrift is a running parley serve judging drift against the demo repository plus n

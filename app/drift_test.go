@@ -14,15 +14,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/parleyhq/parley/app/repocache"
+	"github.com/parleyhq/parley/app/internal/repocache"
 	"github.com/parleyhq/parley/core"
-	"github.com/parleyhq/parley/demo"
-	"github.com/parleyhq/parley/driftstate"
+	"github.com/parleyhq/parley/internal/demo"
 	"github.com/parleyhq/parley/internal/fakegithub"
 	"github.com/parleyhq/parley/internal/gittest"
 	"github.com/parleyhq/parley/reconcile"
-	"github.com/parleyhq/parley/store"
+	"github.com/parleyhq/parley/reconcile/driftstate"
 	"github.com/parleyhq/parley/webhooks"
+	"github.com/parleyhq/parley/webhooks/store"
 )
 
 type clockT struct {

@@ -8,9 +8,9 @@ import (
 
 	"github.com/google/go-github/v60/github"
 
-	"github.com/parleyhq/parley/ledger"
-	"github.com/parleyhq/parley/store"
+	"github.com/parleyhq/parley/trailers/ledger"
 	"github.com/parleyhq/parley/webhooks"
+	"github.com/parleyhq/parley/webhooks/store"
 )
 
 // Rerequests re-judges the pull requests of a check run or check suite when someone presses

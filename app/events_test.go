@@ -6,9 +6,9 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/parleyhq/parley/app/repocache"
+	"github.com/parleyhq/parley/app/internal/repocache"
 	"github.com/parleyhq/parley/internal/npmdata"
-	"github.com/parleyhq/parley/store"
+	"github.com/parleyhq/parley/webhooks/store"
 )
 
 // example returns GitHub's example payload of event with action, passed through patch.

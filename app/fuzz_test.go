@@ -7,9 +7,9 @@ import (
 
 	"github.com/google/go-github/v60/github"
 
-	"github.com/parleyhq/parley/app/repocache"
+	"github.com/parleyhq/parley/app/internal/repocache"
 	"github.com/parleyhq/parley/internal/npmdata"
-	"github.com/parleyhq/parley/store"
+	"github.com/parleyhq/parley/webhooks/store"
 )
 
 // offline is an Installations that cannot reach GitHub: fuzzing checks decoding and filtering,

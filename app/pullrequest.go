@@ -15,16 +15,16 @@ import (
 	"github.com/google/go-github/v60/github"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/parleyhq/parley/app/ghclient"
-	"github.com/parleyhq/parley/app/livestate"
-	"github.com/parleyhq/parley/app/repocache"
+	"github.com/parleyhq/parley/app/internal/ghclient"
+	"github.com/parleyhq/parley/app/internal/livestate"
+	"github.com/parleyhq/parley/app/internal/repocache"
+	"github.com/parleyhq/parley/app/report"
+	"github.com/parleyhq/parley/app/review"
 	"github.com/parleyhq/parley/core"
-	"github.com/parleyhq/parley/ledger"
 	"github.com/parleyhq/parley/policy"
-	"github.com/parleyhq/parley/report"
-	"github.com/parleyhq/parley/review"
-	"github.com/parleyhq/parley/store"
+	"github.com/parleyhq/parley/trailers/ledger"
 	"github.com/parleyhq/parley/webhooks"
+	"github.com/parleyhq/parley/webhooks/store"
 )
 
 // CheckName is the name of Parley's check run.

@@ -12,12 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/parleyhq/parley/app/ghauth"
-	"github.com/parleyhq/parley/app/repocache"
+	"github.com/parleyhq/parley/app/internal/ghauth"
+	"github.com/parleyhq/parley/app/internal/repocache"
+	"github.com/parleyhq/parley/app/report"
 	"github.com/parleyhq/parley/internal/fakegithub"
 	"github.com/parleyhq/parley/internal/gittest"
-	"github.com/parleyhq/parley/report"
-	"github.com/parleyhq/parley/store"
+	"github.com/parleyhq/parley/webhooks/store"
 )
 
 const webYAML = `apiVersion: apps/v1
@@ -49,7 +49,7 @@ func remote(t testing.TB) (dir string, git func(args ...string) string) {
 	r := gittest.New(t, dir).As("Cost Bot", "cost-optimizer@parley.example")
 	r.Env = append(r.Env, "GIT_AUTHOR_DATE=2026-11-20T10:00:00Z", "GIT_COMMITTER_DATE=2026-11-20T10:00:00Z")
 	git = r.Run
-	pol, err := os.ReadFile(filepath.Join("..", "demo", "policy.hcl"))
+	pol, err := os.ReadFile(filepath.Join("..", "internal", "demo", "policy.hcl"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/parleyhq/parley/store"
+	"github.com/parleyhq/parley/webhooks/store"
 )
 
 func pushEvent(t *testing.T, cloneURL, ref string) []byte {

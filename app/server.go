@@ -21,15 +21,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/parleyhq/parley/app/config"
-	"github.com/parleyhq/parley/app/ghauth"
-	"github.com/parleyhq/parley/app/ghclient"
-	"github.com/parleyhq/parley/app/livestate"
-	"github.com/parleyhq/parley/app/repocache"
-	"github.com/parleyhq/parley/driftstate"
-	"github.com/parleyhq/parley/events"
+	"github.com/parleyhq/parley/app/internal/ghauth"
+	"github.com/parleyhq/parley/app/internal/ghclient"
+	"github.com/parleyhq/parley/app/internal/livestate"
+	"github.com/parleyhq/parley/app/internal/repocache"
 	"github.com/parleyhq/parley/reconcile"
-	"github.com/parleyhq/parley/store"
+	"github.com/parleyhq/parley/reconcile/driftstate"
+	"github.com/parleyhq/parley/reconcile/events"
 	"github.com/parleyhq/parley/webhooks"
+	"github.com/parleyhq/parley/webhooks/store"
 )
 
 // githubApp gives each installation its own client: its own rate-limit state, ETag cache and

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/parleyhq/parley/arbiter"
 	"github.com/parleyhq/parley/core"
 	"github.com/parleyhq/parley/policy"
+	"github.com/parleyhq/parley/policy/arbiter"
 )
 
 var update = flag.Bool("update", false, "rewrite expected.txt from the current output")

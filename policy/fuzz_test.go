@@ -11,7 +11,7 @@ import (
 // positions in the file, and that a policy that parses has Git's actor and the baseline intent.
 func FuzzParse(f *testing.F) {
 	f.Add(Starter)
-	if b, err := os.ReadFile("../demo/policy.hcl"); err == nil {
+	if b, err := os.ReadFile("../internal/demo/policy.hcl"); err == nil {
 		f.Add(string(b))
 	}
 	f.Add(`rule "r" { when = claim.rank > other.rank

@@ -13,7 +13,7 @@ import (
 func TestParseValidPolicies(t *testing.T) {
 	for name, src := range map[string]string{
 		"starter": Starter,
-		"demo":    mustRead(t, "../demo/policy.hcl"),
+		"demo":    mustRead(t, "../internal/demo/policy.hcl"),
 		"empty":   "",
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -106,7 +106,7 @@ func TestLoadFileErrors(t *testing.T) {
 }
 
 func TestResolveActor(t *testing.T) {
-	p, err := Parse([]byte(mustRead(t, "../demo/policy.hcl")), "demo.hcl")
+	p, err := Parse([]byte(mustRead(t, "../internal/demo/policy.hcl")), "demo.hcl")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,13 +311,13 @@ func TestDocExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	demo, err := Parse([]byte(mustRead(t, "../demo/policy.hcl")), "demo.hcl")
+	demo, err := Parse([]byte(mustRead(t, "../internal/demo/policy.hcl")), "demo.hcl")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(p.Actors) != len(demo.Actors) || len(p.Fields) != len(demo.Fields) || len(p.Rules) != len(demo.Rules) ||
 		len(p.Motivations) != len(demo.Motivations) || len(p.Intents) != len(demo.Intents) {
-		t.Errorf("the documented example and demo/policy.hcl differ")
+		t.Errorf("the documented example and internal/demo/policy.hcl differ")
 	}
 }
 

@@ -3,7 +3,7 @@ package reconcile
 import (
 	"fmt"
 
-	"github.com/parleyhq/parley/events"
+	"github.com/parleyhq/parley/reconcile/events"
 )
 
 // Sources lists the event sources Decode reads, in the order documented in docs/events.md.

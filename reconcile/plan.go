@@ -9,8 +9,8 @@ import (
 	"strings"
 
 	"github.com/parleyhq/parley/core"
-	"github.com/parleyhq/parley/gitops"
-	"github.com/parleyhq/parley/gitwrite"
+	"github.com/parleyhq/parley/reconcile/gitops"
+	"github.com/parleyhq/parley/reconcile/internal/gitwrite"
 )
 
 // Action is what a verdict does to Git.

@@ -11,11 +11,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/parleyhq/parley/arbiter"
 	"github.com/parleyhq/parley/core"
-	"github.com/parleyhq/parley/driftstate"
-	"github.com/parleyhq/parley/events"
 	"github.com/parleyhq/parley/policy"
+	"github.com/parleyhq/parley/policy/arbiter"
+	"github.com/parleyhq/parley/reconcile/driftstate"
+	"github.com/parleyhq/parley/reconcile/events"
 )
 
 // GitState is what the reconciler reads of Git's claims: the ledger of the default branch.

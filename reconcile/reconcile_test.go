@@ -13,11 +13,11 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 
 	"github.com/parleyhq/parley/core"
-	"github.com/parleyhq/parley/demo"
-	"github.com/parleyhq/parley/driftstate"
-	"github.com/parleyhq/parley/events"
+	"github.com/parleyhq/parley/internal/demo"
 	"github.com/parleyhq/parley/internal/gittest"
-	"github.com/parleyhq/parley/ledger"
+	"github.com/parleyhq/parley/reconcile/driftstate"
+	"github.com/parleyhq/parley/reconcile/events"
+	"github.com/parleyhq/parley/trailers/ledger"
 )
 
 // env is the demo repository (a Flux Kustomization applying k8s/prod, the Kafka consumer group in

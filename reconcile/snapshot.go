@@ -12,9 +12,9 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
 
-	"github.com/parleyhq/parley/gitops"
-	"github.com/parleyhq/parley/ledger"
 	"github.com/parleyhq/parley/policy"
+	"github.com/parleyhq/parley/reconcile/gitops"
+	"github.com/parleyhq/parley/trailers/ledger"
 )
 
 // maxFileBytes bounds the files a snapshot reads: manifests and Terraform files are small, and a

@@ -13,7 +13,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 
-	"github.com/parleyhq/parley/gitwrite"
+	"github.com/parleyhq/parley/reconcile/internal/gitwrite"
 )
 
 // Mode is how verdict commits reach the default branch.

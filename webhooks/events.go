@@ -19,7 +19,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/parleyhq/parley/store"
+	"github.com/parleyhq/parley/webhooks/store"
 )
 
 // Where the drift event sources POST; mount one EventReceiver at each.

@@ -22,8 +22,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/parleyhq/parley/events"
-	"github.com/parleyhq/parley/store"
+	"github.com/parleyhq/parley/reconcile/events"
+	"github.com/parleyhq/parley/webhooks/store"
 )
 
 const (
@@ -48,7 +48,7 @@ var eventSources = []struct {
 // tested with.
 func sample(t testing.TB, name string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "events", "testdata", filepath.FromSlash(name)))
+	b, err := os.ReadFile(filepath.Join("..", "reconcile", "events", "testdata", filepath.FromSlash(name)))
 	if err != nil {
 		t.Fatal(err)
 	}

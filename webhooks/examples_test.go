@@ -12,7 +12,7 @@ import (
 	"github.com/google/go-github/v60/github"
 
 	"github.com/parleyhq/parley/internal/npmdata"
-	"github.com/parleyhq/parley/store"
+	"github.com/parleyhq/parley/webhooks/store"
 )
 
 // TestGitHubExamplePayloads delivers every example payload GitHub publishes

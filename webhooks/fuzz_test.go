@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/parleyhq/parley/store"
+	"github.com/parleyhq/parley/webhooks/store"
 )
 
 // FuzzReceiver throws arbitrary methods, headers and bodies at a Receiver backed by a real

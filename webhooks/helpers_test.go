@@ -10,7 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/parleyhq/parley/store"
+	"github.com/parleyhq/parley/webhooks/store"
 )
 
 // lockedBuffer collects log output written from server goroutines.

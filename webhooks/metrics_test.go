@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/parleyhq/parley/store"
+	"github.com/parleyhq/parley/webhooks/store"
 )
 
 func TestQueueCollector(t *testing.T) {

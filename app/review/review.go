@@ -8,10 +8,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/parleyhq/parley/arbiter"
 	"github.com/parleyhq/parley/core"
-	"github.com/parleyhq/parley/fielddiff"
+	"github.com/parleyhq/parley/core/fielddiff"
 	"github.com/parleyhq/parley/policy"
+	"github.com/parleyhq/parley/policy/arbiter"
 	"github.com/parleyhq/parley/trailers"
 )
 

@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/parleyhq/parley/app/report"
 	"github.com/parleyhq/parley/core"
 	"github.com/parleyhq/parley/internal/gittest"
-	"github.com/parleyhq/parley/ledger"
 	"github.com/parleyhq/parley/policy"
-	"github.com/parleyhq/parley/report"
+	"github.com/parleyhq/parley/trailers/ledger"
 )
 
 const web = `apiVersion: apps/v1
@@ -46,7 +46,7 @@ const kafka = `resource "aws_autoscaling_group" "consumer" {
 func repo(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	pol, err := os.ReadFile(filepath.Join("..", "demo", "policy.hcl"))
+	pol, err := os.ReadFile(filepath.Join("..", "..", "internal", "demo", "policy.hcl"))
 	if err != nil {
 		t.Fatal(err)
 	}

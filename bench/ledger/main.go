@@ -30,8 +30,8 @@ import (
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 
-	"github.com/parleyhq/parley/ledger"
-	"github.com/parleyhq/parley/ledger/ledgertest"
+	"github.com/parleyhq/parley/internal/ledgertest"
+	"github.com/parleyhq/parley/trailers/ledger"
 )
 
 func main() {

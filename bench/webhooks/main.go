@@ -31,8 +31,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/parleyhq/parley/store"
 	"github.com/parleyhq/parley/webhooks"
+	"github.com/parleyhq/parley/webhooks/store"
 )
 
 type config struct {

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/parleyhq/parley/internal/gittest"
 )
 
 // runIn runs the CLI with stdin.
@@ -175,31 +177,18 @@ func deploymentYAML(replicas int, tag string) string {
 		strconv.Itoa(replicas) + "\n  template:\n    spec:\n      containers:\n        - name: web\n          image: example.com/web:" + tag + "\n"
 }
 
-// cliRepo makes a repository with the git command line.
+// cliRepo makes a repository with the git command line, committing as Alice, each git command a
+// minute after the one before.
 func cliRepo(t *testing.T) (dir string, git func(args ...string) string) {
 	t.Helper()
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Fatal("git is required: the tests compare with and build repositories through the git CLI")
-	}
-	dir = t.TempDir()
-	n := 0
+	r := gittest.Init(t, time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC), time.Minute).As("Alice Martin", "alice@parley.example")
 	git = func(args ...string) string {
 		t.Helper()
-		when := time.Date(2026, 3, 2, 9, n, 0, 0, time.UTC).Format(time.RFC3339)
-		cmd := exec.Command("git", args...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
-			"GIT_AUTHOR_NAME=Alice Martin", "GIT_AUTHOR_EMAIL=alice@parley.example", "GIT_COMMITTER_NAME=Alice Martin",
-			"GIT_COMMITTER_EMAIL=alice@parley.example", "GIT_AUTHOR_DATE="+when, "GIT_COMMITTER_DATE="+when)
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		n++
-		return strings.TrimSpace(string(out))
+		defer r.Clock.Tick()
+		return r.Run(args...)
 	}
-	git("init", "--quiet", "--initial-branch=main")
-	return dir, git
+	r.Clock.Tick() // the init was the first command
+	return r.Dir, git
 }
 
 func TestLedgerCommand(t *testing.T) {

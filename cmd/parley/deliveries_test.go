@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/parleyhq/parley/store"
+	"github.com/parleyhq/parley/webhooks/store"
 )
 
 func TestDeliveriesListAndReplay(t *testing.T) {

@@ -7,8 +7,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/parleyhq/parley/core"
-	"github.com/parleyhq/parley/demo"
-	"github.com/parleyhq/parley/ledger"
+	"github.com/parleyhq/parley/internal/demo"
+	"github.com/parleyhq/parley/trailers/ledger"
 )
 
 func newDemoCmd() *cobra.Command {

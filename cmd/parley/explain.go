@@ -10,9 +10,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/parleyhq/parley/arbiter"
 	"github.com/parleyhq/parley/core"
 	"github.com/parleyhq/parley/policy"
+	"github.com/parleyhq/parley/policy/arbiter"
 )
 
 // gitState is what explain reads from a repository's ledger.

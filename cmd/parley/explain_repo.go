@@ -9,8 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/parleyhq/parley/ledger"
 	"github.com/parleyhq/parley/policy"
+	"github.com/parleyhq/parley/trailers/ledger"
 )
 
 // repoState is a repository's ledger, brought up to date with its default branch.

@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/parleyhq/parley/core"
-	"github.com/parleyhq/parley/fielddiff"
+	"github.com/parleyhq/parley/core/fielddiff"
 )
 
 func newFieldsCmd() *cobra.Command {

@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/parleyhq/parley/gitops"
+	"github.com/parleyhq/parley/reconcile/gitops"
 )
 
 func newGatesCmd() *cobra.Command {

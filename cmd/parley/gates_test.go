@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/parleyhq/parley/core"
-	"github.com/parleyhq/parley/gitops"
+	"github.com/parleyhq/parley/reconcile/gitops"
 )
 
 func TestGatesCommand(t *testing.T) {

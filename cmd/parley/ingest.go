@@ -22,11 +22,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/parleyhq/parley/core"
-	"github.com/parleyhq/parley/driftstate"
-	"github.com/parleyhq/parley/events"
-	"github.com/parleyhq/parley/ledger"
 	"github.com/parleyhq/parley/policy"
 	"github.com/parleyhq/parley/reconcile"
+	"github.com/parleyhq/parley/reconcile/driftstate"
+	"github.com/parleyhq/parley/reconcile/events"
+	"github.com/parleyhq/parley/trailers/ledger"
 )
 
 func newIngestCmd() *cobra.Command {

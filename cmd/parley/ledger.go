@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/parleyhq/parley/core"
-	"github.com/parleyhq/parley/ledger"
+	"github.com/parleyhq/parley/trailers/ledger"
 )
 
 type ledgerFlags struct {

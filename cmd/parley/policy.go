@@ -11,9 +11,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/parleyhq/parley/arbiter"
 	"github.com/parleyhq/parley/core"
 	"github.com/parleyhq/parley/policy"
+	"github.com/parleyhq/parley/policy/arbiter"
 )
 
 // newPolicyCmd is 'parley policy' and its subcommands.
@@ -23,7 +23,7 @@ func newPolicyCmd() *cobra.Command {
 		Short: "Work with Parley policies",
 		Long:  "Commands for Parley's HCL policy (.parley/policy.hcl). The language is described in docs/policy.md.",
 		Example: `  parley policy check
-  parley policy check demo/policy.hcl`,
+  parley policy check internal/demo/policy.hcl`,
 	}
 	cmd.AddCommand(newPolicyCheckCmd())
 	return cmd

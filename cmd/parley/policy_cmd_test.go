@@ -5,14 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/parleyhq/parley/arbiter"
 	"github.com/parleyhq/parley/core"
+	"github.com/parleyhq/parley/policy/arbiter"
 )
 
 func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
@@ -52,7 +51,7 @@ rule "r" {
 		stderrHas  []string
 		stderrNone string
 	}{
-		{"demo policy", []string{"policy", "check", "../../demo/policy.hcl"}, 0, "../../demo/policy.hcl: ok (", nil, ""},
+		{"demo policy", []string{"policy", "check", "../../internal/demo/policy.hcl"}, 0, "../../internal/demo/policy.hcl: ok (", nil, ""},
 		{"diagnostics", []string{"policy", "check", bad}, 1, "", []string{
 			bad + `:3:12: actor bot intent refers to undefined intent "costs" (did you mean "cost"?)`,
 			bad + `:6:14: claim has no attribute "intnt" (did you mean "intent"?)`,
@@ -334,18 +333,7 @@ func TestExplainInputMergesLedgerAndClaims(t *testing.T) {
 // TestExplainRepoReadsPolicyFromDefaultBranch checks that --repo judges with the policy on the
 // default branch, not the one in the checked-out pull request branch.
 func TestExplainRepoReadsPolicyFromDefaultBranch(t *testing.T) {
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Fatal("git is required: the tests build repositories through the git CLI")
-	}
-	dir := t.TempDir()
-	git := func(args ...string) {
-		t.Helper()
-		c := exec.Command("git", append([]string{"-C", dir, "-c", "user.name=T", "-c", "user.email=t@example.com"}, args...)...)
-		if out, err := c.CombinedOutput(); err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-	}
-	git("init", "-q", "-b", "main")
+	dir, git := cliRepo(t)
 	writeFile(t, filepath.Join(dir, ".parley", "policy.hcl"), "intent \"availability\" { rank = 90 }\n")
 	git("add", ".")
 	git("commit", "-q", "-m", "policy")

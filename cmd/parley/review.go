@@ -7,11 +7,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/parleyhq/parley/arbiter"
+	"github.com/parleyhq/parley/app/report"
+	"github.com/parleyhq/parley/app/review"
 	"github.com/parleyhq/parley/core"
 	"github.com/parleyhq/parley/policy"
-	"github.com/parleyhq/parley/report"
-	"github.com/parleyhq/parley/review"
+	"github.com/parleyhq/parley/policy/arbiter"
 )
 
 func newReviewCmd() *cobra.Command {

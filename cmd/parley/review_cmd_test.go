@@ -10,7 +10,7 @@ import (
 
 func TestReviewCommand(t *testing.T) {
 	dir, git := cliRepo(t)
-	pol, err := os.ReadFile(filepath.Join("..", "..", "demo", "policy.hcl"))
+	pol, err := os.ReadFile(filepath.Join("..", "..", "internal", "demo", "policy.hcl"))
 	if err != nil {
 		t.Fatal(err)
 	}

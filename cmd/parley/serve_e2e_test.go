@@ -19,10 +19,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/parleyhq/parley/app/report"
 	"github.com/parleyhq/parley/internal/fakegithub"
 	"github.com/parleyhq/parley/internal/gittest"
 	"github.com/parleyhq/parley/internal/npmdata"
-	"github.com/parleyhq/parley/report"
 )
 
 // TestServeEndToEnd runs the built parley binary as `parley serve` against the OpenAPI-built fake
@@ -41,7 +41,7 @@ func TestServeEndToEnd(t *testing.T) {
 	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}), 0o600)
 
 	repo, git := cliRepo(t)
-	pol, _ := os.ReadFile(filepath.Join("..", "..", "demo", "policy.hcl"))
+	pol, _ := os.ReadFile(filepath.Join("..", "..", "internal", "demo", "policy.hcl"))
 	writeFile(t, filepath.Join(repo, ".parley/policy.hcl"), string(pol))
 	writeFile(t, filepath.Join(repo, "infra/kafka/main.tf"), "resource \"aws_autoscaling_group\" \"consumer\" {\n  min_size = 4\n  max_size = 16\n  desired_capacity = 6\n}\n")
 	git("add", "-A")

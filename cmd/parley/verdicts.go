@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/parleyhq/parley/core"
-	"github.com/parleyhq/parley/driftstate"
+	"github.com/parleyhq/parley/reconcile/driftstate"
 )
 
 func newVerdictsCmd() *cobra.Command {

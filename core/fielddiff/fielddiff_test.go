@@ -624,7 +624,7 @@ func TestTFValues(t *testing.T) {
 // TestDocumentedAddresses keeps docs/addresses.md honest: every example address parses and is
 // written back exactly as documented.
 func TestDocumentedAddresses(t *testing.T) {
-	doc, err := os.ReadFile("../docs/addresses.md")
+	doc, err := os.ReadFile("../../docs/addresses.md")
 	if err != nil {
 		t.Fatal(err)
 	}

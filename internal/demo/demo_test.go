@@ -7,19 +7,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/parleyhq/parley/demo"
+	"github.com/parleyhq/parley/internal/demo"
+	"github.com/parleyhq/parley/internal/gittest"
 )
 
 func gitOut(t *testing.T, dir string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return strings.TrimSpace(string(out))
+	return gittest.New(t, dir).Run(args...)
 }
 
 func TestBuildIsAValidDeterministicRepository(t *testing.T) {

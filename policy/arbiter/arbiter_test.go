@@ -16,7 +16,7 @@ var t0 = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 
 func demoPolicy(t testing.TB) *policy.Policy {
 	t.Helper()
-	p, err := policy.LoadFile("../demo/policy.hcl")
+	p, err := policy.LoadFile("../../internal/demo/policy.hcl")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -412,7 +412,7 @@ func TestExplainText(t *testing.T) {
 	if got := Explain(v); got != want {
 		t.Errorf("Explain:\n%s\nwant:\n%s", got, want)
 	}
-	if _, err := os.Stat("../demo/policy.hcl"); err != nil {
+	if _, err := os.Stat("../../internal/demo/policy.hcl"); err != nil {
 		t.Fatal(err)
 	}
 }

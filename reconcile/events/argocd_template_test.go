@@ -15,7 +15,7 @@ import (
 // does (Go text/template over .app, with toJson) and decodes the result: the template and the
 // decoder must agree.
 func TestShippedArgoCDTemplate(t *testing.T) {
-	raw, err := os.ReadFile("../charts/parley/argocd-notifications.yaml")
+	raw, err := os.ReadFile("../../charts/parley/argocd-notifications.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

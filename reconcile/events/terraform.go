@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/parleyhq/parley/core"
-	"github.com/parleyhq/parley/fielddiff"
+	"github.com/parleyhq/parley/core/fielddiff"
 )
 
 // TFIndex is a TerraformIndex over a repository's .tf files: resources are found by the literal

@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/parleyhq/parley/core"
-	"github.com/parleyhq/parley/gitops"
+	"github.com/parleyhq/parley/reconcile/gitops"
 )
 
 // replicasAddress is the field an HPA takes over: the one Parley yields in these tests.

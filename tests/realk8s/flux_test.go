@@ -30,8 +30,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/parleyhq/parley/core"
-	"github.com/parleyhq/parley/events"
-	"github.com/parleyhq/parley/gitops"
+	"github.com/parleyhq/parley/reconcile/events"
+	"github.com/parleyhq/parley/reconcile/gitops"
 )
 
 var (

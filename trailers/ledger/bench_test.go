@@ -10,8 +10,8 @@ import (
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 
-	"github.com/parleyhq/parley/ledger"
-	"github.com/parleyhq/parley/ledger/ledgertest"
+	"github.com/parleyhq/parley/internal/ledgertest"
+	"github.com/parleyhq/parley/trailers/ledger"
 )
 
 // benchRepo generates a repository of 2,000 commits plus 10 on branch next. The 100,000-commit

@@ -1,13 +1,8 @@
 package ledger_test
 
 import (
-	"bytes"
 	"context"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -16,69 +11,39 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 
 	"github.com/parleyhq/parley/core"
-	"github.com/parleyhq/parley/ledger"
+	"github.com/parleyhq/parley/internal/gittest"
+	"github.com/parleyhq/parley/trailers/ledger"
 )
 
 // t0 is the first commit time of every test repository.
 var t0 = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 
-// gitRepo is a repository driven by the git command line.
+// gitRepo is a repository driven by the git command line (internal/gittest), committing as Dana
+// unless told otherwise, one hour apart from t0.
 type gitRepo struct {
-	t   testing.TB
+	*gittest.Runner
 	dir string
-	n   int // commits made, for distinct times
 }
 
 func newGitRepo(t testing.TB) *gitRepo {
 	t.Helper()
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Fatal("git is required: the tests compare with and build repositories through the git CLI")
-	}
-	r := &gitRepo{t: t, dir: t.TempDir()}
-	r.git("init", "--quiet", "--initial-branch=main")
-	return r
+	r := gittest.Init(t, t0, time.Hour).As("Dana Okafor", "dana@parley.example")
+	return &gitRepo{Runner: r, dir: r.Dir}
 }
 
-// git runs git in the repository with a clean configuration and fixed dates.
-func (r *gitRepo) git(args ...string) string {
-	r.t.Helper()
-	return r.gitAs("Dana Okafor", "dana@parley.example", args...)
-}
+func (r *gitRepo) git(args ...string) string { r.T.Helper(); return r.Run(args...) }
 
 func (r *gitRepo) gitAs(name, email string, args ...string) string {
-	r.t.Helper()
-	when := t0.Add(time.Duration(r.n) * time.Hour).Format(time.RFC3339)
-	cmd := exec.Command("git", args...)
-	cmd.Dir = r.dir
-	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
-		"GIT_AUTHOR_NAME="+name, "GIT_AUTHOR_EMAIL="+email, "GIT_COMMITTER_NAME="+name, "GIT_COMMITTER_EMAIL="+email,
-		"GIT_AUTHOR_DATE="+when, "GIT_COMMITTER_DATE="+when)
-	var out, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &stderr
-	if err := cmd.Run(); err != nil {
-		r.t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
-	}
-	return strings.TrimSpace(out.String())
+	r.T.Helper()
+	return r.As(name, email).Run(args...)
 }
 
-func (r *gitRepo) write(path, content string) {
-	r.t.Helper()
-	full := filepath.Join(r.dir, path)
-	if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-		r.t.Fatal(err)
-	}
-	if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
-		r.t.Fatal(err)
-	}
-}
+func (r *gitRepo) write(path, content string) { r.T.Helper(); r.Write(path, content) }
 
 // commit stages everything and commits it with msg as the given author; it returns the hash.
 func (r *gitRepo) commit(name, email, msg string) string {
-	r.t.Helper()
-	r.gitAs(name, email, "add", "-A")
-	r.gitAs(name, email, "commit", "--quiet", "--allow-empty", "--cleanup=verbatim", "-m", msg)
-	r.n++
-	return r.gitAs(name, email, "rev-parse", "HEAD")
+	r.T.Helper()
+	return r.As(name, email).Commit(msg)
 }
 
 // goGitRepo is a repository driven by go-git's work tree API.
@@ -103,13 +68,7 @@ func newGoGitRepo(t testing.TB) *goGitRepo {
 
 func (r *goGitRepo) write(path, content string) {
 	r.t.Helper()
-	full := filepath.Join(r.dir, path)
-	if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-		r.t.Fatal(err)
-	}
-	if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
-		r.t.Fatal(err)
-	}
+	(&gittest.Runner{T: r.t, Dir: r.dir}).Write(path, content)
 }
 
 func (r *goGitRepo) commit(name, email, msg string) string {

@@ -13,7 +13,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 
 	"github.com/parleyhq/parley/core"
-	"github.com/parleyhq/parley/ledger"
+	"github.com/parleyhq/parley/trailers/ledger"
 )
 
 const (
@@ -152,7 +152,7 @@ func TestMergeSquashAndPRNumbers(t *testing.T) {
 	squash := r.commit("Cost Optimizer", "cost-optimizer@parley.example", "Right-size consumers (#15)\n\nIntent: cost\nMotivation: budget\n")
 	r.git("merge", "--quiet", "--no-ff", "bob/scale", "-m", "Merge pull request #12 from bob/scale\n\nScale web\n\nIntent: performance\nMotivation: traffic\n")
 	merge := r.git("rev-parse", "HEAD")
-	r.n++
+	r.Clock.Tick()
 	r.write("infra/kafka/main.tf", asg(12))
 	trailerPR := r.commit("Alice Martin", "alice@parley.example", "Scale consumers\n\nIntent: availability\nParley-PR: 17\n")
 

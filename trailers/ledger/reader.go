@@ -10,7 +10,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
 
-	"github.com/parleyhq/parley/fielddiff"
+	"github.com/parleyhq/parley/core/fielddiff"
 )
 
 // rawCommit is a commit with the contents of the supported files it changed: the reading stage's

@@ -6,7 +6,7 @@ import (
 
 	"github.com/go-git/go-git/v5/plumbing"
 
-	"github.com/parleyhq/parley/fielddiff"
+	"github.com/parleyhq/parley/core/fielddiff"
 )
 
 // snapCache keeps parsed file versions by path and blob hash, so that a version seen again (a value
