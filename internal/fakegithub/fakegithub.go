@@ -1,10 +1,10 @@
 // Package fakegithub is a GitHub REST API for tests, built from GitHub's own OpenAPI description
-// (the npm package @octokit/openapi, fetched by scripts/fetch-testdata.sh). A request whose method
-// and path are not in the description is refused with 404, and one whose parameters or body do not
-// match the description's schema with 422, so a test cannot pass against an API GitHub does not
-// have. Answers come from the description's own examples, overridden by the small state the test
-// sets up (comments, check runs, permissions, file contents) for the operations Parley uses. Every
-// call is counted by route and status, and every write is recorded.
+// (the npm package @octokit/openapi, fetched with npm on first use by internal/npmdata). A request
+// whose method and path are not in the description is refused with 404, and one whose parameters
+// or body do not match the description's schema with 422, so a test cannot pass against an API
+// GitHub does not have. Answers come from the description's own examples, overridden by the small
+// state the test sets up (comments, check runs, permissions, file contents) for the operations
+// Parley uses. Every call is counted by route and status, and every write is recorded.
 //
 // Routing and validation are kin-openapi's (github.com/getkin/kin-openapi); only the state model is
 // written here.
@@ -50,7 +50,7 @@ func load() (*openapi3.T, routers.Router, error) {
 	description.once.Do(func() {
 		dir, err := npmdata.Dir(npmdata.OpenAPI)
 		if err != nil {
-			description.err = err
+			description.err = fmt.Errorf("GitHub's OpenAPI description: %w", err) // wraps npmdata.ErrNoNPM if npm is missing
 			return
 		}
 		loader := openapi3.NewLoader()
@@ -124,13 +124,14 @@ type throttle struct {
 	retryAfter string
 }
 
-// New starts a fake GitHub; it is closed when the test ends. It fails the test if the description
-// cannot be loaded (run ./scripts/fetch-testdata.sh).
+// New starts a fake GitHub; it is closed when the test ends. It skips the test if the description
+// is not cached and npm is not installed to fetch it, and fails it if the description cannot be
+// fetched or loaded otherwise.
 func New(t testing.TB) *Server {
 	t.Helper()
 	_, router, err := load()
 	if err != nil {
-		t.Fatal(err)
+		npmdata.FatalOrSkip(t, err)
 	}
 	s := &Server{t: t, router: router, calls: map[string]int{}, nextID: 1000, comments: map[string][]*Comment{},
 		checkRuns: map[string][]*CheckRun{}, permissions: map[string]string{}, contents: map[string][]byte{},

@@ -1,6 +1,9 @@
 // Package npmdata locates the npm packages with GitHub's own artifacts that tests read (example
-// webhook payloads, the REST API description). scripts/fetch-testdata.sh fetches them, pinned, into
-// .cache/npm/ at the module root; ./scripts/test and CI run it before the tests.
+// webhook payloads, the REST API description). They are pinned here and cached in .cache/npm/<spec>
+// at the module root (ignored by git); Dir fetches a package with `npm pack` on first use, so a
+// fresh clone needs nothing run before `go test ./...`. Without npm, Dir's error wraps ErrNoNPM
+// and tests skip (see Require and FatalOrSkip). scripts/fetch-testdata.sh fetches every pinned
+// package ahead.
 package npmdata
 
 import (
@@ -10,14 +13,30 @@ import (
 	"path/filepath"
 )
 
-// Pinned versions; keep in step with scripts/fetch-testdata.sh.
+// Pinned versions, the only place they are written. Change a pin and the next run fetches the new
+// version beside the old one.
 const (
 	WebhooksExamples = "@octokit/webhooks-examples@7.6.1"
 	OpenAPI          = "@octokit/openapi@23.0.2"
 )
 
-// Dir returns the directory of a cached package, or an error naming the script that fetches it.
+// Pinned returns every pinned package spec.
+func Pinned() []string { return []string{WebhooksExamples, OpenAPI} }
+
+// Dir returns the directory of a pinned package (a spec such as WebhooksExamples) in
+// .cache/npm/<pkg> at the module root, fetching it with npm first if it is not cached. The error
+// wraps ErrNoNPM when the package is not cached and npm is not installed.
 func Dir(pkg string) (string, error) {
+	root, err := moduleRoot()
+	if err != nil {
+		return "", err
+	}
+	return ensure(root, pkg)
+}
+
+// moduleRoot is the nearest directory above the working directory with go.mod and
+// scripts/fetch-testdata.sh.
+func moduleRoot() (string, error) {
 	wd, err := os.Getwd()
 	if err != nil {
 		return "", err
@@ -25,11 +44,7 @@ func Dir(pkg string) (string, error) {
 	for dir := wd; ; dir = filepath.Dir(dir) {
 		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
 			if _, err := os.Stat(filepath.Join(dir, "scripts", "fetch-testdata.sh")); err == nil {
-				p := filepath.Join(dir, ".cache", "npm", pkg)
-				if _, err := os.Stat(filepath.Join(p, "package.json")); err != nil {
-					return "", fmt.Errorf("npm package %s is not in %s: run ./scripts/fetch-testdata.sh (./scripts/test does)", pkg, p)
-				}
-				return p, nil
+				return dir, nil
 			}
 		}
 		if parent := filepath.Dir(dir); parent == dir {
