@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"unsafe"
 
 	"github.com/parleyhq/parley/core"
 )
@@ -27,6 +28,7 @@ type leaf struct {
 // *Snapshot is an empty (or absent) file.
 type Snapshot struct {
 	leaves []leaf
+	bytes  int
 }
 
 // Supported reports whether path is a file fielddiff reads: .yaml, .yml, .json (Kubernetes
@@ -59,6 +61,11 @@ func Parse(p string, content []byte) (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
+	return newSnapshot(p, leaves)
+}
+
+// newSnapshot sorts leaves into a Snapshot.
+func newSnapshot(p string, leaves []leaf) (*Snapshot, error) {
 	slices.SortFunc(leaves, func(a, b leaf) int { return strings.Compare(a.key, b.key) })
 	for i := 1; i < len(leaves); i++ {
 		if leaves[i].key == leaves[i-1].key {
@@ -67,7 +74,21 @@ func Parse(p string, content []byte) (*Snapshot, error) {
 			return nil, fmt.Errorf("%s: field %s is set twice", p, leaves[i].key)
 		}
 	}
-	return &Snapshot{leaves: leaves}, nil
+	return &Snapshot{leaves: leaves, bytes: leavesBytes(leaves)}, nil
+}
+
+// leafOverhead is what a leaf takes beyond its strings' bytes: the leaf itself in the slice, and
+// the headers of the strings it holds.
+const leafOverhead = int(unsafe.Sizeof(leaf{}))
+
+// leavesBytes estimates the memory leaves hold, for caches bounded in bytes. A field's Path
+// usually shares the key's bytes (see yamlParser.add); counting it again errs on the safe side.
+func leavesBytes(leaves []leaf) int {
+	n := cap(leaves) * leafOverhead
+	for _, l := range leaves {
+		n += len(l.key) + len(l.field.Path) + len(l.value.String())
+	}
+	return n
 }
 
 // Get returns the value the snapshot holds for f.
@@ -93,6 +114,14 @@ func (s *Snapshot) Fields() []core.Field {
 		out[i] = l.field
 	}
 	return out
+}
+
+// Bytes estimates the memory the snapshot holds, for caches that are bounded in bytes.
+func (s *Snapshot) Bytes() int {
+	if s == nil {
+		return 0
+	}
+	return s.bytes
 }
 
 // Len is the number of fields the snapshot sets.

@@ -62,9 +62,10 @@ func nodeBudget(content []byte) int { return 1<<16 + 8*len(content) }
 const kustomizeGroup = "kustomize.config.k8s.io"
 
 type yamlParser struct {
-	path   string
-	leaves []leaf
-	budget int // nodes still allowed to be visited
+	path    string
+	leaves  []leaf
+	objects []objectKey // the objects read, in order
+	budget  int         // nodes still allowed to be visited
 
 	object  core.Field // the object being flattened
 	prefix  string     // object.String() + "#": a leaf's key is prefix + its encoded pointer
@@ -73,8 +74,32 @@ type yamlParser struct {
 }
 
 func parseYAML(p string, content []byte) ([]leaf, error) {
+	if !mayHoldObjects(content) {
+		return nil, nil
+	}
+	y, err := parseYAMLObjects(p, content)
+	if err != nil {
+		return nil, err
+	}
+	return y.leaves, nil
+}
+
+// mayHoldObjects reports whether a YAML file can define a Kubernetes object at all: every object
+// says "kind". Lock files, OpenAPI documents of other APIs and CI workflows do not, and are not
+// parsed: a 400 KB pnpm-lock.yaml that a bot rewrites every week costs nothing. A template is
+// still read, to be reported as one. (A "kind" spelt with escapes in a quoted key would be missed;
+// no manifest writes one.)
+func mayHoldObjects(content []byte) bool {
+	if bytes.HasPrefix(content, []byte{0xFF, 0xFE}) || bytes.HasPrefix(content, []byte{0xFE, 0xFF}) {
+		return true // UTF-16, which the decoder reads after its byte order mark: the text is not searchable
+	}
+	return bytes.Contains(content, []byte("kind")) || bytes.Contains(content, []byte("{{"))
+}
+
+// parseYAMLObjects reads a YAML stream into the parser's leaves and objects.
+func parseYAMLObjects(p string, content []byte) (*yamlParser, error) {
 	// Leaves: roughly one per 30 bytes of a typical manifest.
-	y := yamlParser{path: p, budget: nodeBudget(content), leaves: make([]leaf, 0, len(content)/30+1)}
+	y := &yamlParser{path: p, budget: nodeBudget(content), leaves: make([]leaf, 0, len(content)/30+1)}
 	template := bytes.Contains(content, []byte("{{"))
 	dec := yaml.NewDecoder(bytes.NewReader(content))
 	seen := map[objectKey]int{}
@@ -118,6 +143,7 @@ func parseYAML(p string, content []byte) ([]leaf, error) {
 				return nil, fmt.Errorf("%s: document %d, line %d: %s %s is already defined in document %d", p, doc, obj.Line, key.kind, qualifiedName(key), first)
 			}
 			seen[key] = doc
+			y.objects = append(y.objects, key)
 			y.object = core.K8sField(key.group, key.kind, key.namespace, key.name, "")
 			y.prefix = y.object.String() + "#"
 			y.ptr = y.ptr[:0]
@@ -126,7 +152,7 @@ func parseYAML(p string, content []byte) ([]leaf, error) {
 			}
 		}
 	}
-	return y.leaves, nil
+	return y, nil
 }
 
 func qualifiedName(k objectKey) string {
