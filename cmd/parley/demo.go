@@ -62,13 +62,15 @@ The temporary directory is removed afterwards unless --keep is given; a --dir is
 			if err != nil {
 				return err
 			}
-			rep, err := buildLedgerReport(b, stats, core.FieldPattern{})
+			head, err := ledgerHeadOf(b, stats)
 			if err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "Parley demo: an infrastructure repository with %d commits by five writers.\n\n", res.Commits)
-			writeLedgerText(out, rep, all)
+			if err := writeLedgerText(cmd.Context(), out, b, head, core.FieldPattern{}, all); err != nil {
+				return err
+			}
 			if dir != "" || keep {
 				fmt.Fprintf(cmd.ErrOrStderr(), "The demo repository is in %s (try: git -C %s log --graph --format=fuller).\n", res.Dir, res.Dir)
 				fmt.Fprintf(cmd.ErrOrStderr(), "Replay live changes against it: parley ingest examples/drift/k8s-audit.json examples/drift/flux.json examples/drift/kafka-agent.jsonl --repo %s\n", res.Dir)

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -79,20 +81,20 @@ func runLedger(cmd *cobra.Command, fl ledgerFlags, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	rep, err := buildLedgerReport(b, stats, pattern)
+	head, err := ledgerHeadOf(b, stats)
 	if err != nil {
 		return err
 	}
+	// The ledger of a long history is large: fields go out as the index hands them over, one at a
+	// time, so memory holds one field's history, not the report.
 	if fl.json {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+		return writeLedgerJSON(cmd.Context(), out, b, head, pattern)
 	}
-	writeLedgerText(out, rep, fl.all || fl.field != "")
-	return nil
+	return writeLedgerText(cmd.Context(), out, b, head, pattern, fl.all || fl.field != "")
 }
 
-// ledgerReport is the ledger command's output, in JSON as in text.
+// ledgerReport is the ledger command's JSON output. It is written piece by piece (see
+// writeLedgerJSON), in exactly the bytes encoding/json gives this type with a two-space indent.
 type ledgerReport struct {
 	Branch   string          `json:"branch"`
 	Tip      string          `json:"tip"`
@@ -100,6 +102,14 @@ type ledgerReport struct {
 	Update   ledgerUpdate    `json:"update"`
 	Fields   []fieldReport   `json:"fields"`
 	Problems []problemReport `json:"problems"`
+}
+
+// ledgerHead is what the report says before its fields.
+type ledgerHead struct {
+	Branch  string
+	Tip     string
+	Commits int
+	Update  ledgerUpdate
 }
 
 type ledgerUpdate struct {
@@ -151,50 +161,87 @@ func claimOf(e ledger.Entry) claimReport {
 	}
 }
 
-func buildLedgerReport(b *ledger.Branch, stats ledger.UpdateStats, pattern core.FieldPattern) (*ledgerReport, error) {
+func ledgerHeadOf(b *ledger.Branch, stats ledger.UpdateStats) (ledgerHead, error) {
 	tip, commits, err := b.Checkpoint()
 	if err != nil {
-		return nil, err
+		return ledgerHead{}, err
 	}
-	rep := &ledgerReport{Branch: b.Name(), Tip: tip, Commits: commits,
-		Update: ledgerUpdate{From: stats.From, Commits: stats.Commits, Rebuilt: stats.Rebuilt},
-		Fields: []fieldReport{}, Problems: []problemReport{}}
-	fields, err := b.Fields(pattern)
-	if err != nil {
-		return nil, err
+	return ledgerHead{Branch: b.Name(), Tip: tip, Commits: commits,
+		Update: ledgerUpdate{From: stats.From, Commits: stats.Commits, Rebuilt: stats.Rebuilt}}, nil
+}
+
+// fieldOf is one field's report: its history and the claim Git holds now.
+func fieldOf(h ledger.FieldHistory) fieldReport {
+	fr := fieldReport{Field: h.Field.String(), History: make([]claimReport, 0, len(h.Entries))}
+	for _, e := range h.Entries {
+		fr.History = append(fr.History, claimOf(e))
 	}
-	for _, f := range fields {
-		es, err := b.Entries(f)
-		if err != nil {
-			return nil, err
-		}
-		fr := fieldReport{Field: f.String(), History: make([]claimReport, 0, len(es))}
-		for _, e := range es {
-			fr.History = append(fr.History, claimOf(e))
-		}
-		cur, ok, err := b.Current(f)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			for i := len(es) - 1; i >= 0; i-- {
-				if es[i].Evidence.Commit == cur.Evidence.Commit && !es[i].Yield {
-					c := claimOf(es[i])
-					fr.Current = &c
-					break
-				}
+	if cur, ok := h.Current(); ok {
+		for i := len(h.Entries) - 1; i >= 0; i-- {
+			if e := h.Entries[i]; e.Evidence.Commit == cur.Evidence.Commit && !e.Yield {
+				c := claimOf(e)
+				fr.Current = &c
+				break
 			}
 		}
-		rep.Fields = append(rep.Fields, fr)
 	}
+	return fr
+}
+
+func problemsOf(b *ledger.Branch) ([]problemReport, error) {
 	probs, err := b.Problems()
 	if err != nil {
 		return nil, err
 	}
+	out := make([]problemReport, 0, len(probs))
 	for _, p := range probs {
-		rep.Problems = append(rep.Problems, problemReport{Commit: p.Commit, Path: p.Path, Line: p.Line, Key: p.Key, Value: p.Value, Message: p.Message})
+		out = append(out, problemReport{Commit: p.Commit, Path: p.Path, Line: p.Line, Key: p.Key, Value: p.Value, Message: p.Message})
 	}
-	return rep, nil
+	return out, nil
+}
+
+// writeLedgerJSON streams the ledgerReport: the head, then each field as EachField hands it over,
+// then the problems. json.MarshalIndent with the nesting's prefix gives each piece the bytes the
+// whole report would have had (TestLedgerJSONIsOneDocument holds it to that).
+func writeLedgerJSON(ctx context.Context, out io.Writer, b *ledger.Branch, head ledgerHead, pattern core.FieldPattern) error {
+	w := bufio.NewWriterSize(out, 64<<10)
+	str := func(s string) []byte { j, _ := json.Marshal(s); return j }
+	update, err := json.MarshalIndent(head.Update, "  ", "  ")
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "{\n  \"branch\": %s,\n  \"tip\": %s,\n  \"commits\": %d,\n  \"update\": %s,\n  \"fields\": [",
+		str(head.Branch), str(head.Tip), head.Commits, update)
+	n := 0
+	err = b.EachField(ctx, pattern, func(h ledger.FieldHistory) error {
+		j, err := json.MarshalIndent(fieldOf(h), "    ", "  ")
+		if err != nil {
+			return fmt.Errorf("field %s: %w", h.Field, err)
+		}
+		if n > 0 {
+			w.WriteByte(',')
+		}
+		n++
+		w.WriteString("\n    ")
+		_, err = w.Write(j)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		w.WriteString("\n  ")
+	}
+	probs, err := problemsOf(b)
+	if err != nil {
+		return err
+	}
+	pj, err := json.MarshalIndent(probs, "  ", "  ")
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "],\n  \"problems\": %s\n}\n", pj)
+	return w.Flush()
 }
 
 func short(hash string) string {
@@ -247,56 +294,43 @@ func (c claimReport) intent() string {
 
 const timeLayout = "2006-01-02 15:04"
 
-func writeLedgerText(out io.Writer, rep *ledgerReport, all bool) {
-	fmt.Fprintf(out, "Ledger of %s at %s: %d commits on the first-parent history", strings.TrimPrefix(rep.Branch, "refs/heads/"),
-		short(rep.Tip), rep.Commits)
-	switch {
-	case rep.Update.Rebuilt:
-		fmt.Fprintf(out, " (rewritten since the last update: rebuilt)")
-	case rep.Update.Commits > 0 && rep.Update.From != "":
-		fmt.Fprintf(out, " (%d new since %s)", rep.Update.Commits, short(rep.Update.From))
+func writeLedgerText(ctx context.Context, out io.Writer, b *ledger.Branch, head ledgerHead, pattern core.FieldPattern, all bool) error {
+	total, err := b.CountFields(ctx, pattern)
+	if err != nil {
+		return err
 	}
-	fmt.Fprintf(out, ", %d fields. Times are UTC.\n", len(rep.Fields))
+	w := bufio.NewWriterSize(out, 64<<10)
+	fmt.Fprintf(w, "Ledger of %s at %s: %d commits on the first-parent history", strings.TrimPrefix(head.Branch, "refs/heads/"),
+		short(head.Tip), head.Commits)
+	switch {
+	case head.Update.Rebuilt:
+		fmt.Fprintf(w, " (rewritten since the last update: rebuilt)")
+	case head.Update.Commits > 0 && head.Update.From != "":
+		fmt.Fprintf(w, " (%d new since %s)", head.Update.Commits, short(head.Update.From))
+	}
+	fmt.Fprintf(w, ", %d fields. Times are UTC.\n", total)
 	hidden := 0
-	for _, fr := range rep.Fields {
-		if !all && len(fr.History) < 2 {
+	err = b.EachField(ctx, pattern, func(h ledger.FieldHistory) error {
+		if !all && len(h.Entries) < 2 {
 			hidden++
-			continue
+			return nil
 		}
-		fmt.Fprintf(out, "\n%s\n", fr.Field)
-		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "  COMMIT\tTIME\tAUTHOR\tVALUE\tINTENT\tMOTIVATION\tCLAIM\tEXPIRES\tPR")
-		for _, c := range fr.History {
-			exp, pr := "-", "-"
-			if !c.Expires.IsZero() {
-				exp = c.Expires.UTC().Format(timeLayout)
-			}
-			if c.PR != 0 {
-				pr = fmt.Sprintf("#%d", c.PR)
-			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", short(c.Commit), c.Time.Format(timeLayout), c.AuthorEmail,
-				c.value(), c.intent(), orDash(c.Motivation), c.kind(), exp, pr)
-		}
-		tw.Flush()
-		if c := fr.Current; c != nil {
-			fmt.Fprintf(out, "  Git holds %s, from %s by %s (%s", clip(c.Value.String(), 48), short(c.Commit), c.AuthorEmail, c.intent())
-			if c.Motivation != "" {
-				fmt.Fprintf(out, ", %s", c.Motivation)
-			}
-			if !c.Expires.IsZero() {
-				fmt.Fprintf(out, ", expires %s", c.Expires.UTC().Format(timeLayout))
-			}
-			fmt.Fprintln(out, ")")
-		} else {
-			fmt.Fprintln(out, "  Git holds no value of its own: the field is only claimed, never written")
-		}
+		writeFieldText(w, fieldOf(h))
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	probs, err := problemsOf(b)
+	if err != nil {
+		return err
 	}
 	if hidden > 0 {
-		fmt.Fprintf(out, "\n%d more fields have a single claim, from the commit that created them (--all shows them).\n", hidden)
+		fmt.Fprintf(w, "\n%d more fields have a single claim, from the commit that created them (--all shows them).\n", hidden)
 	}
-	if len(rep.Problems) > 0 {
-		fmt.Fprintf(out, "\nProblems (%d):\n", len(rep.Problems))
-		for _, p := range rep.Problems {
+	if len(probs) > 0 {
+		fmt.Fprintf(w, "\nProblems (%d):\n", len(probs))
+		for _, p := range probs {
 			where := short(p.Commit)
 			if p.Path != "" {
 				where += " " + p.Path
@@ -310,7 +344,39 @@ func writeLedgerText(out io.Writer, rep *ledgerReport, all bool) {
 			if p.Value != "" {
 				where += fmt.Sprintf(" %q", p.Value)
 			}
-			fmt.Fprintf(out, "  %s: %s\n", where, p.Message)
+			fmt.Fprintf(w, "  %s: %s\n", where, p.Message)
 		}
+	}
+	return w.Flush()
+}
+
+// writeFieldText writes one field's history as a table and the claim Git holds now.
+func writeFieldText(out io.Writer, fr fieldReport) {
+	fmt.Fprintf(out, "\n%s\n", fr.Field)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  COMMIT\tTIME\tAUTHOR\tVALUE\tINTENT\tMOTIVATION\tCLAIM\tEXPIRES\tPR")
+	for _, c := range fr.History {
+		exp, pr := "-", "-"
+		if !c.Expires.IsZero() {
+			exp = c.Expires.UTC().Format(timeLayout)
+		}
+		if c.PR != 0 {
+			pr = fmt.Sprintf("#%d", c.PR)
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", short(c.Commit), c.Time.Format(timeLayout), c.AuthorEmail,
+			c.value(), c.intent(), orDash(c.Motivation), c.kind(), exp, pr)
+	}
+	tw.Flush()
+	if c := fr.Current; c != nil {
+		fmt.Fprintf(out, "  Git holds %s, from %s by %s (%s", clip(c.Value.String(), 48), short(c.Commit), c.AuthorEmail, c.intent())
+		if c.Motivation != "" {
+			fmt.Fprintf(out, ", %s", c.Motivation)
+		}
+		if !c.Expires.IsZero() {
+			fmt.Fprintf(out, ", expires %s", c.Expires.UTC().Format(timeLayout))
+		}
+		fmt.Fprintln(out, ")")
+	} else {
+		fmt.Fprintln(out, "  Git holds no value of its own: the field is only claimed, never written")
 	}
 }

@@ -31,9 +31,10 @@ type Options struct {
 	// ObjectCacheBytes sizes go-git's object cache. Default 96 MiB: enough for the trees and recent
 	// blobs of a large repository without making the garbage collector scan a huge heap.
 	ObjectCacheBytes int64
-	// SnapshotCacheEntries is how many parsed file versions an update keeps by blob hash, so that a
-	// version seen again (a value flipped back, a revert) is not parsed again. Default 4096.
-	SnapshotCacheEntries int
+	// ParseCacheBytes bounds the parsed file versions and YAML documents an update keeps, so that a
+	// version or document seen again (the old side of the next commit, a revert, the unchanged
+	// documents of a generated install.yaml) is not parsed again. Default 128 MiB.
+	ParseCacheBytes int
 	// MaxFileBytes bounds the size of a file the ledger parses; larger files are recorded as a
 	// problem. Default 8 MiB.
 	MaxFileBytes int64
@@ -46,8 +47,8 @@ func (o Options) withDefaults() Options {
 	if o.ObjectCacheBytes <= 0 {
 		o.ObjectCacheBytes = 96 << 20
 	}
-	if o.SnapshotCacheEntries <= 0 {
-		o.SnapshotCacheEntries = 4096
+	if o.ParseCacheBytes <= 0 {
+		o.ParseCacheBytes = 128 << 20
 	}
 	if o.MaxFileBytes <= 0 {
 		o.MaxFileBytes = 8 << 20
@@ -209,7 +210,7 @@ func isBare(d string) bool {
 
 // schemaVersion is the index layout this code writes. The index is derived from Git, so a database
 // with any other version is dropped and rebuilt instead of migrated.
-const schemaVersion = 1
+const schemaVersion = 2
 
 const schema = `
 CREATE TABLE schema_version (version INTEGER NOT NULL);
@@ -243,6 +244,9 @@ CREATE TABLE fields (
 	addr    TEXT    NOT NULL UNIQUE,   -- canonical field address, or a Yield pattern
 	pattern INTEGER NOT NULL           -- 1 when addr holds wildcards
 );
+-- Yield patterns are few among many fields: queries read them through this partial index instead
+-- of scanning every field.
+CREATE INDEX fields_patterns ON fields (addr) WHERE pattern = 1;
 CREATE TABLE claims (
 	branch    INTEGER NOT NULL,
 	field     INTEGER NOT NULL,

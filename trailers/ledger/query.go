@@ -175,6 +175,11 @@ func (b *Branch) Current(f core.Field) (core.Claim, bool, error) {
 	if err != nil {
 		return core.Claim{}, false, err
 	}
+	cur, ok := currentOf(es)
+	return cur, ok, nil
+}
+
+func currentOf(es []Entry) (core.Claim, bool) {
 	var cur core.Claim
 	ok := false
 	for _, e := range es {
@@ -185,83 +190,245 @@ func (b *Branch) Current(f core.Field) (core.Claim, bool, error) {
 			cur = e.Claim
 		}
 	}
-	return cur, ok, nil
+	return cur, ok
 }
 
 // Entries is History with each commit's details.
 func (b *Branch) Entries(f core.Field) ([]Entry, error) {
-	ctx := context.Background()
+	return b.EntriesContext(context.Background(), f)
+}
+
+// EntriesContext is Entries, stopping when ctx is done.
+func (b *Branch) EntriesContext(ctx context.Context, f core.Field) ([]Entry, error) {
 	id, err := b.branchID(ctx)
 	if err != nil {
 		return nil, err
 	}
 	addr := f.String()
-	ids := []any{}
-	var fid int64
-	switch err := b.l.db.QueryRowContext(ctx, `SELECT id FROM fields WHERE addr = ?`, addr).Scan(&fid); {
-	case err == nil:
-		ids = append(ids, fid)
-	case !errors.Is(err, sql.ErrNoRows):
-		return nil, fmt.Errorf("ledger %s: find field %s: %w", b.l.path, addr, err)
-	}
-	patterns, err := b.matchingPatterns(ctx, f)
+	yields, err := b.yieldPatterns(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	ids = append(ids, patterns...)
-	if len(ids) == 0 {
-		return nil, nil
-	}
-	q := `SELECT c.kind, c.has_value, c.vjson, c.vexpr, m.hash, m.author_name, m.author_email, m.at, m.subject,
-		m.intent, m.intent_declared, m.mot_kind, m.mot_ref, m.mot_severity, m.expires, m.pr, m.parents
-		FROM claims c JOIN commits m ON m.branch = c.branch AND m.seq = c.seq
-		WHERE c.branch = ? AND c.field IN (?` + strings.Repeat(", ?", len(ids)-1) + `)
-		ORDER BY c.seq, c.kind`
-	rows, err := b.l.db.QueryContext(ctx, q, append([]any{id}, ids...)...)
+	rows, err := b.l.db.QueryContext(ctx, `SELECT `+entryColumns+`
+		FROM fields f JOIN claims c ON c.branch = ? AND c.field = f.id
+		JOIN commits m ON m.branch = c.branch AND m.seq = c.seq
+		WHERE f.addr = ? ORDER BY c.seq, c.kind`, id, addr)
 	if err != nil {
 		return nil, fmt.Errorf("ledger %s: history of %s: %w", b.l.path, addr, err)
 	}
 	defer rows.Close()
-	var out []Entry
-	var gitValue core.Value // the value Git holds at the entry being read
+	var own []storedEntry
 	for rows.Next() {
-		var kind claimKind
-		var hasValue, declared bool
-		var vjson, vexpr, hash, name, email, subj, intent, mkind, mref, msev string
-		var at, expires int64
-		var pr, parents int
-		if err := rows.Scan(&kind, &hasValue, &vjson, &vexpr, &hash, &name, &email, &at, &subj, &intent, &declared,
-			&mkind, &mref, &msev, &expires, &pr, &parents); err != nil {
+		var se storedEntry
+		if err := se.scan(rows, nil); err != nil {
 			return nil, fmt.Errorf("ledger %s: history of %s: %w", b.l.path, addr, err)
 		}
-		v, err := storedValue(vjson, vexpr)
+		own = append(own, se)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("ledger %s: history of %s: %w", b.l.path, addr, err)
+	}
+	return assemble(f, own, yields.matching(f))
+}
+
+// FieldHistory is one field's claims, oldest first, as EachField hands them out.
+type FieldHistory struct {
+	Field   core.Field
+	Entries []Entry
+}
+
+// Current is the claim Git holds at the end of the history; see Branch.Current.
+func (h FieldHistory) Current() (core.Claim, bool) { return currentOf(h.Entries) }
+
+// CountFields returns how many fields EachField would hand to fn for p, reading only addresses.
+func (b *Branch) CountFields(ctx context.Context, p core.FieldPattern) (int, error) {
+	n := 0
+	err := b.eachAddress(ctx, p, func(core.Field) error { n++; return nil })
+	return n, err
+}
+
+// eachAddress calls fn for every field on the branch with claims that p matches, in address order.
+func (b *Branch) eachAddress(ctx context.Context, p core.FieldPattern, fn func(core.Field) error) error {
+	id, err := b.branchID(ctx)
+	if err != nil {
+		return err
+	}
+	rows, err := b.l.db.QueryContext(ctx, `SELECT f.addr FROM fields f
+		WHERE f.pattern = 0 AND EXISTS (SELECT 1 FROM claims c WHERE c.branch = ? AND c.field = f.id) ORDER BY f.addr`, id)
+	if err != nil {
+		return fmt.Errorf("ledger %s: list fields: %w", b.l.path, err)
+	}
+	defer rows.Close()
+	all := p.String() == ""
+	for rows.Next() {
+		var addr string
+		if err := rows.Scan(&addr); err != nil {
+			return fmt.Errorf("ledger %s: list fields: %w", b.l.path, err)
+		}
+		f, err := core.ParseField(addr)
 		if err != nil {
-			return nil, fmt.Errorf("ledger %s: history of %s at %s: %w", b.l.path, addr, hash, err)
+			return fmt.Errorf("ledger %s: stored field %q: %w", b.l.path, addr, err)
 		}
-		e := Entry{
-			Claim: core.Claim{
-				Field:      f,
-				Actor:      core.Actor{Identity: core.Identity{Source: core.SourceGitAuthor, ID: email, Name: name}},
-				Intent:     core.Intent(intent),
-				Motivation: core.Motivation{Kind: mkind, Ref: mref, Severity: core.Severity(msev)},
-				At:         time.Unix(at, 0).UTC(),
-				Evidence:   core.Evidence{Source: "git", Commit: hash, PR: pr, Explicit: kind != kindChange},
-			},
-			IntentDeclared: declared,
-			Subject:        subj,
-			Parents:        parents,
+		if all || p.Match(f) {
+			if err := fn(f); err != nil {
+				return err
+			}
 		}
-		if expires != 0 {
-			e.Expires = time.Unix(expires, 0).UTC()
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("ledger %s: list fields: %w", b.l.path, err)
+	}
+	return nil
+}
+
+// EachField calls fn with the history of every field on the branch that has claims and that p
+// matches (the zero pattern matches all), in address order, and stops at fn's first error or when
+// ctx is done. It reads the index in one pass, in the order of its indexes: memory holds one
+// field's history at a time, so its cost is proportional to what it hands out, not to fields times
+// claims.
+func (b *Branch) EachField(ctx context.Context, p core.FieldPattern, fn func(FieldHistory) error) error {
+	id, err := b.branchID(ctx)
+	if err != nil {
+		return err
+	}
+	yields, err := b.yieldPatterns(ctx, id)
+	if err != nil {
+		return err
+	}
+	// fields drives the loop through its address index, and each field's claims come from the
+	// claims primary key (branch, field, seq, kind) already in order: SQLite sorts nothing.
+	rows, err := b.l.db.QueryContext(ctx, `SELECT f.addr, `+entryColumns+`
+		FROM fields f CROSS JOIN claims c ON c.branch = ? AND c.field = f.id
+		JOIN commits m ON m.branch = c.branch AND m.seq = c.seq
+		WHERE f.pattern = 0 ORDER BY f.addr, c.seq, c.kind`, id)
+	if err != nil {
+		return fmt.Errorf("ledger %s: read fields: %w", b.l.path, err)
+	}
+	defer rows.Close()
+	all := p.String() == ""
+	var (
+		addr, prev string
+		field      core.Field
+		skip       bool
+		own        []storedEntry
+	)
+	flush := func() error {
+		if prev == "" || skip {
+			return nil
 		}
-		switch kind {
+		es, err := assemble(field, own, yields.matching(field))
+		if err != nil {
+			return err
+		}
+		return fn(FieldHistory{Field: field, Entries: es})
+	}
+	for rows.Next() {
+		var se storedEntry
+		if err := se.scan(rows, &addr); err != nil {
+			return fmt.Errorf("ledger %s: read fields: %w", b.l.path, err)
+		}
+		if addr != prev {
+			if err := flush(); err != nil {
+				return err
+			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			prev, own = addr, own[:0]
+			if field, err = core.ParseField(addr); err != nil {
+				return fmt.Errorf("ledger %s: stored field %q: %w", b.l.path, addr, err)
+			}
+			skip = !all && !p.Match(field)
+		}
+		if !skip {
+			own = append(own, se)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("ledger %s: read fields: %w", b.l.path, err)
+	}
+	return flush()
+}
+
+// entryColumns are the columns storedEntry.scan reads, from claims c joined to commits m.
+const entryColumns = `c.seq, c.kind, c.has_value, c.vjson, c.vexpr, m.hash, m.author_name, m.author_email, m.at,
+	m.subject, m.intent, m.intent_declared, m.mot_kind, m.mot_ref, m.mot_severity, m.expires, m.pr, m.parents`
+
+// storedEntry is one claim row as the index holds it, before the history it belongs to gives a
+// valueless Claim trailer the value Git held.
+type storedEntry struct {
+	seq   int
+	kind  claimKind
+	hasV  bool
+	value core.Value
+	e     Entry
+}
+
+func (se *storedEntry) scan(rows *sql.Rows, addr *string) error {
+	var vjson, vexpr, hash, name, email, subj, intent, mkind, mref, msev string
+	var at, expires int64
+	var declared bool
+	var pr, parents int
+	dest := []any{&se.seq, &se.kind, &se.hasV, &vjson, &vexpr, &hash, &name, &email, &at, &subj, &intent, &declared,
+		&mkind, &mref, &msev, &expires, &pr, &parents}
+	if addr != nil {
+		dest = append([]any{addr}, dest...)
+	}
+	if err := rows.Scan(dest...); err != nil {
+		return err
+	}
+	v, err := storedValue(vjson, vexpr)
+	if err != nil {
+		return fmt.Errorf("value at %s: %w", hash, err)
+	}
+	se.value = v
+	se.e = Entry{
+		Claim: core.Claim{
+			Actor:      core.Actor{Identity: core.Identity{Source: core.SourceGitAuthor, ID: email, Name: name}},
+			Intent:     core.Intent(intent),
+			Motivation: core.Motivation{Kind: mkind, Ref: mref, Severity: core.Severity(msev)},
+			At:         time.Unix(at, 0).UTC(),
+			Evidence:   core.Evidence{Source: "git", Commit: hash, PR: pr, Explicit: se.kind != kindChange},
+		},
+		IntentDeclared: declared,
+		Subject:        subj,
+		Parents:        parents,
+	}
+	if expires != 0 {
+		se.e.Expires = time.Unix(expires, 0).UTC()
+	}
+	return nil
+}
+
+// assemble merges a field's own claim rows with the yields of patterns that match it, in commit
+// order (a pattern's yield sorts after the field's own claims of the same commit, as kinds do), and
+// gives each Claim trailer without a value the value Git held at that commit.
+func assemble(f core.Field, own, yields []storedEntry) ([]Entry, error) {
+	if len(own) == 0 && len(yields) == 0 {
+		return nil, nil
+	}
+	out := make([]Entry, 0, len(own)+len(yields))
+	var gitValue core.Value // the value Git holds at the entry being read
+	i, j := 0, 0
+	for i < len(own) || j < len(yields) {
+		var se storedEntry
+		if j == len(yields) || (i < len(own) && (own[i].seq < yields[j].seq || own[i].seq == yields[j].seq && own[i].kind <= yields[j].kind)) {
+			se = own[i]
+			i++
+		} else {
+			se = yields[j]
+			j++
+		}
+		e := se.e
+		e.Field = f
+		switch se.kind {
 		case kindChange, kindChangeClaimed:
 			e.Changed = true
-			e.Value = v
-			gitValue = v
+			e.Value = se.value
+			gitValue = se.value
 		case kindClaim:
-			e.Value = v
-			if !hasValue {
+			e.Value = se.value
+			if !se.hasV {
 				e.Value = gitValue
 			}
 		case kindYield:
@@ -269,35 +436,60 @@ func (b *Branch) Entries(f core.Field) ([]Entry, error) {
 		}
 		out = append(out, e)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("ledger %s: history of %s: %w", b.l.path, addr, err)
-	}
 	return out, nil
 }
 
-// matchingPatterns returns the ids of the yield patterns that match f.
-func (b *Branch) matchingPatterns(ctx context.Context, f core.Field) ([]any, error) {
-	rows, err := b.l.db.QueryContext(ctx, `SELECT id, addr FROM fields WHERE pattern = 1`)
+// yieldSet holds the branch's yields of field patterns: few in any real history, so they are read
+// once per query and matched against each field in memory.
+type yieldSet []struct {
+	pattern core.FieldPattern
+	rows    []storedEntry
+}
+
+// matching returns the yields whose pattern matches f, in commit order.
+func (ys yieldSet) matching(f core.Field) []storedEntry {
+	var out []storedEntry
+	for _, y := range ys {
+		if y.pattern.Match(f) {
+			out = append(out, y.rows...)
+		}
+	}
+	if len(ys) > 1 {
+		slices.SortStableFunc(out, func(a, b storedEntry) int { return a.seq - b.seq })
+	}
+	return out
+}
+
+// yieldPatterns reads the branch's pattern yields through the partial index on patterns.
+func (b *Branch) yieldPatterns(ctx context.Context, branch int64) (yieldSet, error) {
+	rows, err := b.l.db.QueryContext(ctx, `SELECT f.addr, `+entryColumns+`
+		FROM fields f INDEXED BY fields_patterns CROSS JOIN claims c ON c.branch = ? AND c.field = f.id
+		JOIN commits m ON m.branch = c.branch AND m.seq = c.seq
+		WHERE f.pattern = 1 ORDER BY f.addr, c.seq, c.kind`, branch)
 	if err != nil {
 		return nil, fmt.Errorf("ledger %s: read yield patterns: %w", b.l.path, err)
 	}
 	defer rows.Close()
-	var ids []any
+	var out yieldSet
+	var addr string
 	for rows.Next() {
-		var id int64
-		var text string
-		if err := rows.Scan(&id, &text); err != nil {
+		var se storedEntry
+		if err := se.scan(rows, &addr); err != nil {
 			return nil, fmt.Errorf("ledger %s: read yield patterns: %w", b.l.path, err)
 		}
-		p, err := core.ParseFieldPattern(text)
-		if err != nil {
-			continue // stored from a parsed pattern; unreadable only if the grammar changed
+		if n := len(out); n == 0 || out[n-1].pattern.String() != addr {
+			p, err := core.ParseFieldPattern(addr)
+			if err != nil {
+				continue // stored from a parsed pattern; unreadable only if the grammar changed
+			}
+			out = append(out, struct {
+				pattern core.FieldPattern
+				rows    []storedEntry
+			}{pattern: p})
 		}
-		if p.Match(f) {
-			ids = append(ids, id)
-		}
+		out[len(out)-1].rows = append(out[len(out)-1].rows, se)
 	}
-	return ids, rows.Err()
+	return out, rows.Err()
 }
 
 func storedValue(vjson, vexpr string) (core.Value, error) {
@@ -313,37 +505,9 @@ func storedValue(vjson, vexpr string) (core.Value, error) {
 // Fields returns the fields on the branch that have claims and that p matches, sorted by address.
 // The zero pattern matches every field.
 func (b *Branch) Fields(p core.FieldPattern) ([]core.Field, error) {
-	ctx := context.Background()
-	id, err := b.branchID(ctx)
-	if err != nil {
-		return nil, err
-	}
-	rows, err := b.l.db.QueryContext(ctx, `SELECT addr FROM fields
-		WHERE pattern = 0 AND id IN (SELECT DISTINCT field FROM claims WHERE branch = ?) ORDER BY addr`, id)
-	if err != nil {
-		return nil, fmt.Errorf("ledger %s: list fields: %w", b.l.path, err)
-	}
-	defer rows.Close()
-	all := p.String() == ""
 	var out []core.Field
-	for rows.Next() {
-		var addr string
-		if err := rows.Scan(&addr); err != nil {
-			return nil, fmt.Errorf("ledger %s: list fields: %w", b.l.path, err)
-		}
-		f, err := core.ParseField(addr)
-		if err != nil {
-			return nil, fmt.Errorf("ledger %s: stored field %q: %w", b.l.path, addr, err)
-		}
-		if all || p.Match(f) {
-			out = append(out, f)
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("ledger %s: list fields: %w", b.l.path, err)
-	}
-	slices.SortFunc(out, func(a, b core.Field) int { return strings.Compare(a.String(), b.String()) })
-	return out, nil
+	err := b.eachAddress(context.Background(), p, func(f core.Field) error { out = append(out, f); return nil })
+	return out, err
 }
 
 // Problems returns the problems recorded on the branch, oldest commit first.
