@@ -4,26 +4,10 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/go-git/go-git/v5/plumbing"
-
 	"github.com/parleyhq/parley/core"
 	"github.com/parleyhq/parley/core/fielddiff"
 	"github.com/parleyhq/parley/trailers"
 )
-
-// extractor turns a raw commit into a record: trailers into a declaration, file versions into field
-// changes. It keeps the parsed snapshot of every file it has seen as the new side of a commit, so
-// that each blob is parsed once: the new version of commit N is the old version of commit N+1.
-type extractor struct {
-	files map[string]fileState
-}
-
-type fileState struct {
-	blob plumbing.Hash
-	snap *fielddiff.Snapshot // nil when that version could not be parsed
-}
-
-func newExtractor() *extractor { return &extractor{files: map[string]fileState{}} }
 
 // change is a field's change in one commit, aggregated over all the files the commit touched, so
 // that an object moved from one file to another is no change at all.
@@ -31,7 +15,10 @@ type change struct {
 	old, new core.Value
 }
 
-func (x *extractor) extract(rc rawCommit) *record {
+// extract turns a raw commit into a record: trailers into a declaration, file versions into field
+// changes. It keeps no state between commits: each file's old and new versions come parsed from
+// the parse workers (which parse a version once while the parse cache holds it).
+func extract(rc rawCommit) *record {
 	c := rc.c
 	ts := trailers.Parse(c.Message, trailers.Options{NoDivider: true})
 	decl, tprobs := trailers.Interpret(ts, c.Committer.When)
@@ -64,28 +51,17 @@ func (x *extractor) extract(rc rawCommit) *record {
 	changes := map[string]*change{}
 	var order []string
 	for _, f := range rc.files {
-		old := x.old(f)
-		var nw *fielddiff.Snapshot
-		if !f.newHash.IsZero() {
-			if f.newData == nil {
-				// The reader could not read this version and said so; nothing is known about it.
-				delete(x.files, f.path)
-				continue
-			}
-			s, err := f.newSnap, f.newErr
-			if err != nil {
-				rec.problems = append(rec.problems, Problem{Path: f.path, Message: fmt.Sprintf("fields not read: %v", err)})
-				// The next version is diffed against nothing, in a full replay as in an incremental
-				// update, so the ledger does not depend on when updates ran.
-				x.files[f.path] = fileState{blob: f.newHash}
-				continue
-			}
-			nw = s
-			x.files[f.path] = fileState{blob: f.newHash, snap: s}
-		} else {
-			delete(x.files, f.path)
+		if f.newUnread {
+			continue // the reader could not read this version and said so; nothing is known about it
 		}
-		for _, ch := range fielddiff.DiffSnapshots(old, nw) {
+		if f.newErr != nil {
+			// The next version is diffed against nothing (its old side does not parse either), in a
+			// full replay as in an incremental update, so the ledger does not depend on when
+			// updates ran.
+			rec.problems = append(rec.problems, Problem{Path: f.path, Message: fmt.Sprintf("fields not read: %v", f.newErr)})
+			continue
+		}
+		for _, ch := range fielddiff.DiffSnapshots(f.oldSnap, f.newSnap) {
 			addr := ch.Field.String()
 			e, ok := changes[addr]
 			if !ok {
@@ -142,18 +118,6 @@ func (x *extractor) extract(rc rawCommit) *record {
 		rec.claims = append(rec.claims, claimRow{addr: addr, pattern: pattern, kind: kindYield})
 	}
 	return rec
-}
-
-// old returns the parsed old version of a changed file: from the extractor's memory when it holds
-// that blob, else as parsed from the data the reader sent. A version that cannot be parsed is nil.
-func (x *extractor) old(f rawFile) *fielddiff.Snapshot {
-	if f.oldHash.IsZero() {
-		return nil
-	}
-	if st, ok := x.files[f.path]; ok && st.blob == f.oldHash {
-		return st.snap
-	}
-	return f.oldSnap
 }
 
 // yieldAddr returns the stored address of a Yield pattern: a pattern without wildcards that names a

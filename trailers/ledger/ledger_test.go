@@ -572,3 +572,37 @@ func TestShallowClone(t *testing.T) {
 		{email: "bob@parley.example", value: 8, intent: core.IntentPerformance, declared: true, changed: true},
 	})
 }
+
+// TestEmptyFilesAndRevertedVersions: an empty file is a version like any other (its blob has no
+// bytes), and a version seen again is taken from the parse cache; neither may stall the update.
+func TestEmptyFilesAndRevertedVersions(t *testing.T) {
+	r := newGitRepo(t)
+	r.write("k8s/prod/empty.yaml", "")
+	r.write("k8s/prod/web.yaml", deployment("prod", "web", 3, "1.0"))
+	r.commit("Dana Okafor", "dana@parley.example", "Initial\n")
+	r.write("k8s/prod/web.yaml", deployment("prod", "web", 5, "1.0"))
+	r.write("k8s/prod/empty.yaml", "# still nothing\n")
+	r.commit("Dana Okafor", "dana@parley.example", "Scale up\n")
+	r.write("k8s/prod/web.yaml", deployment("prod", "web", 3, "1.0")) // the first version again
+	r.write("k8s/prod/empty.yaml", "")
+	r.commit("Dana Okafor", "dana@parley.example", "Scale down\n")
+	r.write("k8s/prod/web.yaml", deployment("prod", "web", 5, "1.0"))
+	r.commit("Dana Okafor", "dana@parley.example", "Scale up again\n")
+	l := openLedger(t, r.dir)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := l.Update(ctx, "main"); err != nil {
+		t.Fatalf("update: %v", err)
+	}
+	hist, err := l.History(mustField(t, replicasAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range hist {
+		got = append(got, c.Value.String())
+	}
+	if strings.Join(got, " ") != "3 5 3 5" {
+		t.Errorf("replicas history %v, want [3 5 3 5]", got)
+	}
+}

@@ -21,31 +21,64 @@ type rawCommit struct {
 	problems []Problem
 }
 
-// rawFile is one changed file. A zero hash means the file is absent on that side. oldData is nil
-// when the extracting stage already holds the old version: it received it as newData of an earlier
-// commit of the same update.
+// rawFile is one changed file. A zero hash means the file is absent on that side. The old side is
+// usually the previous commit's new side: its blob is read again (go-git's object cache usually
+// has it) but parsed again only when the parse cache has let it go, so that no stage holds the
+// parsed state of every file of the repository.
 type rawFile struct {
 	path             string
 	oldHash, newHash plumbing.Hash
-	oldData, newData []byte
+	old, new         *version // the versions' parses; nil when absent
+	ownOld, ownNew   bool     // this commit's worker parses that version (its reader claimed it first)
+	oldData, newData []byte   // the owned versions' blobs (an empty file is nil too); nil once parsed
+	newUnread        bool     // the new version could not be read (a problem says why)
 
 	// Filled by the parse workers.
-	oldSnap *fielddiff.Snapshot // oldData parsed; nil when absent or unparseable
+	oldSnap *fielddiff.Snapshot // the old version parsed; nil when absent or unparseable
 	newSnap *fielddiff.Snapshot // newData parsed
 	newErr  error               // why newData could not be parsed
 }
 
-// parseFiles parses the file versions of a raw commit. Parsing is pure, so the parse workers parse
-// several commits at once.
+// parseFiles parses the file versions a raw commit owns (claimed first by its reader), lets their
+// bytes go, then waits for the versions other commits parse. Parsing is pure, so the parse workers
+// parse several commits at once. A version is always claimed by an earlier commit than the ones
+// waiting for it, and a worker parses what it owns before it waits: no worker waits for a commit
+// no worker has taken.
 func parseFiles(rc *rawCommit, cache *snapCache) {
 	for i := range rc.files {
 		f := &rc.files[i]
-		if f.oldData != nil {
-			f.oldSnap, _ = cache.parse(f.path, f.oldHash, f.oldData) // reported when it was a new version
+		if f.ownOld {
+			cache.finish(f.path, f.oldHash, f.old, f.oldData)
 		}
-		if f.newData != nil {
-			f.newSnap, f.newErr = cache.parse(f.path, f.newHash, f.newData)
+		if f.ownNew {
+			cache.finish(f.path, f.newHash, f.new, f.newData)
 		}
+		f.oldData, f.newData, f.ownOld, f.ownNew = nil, nil, false, false
+	}
+	for i := range rc.files {
+		f := &rc.files[i]
+		if f.old != nil {
+			<-f.old.done
+			f.oldSnap = f.old.val.snap // an unparseable old side was reported when it was new
+		}
+		if f.new != nil {
+			<-f.new.done
+			f.newSnap, f.newErr = f.new.val.snap, f.new.val.err
+		}
+	}
+}
+
+// abandonFiles ends the versions a raw commit owns without parsing them, when the update stops.
+func abandonFiles(rc *rawCommit, cache *snapCache, err error) {
+	for i := range rc.files {
+		f := &rc.files[i]
+		if f.ownOld {
+			cache.fail(f.path, f.oldHash, f.old, err)
+		}
+		if f.ownNew {
+			cache.fail(f.path, f.newHash, f.new, err)
+		}
+		f.oldData, f.newData, f.ownOld, f.ownNew = nil, nil, false, false
 	}
 }
 
@@ -53,8 +86,8 @@ func parseFiles(rc *rawCommit, cache *snapCache) {
 // and reads the changed blobs of supported files.
 type reader struct {
 	repo     *git.Repository
+	cache    *snapCache
 	maxBytes int64
-	sent     map[string]plumbing.Hash       // path -> blob last handed on as a new version
 	prev     map[plumbing.Hash]*object.Tree // trees decoded for the previous commit
 	cur      map[plumbing.Hash]*object.Tree // trees decoded for this commit
 }
@@ -62,9 +95,6 @@ type reader struct {
 // read diffs commit c against its first parent. prev is that parent when the caller has it at
 // hand (the previous commit of the update), else nil.
 func (r *reader) read(c, prev *object.Commit) (rawCommit, error) {
-	if r.sent == nil {
-		r.sent = map[string]plumbing.Hash{}
-	}
 	rc := rawCommit{c: c}
 	var parentTree plumbing.Hash
 	if len(c.ParentHashes) > 0 {
@@ -84,27 +114,37 @@ func (r *reader) read(c, prev *object.Commit) (rawCommit, error) {
 	r.prev = r.cur
 	for i := range rc.files {
 		f := &rc.files[i]
-		if !f.oldHash.IsZero() && r.sent[f.path] != f.oldHash {
-			data, err := r.blob(f.oldHash)
-			if err != nil {
-				rc.problems = append(rc.problems, Problem{Path: f.path, Message: err.Error()})
+		// Each version is read only when no earlier commit has claimed it: usually the old side
+		// is the previous commit's new side, parsed or being parsed.
+		if !f.oldHash.IsZero() {
+			var own bool
+			if f.old, own = r.cache.claim(f.path, f.oldHash); own {
+				data, err := r.blob(f.oldHash)
+				if err != nil {
+					// Reported when it was the new side; without it the file is compared with
+					// nothing, as after a version that did not parse.
+					r.cache.fail(f.path, f.oldHash, f.old, err)
+				} else {
+					f.oldData, f.ownOld = data, true
+				}
 			}
-			f.oldData = data
 		}
 		if f.newHash.IsZero() {
-			delete(r.sent, f.path)
+			continue
+		}
+		var own bool
+		if f.new, own = r.cache.claim(f.path, f.newHash); !own {
 			continue
 		}
 		data, err := r.blob(f.newHash)
 		if err != nil {
-			rc.problems = append(rc.problems, Problem{Path: f.path, Message: err.Error()})
 			// Without the content nothing can be said about this file in this commit.
-			f.newData = nil
-			delete(r.sent, f.path)
+			rc.problems = append(rc.problems, Problem{Path: f.path, Message: err.Error()})
+			r.cache.fail(f.path, f.newHash, f.new, err)
+			f.new, f.newUnread = nil, true
 			continue
 		}
-		f.newData = data
-		r.sent[f.path] = f.newHash
+		f.newData, f.ownNew = data, true
 	}
 	return rc, nil
 }

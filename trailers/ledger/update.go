@@ -176,10 +176,14 @@ func (l *Ledger) Update(ctx context.Context, branch string) (UpdateStats, error)
 	// this call's last goroutine writes SQLite. errgroup cancels the others when one fails, and
 	// Wait returns only when all have stopped.
 	g, gctx := errgroup.WithContext(ctx)
-	work := make(chan *parseJob, 64)
-	ordered := make(chan *parseJob, 64)
+	// The buffers keep every stage busy without holding many commits' file contents at once:
+	// a commit of a generated manifest carries megabytes.
+	workers := max(1, runtime.GOMAXPROCS(0))
+	work := make(chan *parseJob, 2*workers)
+	ordered := make(chan *parseJob, 4*workers)
 	recs := make(chan *record, 64)
-	rd := &reader{repo: l.repo, maxBytes: l.opts.MaxFileBytes}
+	snaps := newSnapCache(l.opts.ParseCacheBytes)
+	rd := &reader{repo: l.repo, cache: snaps, maxBytes: l.opts.MaxFileBytes}
 	g.Go(func() error {
 		defer close(work)
 		defer close(ordered)
@@ -205,11 +209,12 @@ func (l *Ledger) Update(ctx context.Context, branch string) (UpdateStats, error)
 		}
 		return nil
 	})
-	snaps := newSnapCache(l.opts.SnapshotCacheEntries)
-	for range max(1, runtime.GOMAXPROCS(0)) {
+	for range workers {
 		g.Go(func() error {
 			for job := range work {
-				if gctx.Err() == nil {
+				if err := gctx.Err(); err != nil {
+					abandonFiles(&job.rc, snaps, err)
+				} else {
 					parseFiles(&job.rc, snaps)
 				}
 				close(job.ready)
@@ -219,14 +224,13 @@ func (l *Ledger) Update(ctx context.Context, branch string) (UpdateStats, error)
 	}
 	g.Go(func() error {
 		defer close(recs)
-		ex := newExtractor()
 		for job := range ordered {
 			select {
 			case <-job.ready:
 			case <-gctx.Done():
 				return gctx.Err()
 			}
-			rec := ex.extract(job.rc)
+			rec := extract(job.rc)
 			select {
 			case recs <- rec:
 			case <-gctx.Done():
