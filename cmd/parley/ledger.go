@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -62,7 +63,7 @@ func runLedger(cmd *cobra.Command, fl ledgerFlags, out io.Writer) error {
 		}
 		pattern = p
 	}
-	l, err := ledger.Open(fl.repo, ledger.Options{})
+	l, err := ledger.Open(fl.repo, ledger.Options{Progress: newProgressLine(cmd.ErrOrStderr(), false).update})
 	if errors.Is(err, ledger.ErrNotRepository) {
 		return usageErr(err)
 	}
@@ -71,6 +72,7 @@ func runLedger(cmd *cobra.Command, fl ledgerFlags, out io.Writer) error {
 	}
 	defer l.Close()
 	stats, err := l.Update(cmd.Context(), fl.branch)
+	clearProgressLine(cmd.ErrOrStderr())
 	if errors.Is(err, ledger.ErrNoBranch) {
 		return usageErr(err)
 	}
@@ -91,6 +93,43 @@ func runLedger(cmd *cobra.Command, fl ledgerFlags, out io.Writer) error {
 		return writeLedgerJSON(cmd.Context(), out, b, head, pattern)
 	}
 	return writeLedgerText(cmd.Context(), out, b, head, pattern, fl.all || fl.field != "")
+}
+
+// progressLine shows a long ledger update's progress on one line of a terminal, redrawn at most
+// five times a second. On anything but a terminal (a CI log, a pipe) it writes nothing.
+type progressLine struct {
+	out  io.Writer
+	on   bool
+	last time.Time
+}
+
+func newProgressLine(out io.Writer, force bool) *progressLine {
+	return &progressLine{out: out, on: force || isTerminal(out)}
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+func (p *progressLine) update(pr ledger.Progress) {
+	if !p.on || pr.Done < pr.Total && time.Since(p.last) < 200*time.Millisecond {
+		return
+	}
+	p.last = time.Now()
+	fmt.Fprintf(p.out, "\r\033[Kparley: indexing %s: %d of %d commits (%d%%)", strings.TrimPrefix(pr.Branch, "refs/heads/"),
+		pr.Done, pr.Total, pr.Done*100/max(pr.Total, 1))
+}
+
+// clearProgressLine erases the progress line, if a terminal shows one.
+func clearProgressLine(out io.Writer) {
+	if isTerminal(out) {
+		fmt.Fprint(out, "\r\033[K")
+	}
 }
 
 // ledgerReport is the ledger command's JSON output. It is written piece by piece (see

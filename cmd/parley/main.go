@@ -20,6 +20,8 @@ const (
 	exitFindings = 1
 	exitUsage    = 2
 	exitFailure  = 3
+	// exitInterrupted is a shell's code for a command stopped by SIGINT (128 + 2).
+	exitInterrupted = 130
 )
 
 // exitError carries a specific exit code out of a command.
@@ -39,6 +41,9 @@ func findingsErr(err error) error { return &exitError{code: exitFindings, err: e
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// The first Ctrl-C or SIGTERM asks the command to stop where it stands cleanly (a ledger update
+	// keeps its last checkpoint); the signal is then let go, so a second one kills at once.
+	context.AfterFunc(ctx, stop)
 	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
@@ -54,6 +59,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return exitOK
+	}
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		fmt.Fprintf(stderr, "parley: interrupted: %v\n", err)
+		return exitInterrupted
 	}
 	fmt.Fprintf(stderr, "parley: %v\n", err)
 	var ee *exitError

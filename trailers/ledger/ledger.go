@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/go-git/go-billy/v5/osfs"
 	"github.com/go-git/go-git/v5"
@@ -35,6 +36,14 @@ type Options struct {
 	// version or document seen again (the old side of the next commit, a revert, the unchanged
 	// documents of a generated install.yaml) is not parsed again. Default 128 MiB.
 	ParseCacheBytes int
+	// Progress, when set, is called after each commit an Update indexes (from the update's own
+	// goroutine: keep it quick).
+	Progress func(Progress)
+	// CheckpointCommits and CheckpointInterval say how often a long Update commits what it has
+	// indexed so far, whichever comes first; an interrupted update resumes from the last
+	// checkpoint. Defaults: 2,000 commits, 10 seconds.
+	CheckpointCommits  int
+	CheckpointInterval time.Duration
 	// MaxFileBytes bounds the size of a file the ledger parses; larger files are recorded as a
 	// problem. Default 8 MiB.
 	MaxFileBytes int64
@@ -49,6 +58,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ParseCacheBytes <= 0 {
 		o.ParseCacheBytes = 128 << 20
+	}
+	if o.CheckpointCommits <= 0 {
+		o.CheckpointCommits = 2000
+	}
+	if o.CheckpointInterval <= 0 {
+		o.CheckpointInterval = 10 * time.Second
 	}
 	if o.MaxFileBytes <= 0 {
 		o.MaxFileBytes = 8 << 20

@@ -13,6 +13,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 
 	"github.com/parleyhq/parley/core"
+	"github.com/parleyhq/parley/internal/ledgertest"
 	"github.com/parleyhq/parley/trailers/ledger"
 )
 
@@ -604,5 +605,74 @@ func TestEmptyFilesAndRevertedVersions(t *testing.T) {
 	}
 	if strings.Join(got, " ") != "3 5 3 5" {
 		t.Errorf("replicas history %v, want [3 5 3 5]", got)
+	}
+}
+
+// TestInterruptedUpdateResumesFromItsCheckpoint: a long first replay commits checkpoints; stopped
+// midway (Ctrl-C), it leaves the index at its last checkpoint, and the next update reads only the
+// commits after it, ending with the same ledger as an uninterrupted replay.
+func TestInterruptedUpdateResumesFromItsCheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	if err := ledgertest.Generate(context.Background(), dir, ledgertest.Params{Commits: 600, Apps: 4, Modules: 2, Seed: 3}); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var progress []ledger.Progress
+	l, err := ledger.Open(dir, ledger.Options{Path: path, CheckpointCommits: 100, Progress: func(p ledger.Progress) {
+		progress = append(progress, p)
+		if p.Done == 250 {
+			cancel()
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = l.Update(ctx, "main")
+	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "resumes") {
+		t.Fatalf("interrupted update: %v, want context.Canceled saying it resumes", err)
+	}
+	if len(progress) < 250 || progress[0].Total != 600 || progress[0].Done != 1 {
+		t.Errorf("progress: %d calls, first %+v", len(progress), progress[0])
+	}
+	l.Close()
+
+	// The resumed update checkpoints too (and must keep going after it does).
+	if l, err = ledger.Open(dir, ledger.Options{Path: path, CheckpointCommits: 100}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	b, err := l.Branch("main")
+	if err != nil {
+		t.Fatalf("the checkpoint was not kept: %v", err)
+	}
+	_, commits, err := b.Checkpoint()
+	if err != nil || commits != 200 {
+		t.Fatalf("checkpoint after the interruption: %d commits (%v), want 200 (the last multiple of 100 before 250)", commits, err)
+	}
+	stats, err := l.Update(context.Background(), "main")
+	if err != nil || stats.From == "" || stats.Commits != 400 || stats.Rebuilt {
+		t.Fatalf("resumed update: %+v, %v; want the 400 commits after the checkpoint", stats, err)
+	}
+
+	full := openLedgerAt(t, dir, filepath.Join(t.TempDir(), "full.db"))
+	update(t, full, "main")
+	fields, err := full.Fields(core.FieldPattern{})
+	if err != nil || len(fields) == 0 {
+		t.Fatalf("fields: %d, %v", len(fields), err)
+	}
+	for _, f := range fields {
+		a, _ := full.History(f)
+		r, _ := l.History(f)
+		if len(a) != len(r) {
+			t.Errorf("%s: uninterrupted %d claims, resumed %d", f, len(a), len(r))
+			continue
+		}
+		for i := range a {
+			if a[i].Evidence.Commit != r[i].Evidence.Commit || a[i].Value != r[i].Value || a[i].Intent != r[i].Intent {
+				t.Errorf("%s[%d]: uninterrupted %s=%s, resumed %s=%s", f, i, a[i].Evidence.Commit, a[i].Value, r[i].Evidence.Commit, r[i].Value)
+			}
+		}
 	}
 }

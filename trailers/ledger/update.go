@@ -16,6 +16,12 @@ import (
 	"github.com/parleyhq/parley/core"
 )
 
+// Progress is how far an Update has come: Done of Total commits indexed.
+type Progress struct {
+	Branch      string
+	Done, Total int
+}
+
 // UpdateStats says what an Update did.
 type UpdateStats struct {
 	Branch   string // full ref name, e.g. refs/heads/main
@@ -92,7 +98,7 @@ func (l *Ledger) Update(ctx context.Context, branch string) (UpdateStats, error)
 	if err != nil {
 		return stats, fmt.Errorf("ledger %s: begin update of %s: %w", l.path, name, err)
 	}
-	defer func() { _ = tx.Rollback() }()
+	defer func() { _ = tx.Rollback() }() // the transaction open when Update returns, if any
 	var cpID int64
 	var cpTip string
 	var cpCommits int
@@ -148,11 +154,11 @@ func (l *Ledger) Update(ctx context.Context, branch string) (UpdateStats, error)
 		todo[i], todo[j] = todo[j], todo[i]
 	}
 
-	w, err := newWriter(ctx, tx)
+	w, err := newWriter(ctx, tx, nil)
 	if err != nil {
 		return stats, fmt.Errorf("ledger %s: update %s: %w", l.path, name, err)
 	}
-	defer w.close()
+	defer func() { w.close() }()
 	seq := cpCommits
 	if cpID == 0 {
 		res, err := tx.ExecContext(ctx, `INSERT INTO branches (name, tip, commits, updated_at) VALUES (?, '', 0, ?)`, name, time.Now().Unix())
@@ -239,7 +245,36 @@ func (l *Ledger) Update(ctx context.Context, branch string) (UpdateStats, error)
 		}
 		return nil
 	})
+	// A long replay commits a checkpoint now and then, so that an interrupted update (Ctrl-C, a
+	// deploy, a crash) resumes from there instead of from the root.
+	// gctx is the pipeline's: it ends when the pipeline does, and a transaction begun with it
+	// would be rolled back then. The next transaction belongs to the update, ctx.
+	checkpoint := func(gctx context.Context, tip string, seq int) error {
+		if _, err := tx.ExecContext(gctx, `UPDATE branches SET tip = ?, commits = ?, updated_at = ? WHERE id = ?`,
+			tip, seq, time.Now().Unix(), cpID); err != nil {
+			return fmt.Errorf("ledger %s: record checkpoint of %s: %w", l.path, name, err)
+		}
+		w.close()
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("ledger %s: commit checkpoint of %s: %w", l.path, name, err)
+		}
+		if tx, err = l.db.BeginTx(ctx, nil); err != nil {
+			return fmt.Errorf("ledger %s: continue update of %s: %w", l.path, name, err)
+		}
+		// Between the two transactions another process may have updated this branch's index.
+		var nowTip string
+		var nowCommits int
+		if err := tx.QueryRowContext(ctx, `SELECT tip, commits FROM branches WHERE id = ?`, cpID).Scan(&nowTip, &nowCommits); err != nil {
+			return fmt.Errorf("ledger %s: read checkpoint of %s: %w", l.path, name, err)
+		}
+		if nowTip != tip || nowCommits != seq {
+			return fmt.Errorf("ledger %s: another process updated %s while this update ran; its work stands: run the update again", l.path, name)
+		}
+		w, err = newWriter(ctx, tx, w.fields)
+		return err
+	}
 	g.Go(func() error {
+		written, lastCheckpoint := 0, time.Now()
 		for rec := range recs {
 			seq++
 			if err := w.write(gctx, cpID, seq, rec); err != nil {
@@ -248,10 +283,25 @@ func (l *Ledger) Update(ctx context.Context, branch string) (UpdateStats, error)
 			stats.Commits++
 			stats.Claims += len(rec.claims)
 			stats.Problems += len(rec.problems)
+			if l.opts.Progress != nil {
+				l.opts.Progress(Progress{Branch: name, Done: stats.Commits, Total: len(todo)})
+			}
+			if written++; written >= l.opts.CheckpointCommits || time.Since(lastCheckpoint) >= l.opts.CheckpointInterval {
+				if stats.Commits < len(todo) {
+					if err := checkpoint(gctx, rec.hash, seq); err != nil {
+						return err
+					}
+				}
+				written, lastCheckpoint = 0, time.Now()
+			}
 		}
 		return nil
 	})
 	if err := g.Wait(); err != nil {
+		if ctx.Err() != nil {
+			return stats, fmt.Errorf("ledger: update %s stopped after %d of %d commits (the index keeps its last checkpoint; the next update resumes there): %w",
+				name, stats.Commits, len(todo), ctx.Err())
+		}
 		return stats, err
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE branches SET tip = ?, commits = ?, updated_at = ? WHERE id = ?`,
@@ -304,8 +354,10 @@ type writer struct {
 	fields                        map[string]int64
 }
 
-func newWriter(ctx context.Context, tx *sql.Tx) (*writer, error) {
-	w := &writer{tx: tx, fields: map[string]int64{}}
+// newWriter prepares the inserts in tx. fields is the address -> id map of an earlier transaction
+// of the same update, or nil to load it.
+func newWriter(ctx context.Context, tx *sql.Tx, fields map[string]int64) (*writer, error) {
+	w := &writer{tx: tx, fields: fields}
 	var err error
 	prep := func(q string) *sql.Stmt {
 		if err != nil {
@@ -320,11 +372,18 @@ func newWriter(ctx context.Context, tx *sql.Tx) (*writer, error) {
 	w.claim = prep(`INSERT INTO claims (branch, field, seq, kind, has_value, vjson, vexpr) VALUES (?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT DO UPDATE SET has_value = excluded.has_value, vjson = excluded.vjson, vexpr = excluded.vexpr`)
 	w.problem = prep(`INSERT INTO problems (branch, seq, path, line, key, value, message) VALUES (?, ?, ?, ?, ?, ?, ?)`)
-	w.field = prep(`INSERT INTO fields (addr, pattern) VALUES (?, ?)`)
+	// Another process may add a field between two of this update's transactions (an update of
+	// another branch): the insert then returns the existing row.
+	w.field = prep(`INSERT INTO fields (addr, pattern) VALUES (?, ?)
+		ON CONFLICT (addr) DO UPDATE SET pattern = fields.pattern RETURNING id`)
 	if err != nil {
 		w.close()
 		return nil, fmt.Errorf("prepare statements: %w", err)
 	}
+	if fields != nil {
+		return w, nil
+	}
+	w.fields = map[string]int64{}
 	// The field table is small next to the claims (one row per field ever seen): load it once.
 	rows, err := tx.QueryContext(ctx, `SELECT id, addr FROM fields`)
 	if err != nil {
@@ -380,11 +439,7 @@ func (w *writer) write(ctx context.Context, branch int64, seq int, r *record) er
 	for _, c := range r.claims {
 		id, ok := w.fields[c.addr]
 		if !ok {
-			res, err := w.field.ExecContext(ctx, c.addr, boolInt(c.pattern))
-			if err != nil {
-				return fmt.Errorf("insert field %s: %w", c.addr, err)
-			}
-			if id, err = res.LastInsertId(); err != nil {
+			if err := w.field.QueryRowContext(ctx, c.addr, boolInt(c.pattern)).Scan(&id); err != nil {
 				return fmt.Errorf("insert field %s: %w", c.addr, err)
 			}
 			w.fields[c.addr] = id
