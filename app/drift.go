@@ -171,7 +171,7 @@ func (d *Drift) withSnapshot(ctx context.Context, fn func(reconcile.Snapshot) er
 		return fmt.Errorf("%s: %w", d.Repository, err)
 	}
 	defer unlock()
-	led, err := ledger.Open(dir, ledger.Options{})
+	led, err := reconcile.OpenLedger(dir, t.branch, d.PolicyPath, ledger.Options{})
 	if err != nil {
 		return fmt.Errorf("%s: open ledger: %w", d.Repository, err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-github/v60/github"
 
+	"github.com/parleyhq/parley/reconcile"
 	"github.com/parleyhq/parley/trailers/ledger"
 	"github.com/parleyhq/parley/webhooks"
 	"github.com/parleyhq/parley/webhooks/store"
@@ -130,7 +131,7 @@ func (h *Pushes) Handle(ctx context.Context, d store.Delivery) error {
 	if err != nil {
 		return err
 	}
-	led, err := ledger.Open(dir, ledger.Options{})
+	led, err := reconcile.OpenLedger(dir, repo.GetDefaultBranch(), h.PullRequests.PolicyPath, ledger.Options{})
 	if err != nil {
 		unlock()
 		return fmt.Errorf("%s: open ledger: %w", repo.GetFullName(), err)

@@ -22,6 +22,7 @@ import (
 	"github.com/parleyhq/parley/app/review"
 	"github.com/parleyhq/parley/core"
 	"github.com/parleyhq/parley/policy"
+	"github.com/parleyhq/parley/reconcile"
 	"github.com/parleyhq/parley/trailers/ledger"
 	"github.com/parleyhq/parley/webhooks"
 	"github.com/parleyhq/parley/webhooks/store"
@@ -133,7 +134,7 @@ func (h *PullRequests) judge(ctx context.Context, t Target) (review.Result, erro
 	var res review.Result
 	var headTime time.Time
 	if pol != nil {
-		led, err := ledger.Open(dir, ledger.Options{})
+		led, err := reconcile.OpenLedger(dir, t.DefaultBranch, h.PolicyPath, ledger.Options{})
 		if err != nil {
 			return review.Result{}, fmt.Errorf("%s: open ledger: %w", id, err)
 		}

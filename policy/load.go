@@ -89,6 +89,7 @@ var rootSchema = &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{
 	{Type: "freeze", LabelNames: []string{"name"}},
 	{Type: "oscillation"},
 	{Type: "escalation"},
+	{Type: "ledger"},
 }}
 
 func attrs(names ...string) []hcl.AttributeSchema {
@@ -113,6 +114,7 @@ var (
 		"allow_intents", "allow_when", "fields")}
 	oscillationSchema = &hcl.BodySchema{Attributes: attrs("flips", "window", "hold")}
 	escalationSchema  = &hcl.BodySchema{Attributes: attrs("ask", "timeout", "fallback")}
+	ledgerSchema      = &hcl.BodySchema{Attributes: attrs("include", "exclude")}
 )
 
 // matcherSources maps actor attributes to the identity source they match.
@@ -153,7 +155,7 @@ func (c *compiler) compile(body hcl.Body) {
 		return false
 	}
 	// Declarations first, so that rules may refer to anything regardless of order.
-	var osc, esc *hcl.Block
+	var osc, esc, led *hcl.Block
 	for _, b := range content.Blocks {
 		if dup(b) {
 			continue
@@ -169,6 +171,8 @@ func (c *compiler) compile(body hcl.Body) {
 			osc = b
 		case "escalation":
 			esc = b
+		case "ledger":
+			led = b
 		}
 	}
 	if c.p.GitActor() == nil {
@@ -196,6 +200,10 @@ func (c *compiler) compile(body hcl.Body) {
 	c.p.Escalation = Escalation{Fallback: core.DecisionEnforceGit}
 	if esc != nil {
 		c.escalation(esc)
+	}
+	c.p.Ledger = core.PathFilter{}.WithDefaults()
+	if led != nil {
+		c.ledger(led)
 	}
 	for _, r := range pend.actorRefs {
 		if c.p.Actor(r.name) == nil {
@@ -628,6 +636,32 @@ func (c *compiler) escalation(b *hcl.Block) {
 	c.p.Escalation = e
 }
 
+// ledger reads which files the ledger reads; a list left out keeps its default.
+func (c *compiler) ledger(b *hcl.Block) {
+	as := c.content(b, ledgerSchema)
+	var f core.PathFilter
+	for _, name := range []string{"include", "exclude"} {
+		vals, rngs, present := c.list(as, name)
+		if !present {
+			continue
+		}
+		for i, v := range vals {
+			if err := core.ValidatePathPattern(v); err != nil {
+				c.errorf(rngs[i], "ledger %s: %v", name, err)
+			}
+		}
+		if vals == nil {
+			vals = []string{} // an attribute that did not evaluate: already an error
+		}
+		if name == "include" {
+			f.Include = vals
+		} else {
+			f.Exclude = vals
+		}
+	}
+	c.p.Ledger = f.WithDefaults()
+}
+
 // suggest returns ` (did you mean "x"?)` for the closest candidate, or "".
 func suggest(got string, candidates []string) string {
 	best, bestD := "", 1<<30
@@ -670,4 +704,15 @@ func editDistance(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(b)]
+}
+
+// LedgerPaths returns the files a ledger reads under the policy source src: its ledger block, or
+// the defaults when src is not a valid policy (the policy's errors are reported where the policy
+// is used; a broken policy must not stop the history being read).
+func LedgerPaths(src []byte, filename string) core.PathFilter {
+	p, err := Parse(src, filename)
+	if err != nil {
+		return core.PathFilter{}.WithDefaults()
+	}
+	return p.Ledger
 }

@@ -28,6 +28,8 @@ type Policy struct {
 	Freezes     []*Freeze
 	Oscillation Oscillation
 	Escalation  Escalation
+	// Ledger is which files the ledger reads (the ledger block), with the defaults filled in.
+	Ledger core.PathFilter
 
 	actorsByName map[string]*Actor
 	base         *hcl.EvalContext // stdlib functions; parent of every evaluation context

@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -40,6 +41,35 @@ func mustRead(t *testing.T, path string) string {
 	return string(b)
 }
 
+// TestLedgerPaths: the ledger block narrows what the ledger reads; a list left out keeps its default,
+// and a policy without the block reads everything but test data and vendored trees.
+func TestLedgerPaths(t *testing.T) {
+	p, err := Parse([]byte("intent \"a\" { rank = 1 }\n"), "p.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(p.Ledger.Include, core.DefaultLedgerInclude) || !slices.Equal(p.Ledger.Exclude, core.DefaultLedgerExclude) {
+		t.Errorf("no ledger block: %+v, want the defaults", p.Ledger)
+	}
+	p, err = Parse([]byte("ledger {\n include = [\"clusters/**\", \"infra/**/*.tf\"]\n}\n"), "p.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(p.Ledger.Include, []string{"clusters/**", "infra/**/*.tf"}) || !slices.Equal(p.Ledger.Exclude, core.DefaultLedgerExclude) {
+		t.Errorf("include only: %+v", p.Ledger)
+	}
+	if !p.Ledger.Match("clusters/prod/web.yaml") || p.Ledger.Match("apps/web.yaml") || p.Ledger.Match("clusters/testdata/x.yaml") {
+		t.Errorf("include only: matches wrongly")
+	}
+	p, err = Parse([]byte("ledger {\n exclude = []\n}\n"), "p.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Ledger.Exclude) != 0 || !p.Ledger.Match("a/testdata/x.yaml") {
+		t.Errorf("exclude = []: %+v, want nothing excluded", p.Ledger)
+	}
+}
+
 func TestParseErrors(t *testing.T) {
 	tests := []struct {
 		name string
@@ -68,6 +98,8 @@ func TestParseErrors(t *testing.T) {
 		{"bad decision", "rule \"r\" {\n when = true\n decision = \"winn\"\n}", `p.hcl:3:13: rule r: unknown decision "winn" (want win, veto, hold or escalate) (did you mean "win"?)`},
 		{"bad pattern", "field \"f\" {\n match = [\"k8s:apps/Deployment\"]\n}", `p.hcl:2:11: match: field address "k8s:apps/Deployment": want k8s:<group>/<Kind>/[<namespace>/]<name>, got 2 segments`},
 		{"bad duration", "motivation \"m\" {\n default_lifetime = \"4 hours\"\n}", `p.hcl:2:21: default_lifetime: duration "4 hours"`},
+		{"bad ledger pattern", "ledger {\n include = [\"clusters/**\", \"apps/[prod\"]\n}", `p.hcl:2:28: ledger include: path pattern "apps/[prod" is not a valid glob`},
+		{"ledger pattern with a slash", "ledger {\n exclude = [\"/tmp/**\"]\n}", `p.hcl:2:13: ledger exclude: path pattern "/tmp/**": repository paths have no leading slash`},
 		{"default over max", "motivation \"m\" {\n default_lifetime = \"4h\"\n max_lifetime = \"1h\"\n}", `p.hcl:2:21: default_lifetime 4h0m0s is longer than max_lifetime 1h0m0s`},
 		{"duplicate", "intent \"a\" { rank = 1 }\nintent \"a\" { rank = 2 }", `p.hcl:2:1: duplicate intent block "a" (first declared at line 1)`},
 		{"bad freeze time", "freeze \"f\" {\n start = \"friday\"\n end = \"2026-12-01T00:00:00Z\"\n}", `p.hcl:2:10: freeze f: start "friday" is not an RFC 3339 time`},

@@ -8,6 +8,7 @@ import (
 
 	"github.com/parleyhq/parley/core"
 	"github.com/parleyhq/parley/internal/demo"
+	"github.com/parleyhq/parley/reconcile"
 	"github.com/parleyhq/parley/trailers/ledger"
 )
 
@@ -49,7 +50,7 @@ The temporary directory is removed afterwards unless --keep is given; a --dir is
 			if err != nil {
 				return usageErr(err)
 			}
-			l, err := ledger.Open(res.Dir, ledger.Options{})
+			l, err := reconcile.OpenLedger(res.Dir, res.Branch, "", ledger.Options{})
 			if err != nil {
 				return err
 			}

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/parleyhq/parley/policy"
+	"github.com/parleyhq/parley/reconcile"
 	"github.com/parleyhq/parley/trailers/ledger"
 )
 
@@ -32,6 +33,10 @@ func openRepo(cmd *cobra.Command, dir string) (*repoState, error) {
 	if err != nil {
 		l.Close()
 		return nil, usageErr(err)
+	}
+	if err := reconcile.UsePolicyPaths(l, branch, ""); err != nil {
+		l.Close()
+		return nil, err
 	}
 	if _, err := l.Update(cmd.Context(), branch); err != nil {
 		l.Close()

@@ -99,7 +99,7 @@ verdicts, timers) lives in memory unless --state names a file to keep it in.`,
 					return findingsErr(err)
 				}
 			}
-			led, err := ledger.Open(dir, ledger.Options{})
+			led, err := reconcile.OpenLedger(dir, branch, "", ledger.Options{})
 			if err != nil {
 				return fmt.Errorf("open ledger: %w", err)
 			}
@@ -112,7 +112,7 @@ verdicts, timers) lives in memory unless --state names a file to keep it in.`,
 					return err
 				}
 				defer os.RemoveAll(scratch)
-				if led, err = ledger.Open(scratch, ledger.Options{}); err != nil {
+				if led, err = reconcile.OpenLedger(scratch, branch, "", ledger.Options{}); err != nil {
 					return fmt.Errorf("open ledger of the scratch clone: %w", err)
 				}
 				dir = scratch

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/parleyhq/parley/core"
+	"github.com/parleyhq/parley/reconcile"
 	"github.com/parleyhq/parley/trailers/ledger"
 )
 
@@ -32,6 +33,11 @@ func newLedgerCmd() *cobra.Command {
 are read) and print, for each field, its claim history on the branch's first-parent history: commit,
 time, author, value, intent, motivation, whether the claim was implicit (the commit changed the field)
 or explicit (a Claim trailer), expiry and pull request; then the claim Git holds now.
+
+The files read are the policy's (.parley/policy.hcl on the branch, block ledger { include, exclude });
+without one, every manifest and .tf file except under testdata/, node_modules/ and vendor/. A first
+update of a long history shows its progress on a terminal; Ctrl-C stops it, and the next run
+resumes from its last checkpoint.
 
 Without --field, fields changed after they were created are shown in full and the others counted;
 --all shows every field. Problems found while reading the history (malformed trailers, files that could
@@ -63,7 +69,7 @@ func runLedger(cmd *cobra.Command, fl ledgerFlags, out io.Writer) error {
 		}
 		pattern = p
 	}
-	l, err := ledger.Open(fl.repo, ledger.Options{Progress: newProgressLine(cmd.ErrOrStderr(), false).update})
+	l, err := reconcile.OpenLedger(fl.repo, fl.branch, "", ledger.Options{Progress: newProgressLine(cmd.ErrOrStderr(), false).update})
 	if errors.Is(err, ledger.ErrNotRepository) {
 		return usageErr(err)
 	}
@@ -152,9 +158,10 @@ type ledgerHead struct {
 }
 
 type ledgerUpdate struct {
-	From    string `json:"from,omitempty"`
-	Commits int    `json:"commits"`
-	Rebuilt bool   `json:"rebuilt"`
+	From         string `json:"from,omitempty"`
+	Commits      int    `json:"commits"`
+	Rebuilt      bool   `json:"rebuilt"`
+	PathsChanged bool   `json:"paths_changed,omitempty"` // the policy's ledger paths changed: rebuilt
 }
 
 type fieldReport struct {
@@ -206,7 +213,7 @@ func ledgerHeadOf(b *ledger.Branch, stats ledger.UpdateStats) (ledgerHead, error
 		return ledgerHead{}, err
 	}
 	return ledgerHead{Branch: b.Name(), Tip: tip, Commits: commits,
-		Update: ledgerUpdate{From: stats.From, Commits: stats.Commits, Rebuilt: stats.Rebuilt}}, nil
+		Update: ledgerUpdate{From: stats.From, Commits: stats.Commits, Rebuilt: stats.Rebuilt, PathsChanged: stats.PathsChanged}}, nil
 }
 
 // fieldOf is one field's report: its history and the claim Git holds now.
@@ -344,6 +351,8 @@ func writeLedgerText(ctx context.Context, out io.Writer, b *ledger.Branch, head 
 	switch {
 	case head.Update.Rebuilt:
 		fmt.Fprintf(w, " (rewritten since the last update: rebuilt)")
+	case head.Update.PathsChanged:
+		fmt.Fprintf(w, " (the policy's ledger paths changed: rebuilt)")
 	case head.Update.Commits > 0 && head.Update.From != "":
 		fmt.Fprintf(w, " (%d new since %s)", head.Update.Commits, short(head.Update.From))
 	}

@@ -18,7 +18,10 @@ import (
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/cache"
+	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/storage/filesystem"
+
+	"github.com/parleyhq/parley/core"
 
 	_ "modernc.org/sqlite" // registers the pure-Go "sqlite" database/sql driver
 )
@@ -36,6 +39,9 @@ type Options struct {
 	// version or document seen again (the old side of the next commit, a revert, the unchanged
 	// documents of a generated install.yaml) is not parsed again. Default 128 MiB.
 	ParseCacheBytes int
+	// Paths is which files the ledger reads (the policy's ledger block); nil lists are the
+	// defaults. A branch indexed with other paths is rebuilt by its next Update.
+	Paths core.PathFilter
 	// Progress, when set, is called after each commit an Update indexes (from the update's own
 	// goroutine: keep it quick).
 	Progress func(Progress)
@@ -145,6 +151,41 @@ func Open(repoDir string, opts Options) (*Ledger, error) {
 	return l, nil
 }
 
+// SetPaths changes which files the next Updates read; see Options.Paths.
+func (l *Ledger) SetPaths(p core.PathFilter) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.opts.Paths = p
+}
+
+// FileAt returns the file at path on branch's tip; ok is false when the branch or the file does
+// not exist.
+func (l *Ledger) FileAt(branch, path string) (data []byte, ok bool, err error) {
+	ref, err := l.resolveBranch(branch)
+	if errors.Is(err, ErrNoBranch) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	c, err := l.repo.CommitObject(ref.Hash())
+	if err != nil {
+		return nil, false, fmt.Errorf("ledger: read %s: %w", ref.Name(), err)
+	}
+	f, err := c.File(path)
+	if errors.Is(err, object.ErrFileNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("ledger: read %s on %s: %w", path, ref.Name(), err)
+	}
+	text, err := f.Contents()
+	if err != nil {
+		return nil, false, fmt.Errorf("ledger: read %s on %s: %w", path, ref.Name(), err)
+	}
+	return []byte(text), true, nil
+}
+
 // Close releases the index and the repository's open files.
 func (l *Ledger) Close() error {
 	if err := l.closeFn(); err != nil {
@@ -225,7 +266,7 @@ func isBare(d string) bool {
 
 // schemaVersion is the index layout this code writes. The index is derived from Git, so a database
 // with any other version is dropped and rebuilt instead of migrated.
-const schemaVersion = 2
+const schemaVersion = 3
 
 const schema = `
 CREATE TABLE schema_version (version INTEGER NOT NULL);
@@ -234,7 +275,8 @@ CREATE TABLE branches (
 	name       TEXT    NOT NULL UNIQUE, -- full ref name, e.g. refs/heads/main
 	tip        TEXT    NOT NULL,        -- the checkpoint: the last commit indexed
 	commits    INTEGER NOT NULL,        -- commits indexed, = seq of tip
-	updated_at INTEGER NOT NULL         -- unix seconds
+	updated_at INTEGER NOT NULL,        -- unix seconds
+	paths      TEXT    NOT NULL         -- the PathFilter the branch was indexed with (its String)
 );
 CREATE TABLE commits (
 	branch          INTEGER NOT NULL,

@@ -676,3 +676,40 @@ func TestInterruptedUpdateResumesFromItsCheckpoint(t *testing.T) {
 		}
 	}
 }
+
+// TestPathsDecideWhatIsRead: test data is not the repository's infrastructure by default; the
+// policy's paths narrow or widen that, and an index built with other paths is rebuilt.
+func TestPathsDecideWhatIsRead(t *testing.T) {
+	r := newGitRepo(t)
+	r.write("k8s/prod/web.yaml", deployment("prod", "web", 3, "1.0"))
+	r.write("tools/testdata/web.yaml", deployment("test", "web", 1, "0.1"))
+	r.commit("Dana Okafor", "dana@parley.example", "Initial\n")
+	testAddr := "k8s:apps/Deployment/test/web#/spec/replicas"
+	path := filepath.Join(t.TempDir(), "ledger.db")
+
+	def := openLedgerAt(t, r.dir, path)
+	update(t, def, "main")
+	if h, _ := def.History(mustField(t, testAddr)); len(h) != 0 {
+		t.Errorf("test data read by default: %v", h)
+	}
+	if h, _ := def.History(mustField(t, replicasAddr)); len(h) != 1 {
+		t.Errorf("the manifest was not read: %v", h)
+	}
+	def.Close()
+
+	all, err := ledger.Open(r.dir, ledger.Options{Path: path, Paths: core.PathFilter{Exclude: []string{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer all.Close()
+	stats, err := all.Update(context.Background(), "main")
+	if err != nil || !stats.PathsChanged || stats.Commits != 1 {
+		t.Fatalf("update with other paths: %+v %v; want the branch rebuilt", stats, err)
+	}
+	if h, _ := all.History(mustField(t, testAddr)); len(h) != 1 {
+		t.Errorf("exclude = [] must read test data: %v", h)
+	}
+	if stats, err := all.Update(context.Background(), "main"); err != nil || stats.PathsChanged || stats.Commits != 0 {
+		t.Errorf("same paths again: %+v %v; want nothing to do", stats, err)
+	}
+}

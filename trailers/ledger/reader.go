@@ -10,6 +10,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
 
+	"github.com/parleyhq/parley/core"
 	"github.com/parleyhq/parley/core/fielddiff"
 )
 
@@ -87,6 +88,7 @@ func abandonFiles(rc *rawCommit, cache *snapCache, err error) {
 type reader struct {
 	repo     *git.Repository
 	cache    *snapCache
+	paths    core.PathFilter
 	maxBytes int64
 	prev     map[plumbing.Hash]*object.Tree // trees decoded for the previous commit
 	cur      map[plumbing.Hash]*object.Tree // trees decoded for this commit
@@ -254,7 +256,7 @@ func (r *reader) diffTrees(rc *rawCommit, prefix string, a, b plumbing.Hash) err
 				return err
 			}
 		}
-		if oldBlob != newBlob && fielddiff.Supported(name) {
+		if oldBlob != newBlob && fielddiff.Supported(name) && r.paths.Match(name) {
 			rc.files = append(rc.files, rawFile{path: name, oldHash: oldBlob, newHash: newBlob})
 		}
 	}

@@ -32,8 +32,11 @@ type UpdateStats struct {
 	Problems int    // problems recorded
 	// Rebuilt is true when the checkpoint was no longer on the branch's first-parent history (the
 	// branch was rewritten, e.g. force-pushed) and the branch's ledger was rebuilt from its root.
-	Rebuilt  bool
-	Duration time.Duration
+	Rebuilt bool
+	// PathsChanged is true when the branch had been indexed with other Options.Paths (the
+	// policy's ledger block changed) and was rebuilt from its root.
+	PathsChanged bool
+	Duration     time.Duration
 }
 
 // parseJob is a raw commit handed to the parse workers; ready is closed when its files are parsed.
@@ -102,9 +105,16 @@ func (l *Ledger) Update(ctx context.Context, branch string) (UpdateStats, error)
 	var cpID int64
 	var cpTip string
 	var cpCommits int
-	err = tx.QueryRowContext(ctx, `SELECT id, tip, commits FROM branches WHERE name = ?`, name).Scan(&cpID, &cpTip, &cpCommits)
+	var builtWith string
+	paths := l.opts.Paths.String()
+	err = tx.QueryRowContext(ctx, `SELECT id, tip, commits, paths FROM branches WHERE name = ?`, name).Scan(&cpID, &cpTip, &cpCommits, &builtWith)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return stats, fmt.Errorf("ledger %s: read checkpoint of %s: %w", l.path, name, err)
+	}
+	if cpID != 0 && builtWith != paths {
+		// Indexed with other paths, the branch holds other fields: it starts over from its root.
+		stats.PathsChanged = true
+		cpTip = ""
 	}
 	stats.From = cpTip
 	if cpTip == stats.To {
@@ -161,18 +171,21 @@ func (l *Ledger) Update(ctx context.Context, branch string) (UpdateStats, error)
 	defer func() { w.close() }()
 	seq := cpCommits
 	if cpID == 0 {
-		res, err := tx.ExecContext(ctx, `INSERT INTO branches (name, tip, commits, updated_at) VALUES (?, '', 0, ?)`, name, time.Now().Unix())
+		res, err := tx.ExecContext(ctx, `INSERT INTO branches (name, tip, commits, updated_at, paths) VALUES (?, '', 0, ?, ?)`, name, time.Now().Unix(), paths)
 		if err != nil {
 			return stats, fmt.Errorf("ledger %s: add branch %s: %w", l.path, name, err)
 		}
 		if cpID, err = res.LastInsertId(); err != nil {
 			return stats, fmt.Errorf("ledger %s: add branch %s: %w", l.path, name, err)
 		}
-	} else if stats.Rebuilt {
+	} else if stats.Rebuilt || stats.PathsChanged {
 		for _, table := range []string{"commits", "claims", "problems"} {
 			if _, err := tx.ExecContext(ctx, `DELETE FROM `+table+` WHERE branch = ?`, cpID); err != nil {
-				return stats, fmt.Errorf("ledger %s: clear rewritten branch %s: %w", l.path, name, err)
+				return stats, fmt.Errorf("ledger %s: clear branch %s to rebuild it: %w", l.path, name, err)
 			}
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE branches SET tip = '', commits = 0, paths = ? WHERE id = ?`, paths, cpID); err != nil {
+			return stats, fmt.Errorf("ledger %s: clear branch %s to rebuild it: %w", l.path, name, err)
 		}
 		seq = 0
 	}
@@ -189,7 +202,7 @@ func (l *Ledger) Update(ctx context.Context, branch string) (UpdateStats, error)
 	ordered := make(chan *parseJob, 4*workers)
 	recs := make(chan *record, 64)
 	snaps := newSnapCache(l.opts.ParseCacheBytes)
-	rd := &reader{repo: l.repo, cache: snaps, maxBytes: l.opts.MaxFileBytes}
+	rd := &reader{repo: l.repo, cache: snaps, maxBytes: l.opts.MaxFileBytes, paths: l.opts.Paths.WithDefaults()}
 	g.Go(func() error {
 		defer close(work)
 		defer close(ordered)
