@@ -142,7 +142,13 @@ func (h *PullRequests) judge(ctx context.Context, t Target) (review.Result, erro
 		if _, err := led.Update(ctx, t.DefaultBranch); err != nil {
 			return review.Result{}, fmt.Errorf("%s: update ledger of %s: %w", id, t.DefaultBranch, err)
 		}
-		src, err := review.OpenGitSource(dir, baseSHA, headSHA)
+		// The pull request is measured from the merge base of its base branch as fetched now (the
+		// base may have moved since the event was sent) and its head, as GitHub's Files changed.
+		base := baseSHA
+		if ref := t.PR.GetBase().GetRef(); ref != "" && hasBranch(dir, ref) {
+			base = "refs/heads/" + ref
+		}
+		src, err := review.OpenGitSource(dir, base, headSHA)
 		if err != nil {
 			return review.Result{}, webhooks.Permanent(fmt.Errorf("%s: %w", id, err))
 		}
@@ -152,7 +158,7 @@ func (h *PullRequests) judge(ctx context.Context, t Target) (review.Result, erro
 		for _, l := range t.PR.Labels {
 			labels = append(labels, l.GetName())
 		}
-		in := review.PullRequest{Number: n, BaseSHA: baseSHA, HeadSHA: headSHA, Title: t.PR.GetTitle(), Body: t.PR.GetBody(),
+		in := review.PullRequest{Number: n, BaseSHA: src.BaseSHA(), MergeBaseSHA: src.MergeBaseSHA(), HeadSHA: headSHA, Title: t.PR.GetTitle(), Body: t.PR.GetBody(),
 			Labels: labels, Author: core.Identity{Source: core.SourceGitHubUser, ID: t.PR.GetUser().GetLogin()}, Updated: head.Time}
 		var live livestate.PR
 		if h.Live != nil {
@@ -180,6 +186,16 @@ func (h *PullRequests) judge(ctx context.Context, t Target) (review.Result, erro
 
 // readPolicy reads the policy from the default branch of the clone; a missing policy is a note for
 // the check run, not an error.
+// hasBranch reports whether the clone at dir has the branch.
+func hasBranch(dir, branch string) bool {
+	repo, err := git.PlainOpen(dir)
+	if err != nil {
+		return false
+	}
+	_, err = repo.Reference(plumbing.NewBranchReferenceName(branch), true)
+	return err == nil
+}
+
 func (h *PullRequests) readPolicy(dir, branch string) (*policy.Policy, string, error) {
 	path := h.PolicyPath
 	if path == "" {

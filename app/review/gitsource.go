@@ -13,13 +13,18 @@ import (
 	"github.com/parleyhq/parley/core"
 )
 
-// GitSource reads a pull request from a local repository: the commits reachable from head and not
-// from base, and the files that differ between base and head. It is what `parley review` uses
-// offline, and what tests use in place of GitHub.
+// GitSource reads a pull request from a local repository as GitHub shows it: the commits
+// reachable from head and not from base, and the files that differ between the merge base of base
+// and head and the head ("Files changed"). It is what `parley review` uses offline, and what tests
+// use in place of GitHub.
 type GitSource struct {
-	repo       *git.Repository
-	base, head *object.Commit
+	repo                  *git.Repository
+	base, head, mergeBase *object.Commit
 }
+
+// ErrNoMergeBase is returned by OpenGitSource when base and head share no commit in the
+// repository: in a shallow clone, the history that joins them was not fetched.
+var ErrNoMergeBase = errors.New("no merge base")
 
 // OpenGitSource opens the repository at dir and resolves base and head (any revision go-git reads).
 func OpenGitSource(dir, base, head string) (*GitSource, error) {
@@ -37,7 +42,35 @@ func OpenGitSource(dir, base, head string) (*GitSource, error) {
 	if s.head, err = resolve(repo, head); err != nil {
 		return nil, err
 	}
+	if s.mergeBase, err = mergeBase(repo, s.base, s.head); err != nil {
+		return nil, fmt.Errorf("%s (%s) and %s (%s): %w", base, short(s.base.Hash.String()), head, short(s.head.Hash.String()), err)
+	}
 	return s, nil
+}
+
+// mergeBase returns the best common ancestor of a and b. Of several (criss-cross merges), the most
+// recently committed is taken, then the lowest hash: the choice is stable.
+func mergeBase(repo *git.Repository, a, b *object.Commit) (*object.Commit, error) {
+	bases, err := a.MergeBase(b)
+	if err != nil && !errors.Is(err, plumbing.ErrObjectNotFound) {
+		return nil, fmt.Errorf("find their merge base: %w", err)
+	}
+	if len(bases) == 0 {
+		if shallow, _ := repo.Storer.Shallow(); len(shallow) > 0 {
+			return nil, fmt.Errorf("%w in this shallow clone: fetch more history (git fetch --deepen=100, or --unshallow; fetch-depth: 0 in actions/checkout)", ErrNoMergeBase)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: a commit between them is missing: %v", ErrNoMergeBase, err)
+		}
+		return nil, fmt.Errorf("%w: they share no history", ErrNoMergeBase)
+	}
+	best := bases[0]
+	for _, c := range bases[1:] {
+		if c.Committer.When.After(best.Committer.When) || c.Committer.When.Equal(best.Committer.When) && c.Hash.String() < best.Hash.String() {
+			best = c
+		}
+	}
+	return best, nil
 }
 
 func resolve(repo *git.Repository, rev string) (*object.Commit, error) {
@@ -54,6 +87,9 @@ func resolve(repo *git.Repository, rev string) (*object.Commit, error) {
 
 // BaseSHA and HeadSHA are the resolved commits.
 func (s *GitSource) BaseSHA() string { return s.base.Hash.String() }
+
+// MergeBaseSHA is the merge base of base and head: what the pull request's files are compared with.
+func (s *GitSource) MergeBaseSHA() string { return s.mergeBase.Hash.String() }
 
 // HeadSHA is the resolved head commit.
 func (s *GitSource) HeadSHA() string { return s.head.Hash.String() }
@@ -94,9 +130,9 @@ func (s *GitSource) Commits(ctx context.Context) ([]Commit, error) {
 	return out, nil
 }
 
-// Files lists the files that differ between base and head.
+// Files lists the files that differ between the merge base and head.
 func (s *GitSource) Files(ctx context.Context) ([]FileChange, error) {
-	bt, err := s.base.Tree()
+	bt, err := s.mergeBase.Tree()
 	if err != nil {
 		return nil, err
 	}
@@ -106,7 +142,7 @@ func (s *GitSource) Files(ctx context.Context) ([]FileChange, error) {
 	}
 	changes, err := object.DiffTreeWithOptions(ctx, bt, ht, &object.DiffTreeOptions{DetectRenames: true})
 	if err != nil {
-		return nil, fmt.Errorf("diff %s..%s: %w", s.base.Hash, s.head.Hash, err)
+		return nil, fmt.Errorf("diff %s..%s: %w", s.mergeBase.Hash, s.head.Hash, err)
 	}
 	var out []FileChange
 	for _, c := range changes {

@@ -18,13 +18,16 @@ import (
 // PullRequest describes the pull request being judged.
 type PullRequest struct {
 	Number  int
-	BaseSHA string
-	HeadSHA string
-	Title   string
-	Body    string
-	Labels  []string
-	Author  core.Identity // the GitHub user who opened it
-	Updated time.Time     // when the head last changed: the time of the PR's claims
+	BaseSHA string // the base branch's commit
+	// MergeBaseSHA is the commit the pull request's changes are measured from: the merge base of
+	// base and head, as GitHub's "Files changed" shows them. Empty means BaseSHA.
+	MergeBaseSHA string
+	HeadSHA      string
+	Title        string
+	Body         string
+	Labels       []string
+	Author       core.Identity // the GitHub user who opened it
+	Updated      time.Time     // when the head last changed: the time of the PR's claims
 	// Commands are claims people made on the pull request (/parley claim, /parley yield): each is
 	// judged on its field, beside the pull request's own claims, whether or not the pull request
 	// changes that field.
@@ -94,7 +97,13 @@ func Evaluate(ctx context.Context, pr PullRequest, src Source, pol *policy.Polic
 	decl, explicit := declare(pr, commits, &res)
 	res.Declaration = decl
 
-	// Implicit claims: every field the pull request changes, base against head.
+	// Implicit claims: every field the pull request changes, merge base against head. The base
+	// tip would count every field the base branch changed since the branch was cut as the pull
+	// request wanting the old value back.
+	from := pr.MergeBaseSHA
+	if from == "" {
+		from = pr.BaseSHA
+	}
 	changed := map[core.Field]core.Value{}
 	for _, fc := range files {
 		if err := ctx.Err(); err != nil {
@@ -107,9 +116,9 @@ func Evaluate(ctx context.Context, pr PullRequest, src Source, pol *policy.Polic
 		if fc.PreviousPath != "" {
 			oldPath = fc.PreviousPath
 		}
-		oldData, err := content(ctx, src, pr.BaseSHA, oldPath, fc.Status != "added")
+		oldData, err := content(ctx, src, from, oldPath, fc.Status != "added")
 		if err != nil {
-			return Result{}, fmt.Errorf("pull request #%d: read %s at base %s: %w", pr.Number, oldPath, short(pr.BaseSHA), err)
+			return Result{}, fmt.Errorf("pull request #%d: read %s at merge base %s: %w", pr.Number, oldPath, short(from), err)
 		}
 		newData, err := content(ctx, src, pr.HeadSHA, fc.Path, fc.Status != "removed")
 		if err != nil {

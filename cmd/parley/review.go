@@ -2,7 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"os/exec"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -49,7 +52,7 @@ Exit status: 0 when nothing is vetoed, 1 when a claim is vetoed, 2 for bad input
 			if base == "" {
 				base = repo.branch
 			}
-			src, err := review.OpenGitSource(dir, base, head)
+			src, err := openReviewSource(cmd, dir, base, head)
 			if err != nil {
 				return usageErr(err)
 			}
@@ -65,7 +68,7 @@ Exit status: 0 when nothing is vetoed, 1 when a claim is vetoed, 2 for bad input
 			if author != "" {
 				id = core.Identity{Source: core.SourceGitHubUser, ID: author}
 			}
-			pr := review.PullRequest{BaseSHA: src.BaseSHA(), HeadSHA: src.HeadSHA(), Title: head, Author: id, Updated: last.Time}
+			pr := review.PullRequest{BaseSHA: src.BaseSHA(), MergeBaseSHA: src.MergeBaseSHA(), HeadSHA: src.HeadSHA(), Title: head, Author: id, Updated: last.Time}
 			res, err := review.Evaluate(cmd.Context(), pr, src, pol, repo, nil, now)
 			if err != nil {
 				return err
@@ -83,7 +86,7 @@ Exit status: 0 when nothing is vetoed, 1 when a claim is vetoed, 2 for bad input
 					return err
 				}
 			} else {
-				fmt.Fprintf(out, "%s (%s..%s)\n", report.Headline(res.Verdicts)[4:], short(pr.BaseSHA), short(pr.HeadSHA))
+				fmt.Fprintf(out, "%s (%s...%s)\n", report.Headline(res.Verdicts)[4:], short(pr.BaseSHA), short(pr.HeadSHA))
 				for _, s := range res.Sources {
 					fmt.Fprintf(out, "  %s\n", s)
 				}
@@ -109,4 +112,37 @@ Exit status: 0 when nothing is vetoed, 1 when a claim is vetoed, 2 for bad input
 	f.StringVar(&at, "at", "", "judge at this RFC 3339 time (default: now)")
 	f.BoolVar(&asJSON, "json", false, "print the verdicts as JSON (schema parley.dev/verdicts/v1, plus conclusion and problems)")
 	return cmd
+}
+
+// openReviewSource opens the branch to judge. In a shallow clone (CI checks out one commit by
+// default) the merge base may not have been fetched: the history is deepened from origin, a
+// little more each time, and the user told; the error names what to fetch when that is not enough.
+func openReviewSource(cmd *cobra.Command, dir, base, head string) (*review.GitSource, error) {
+	src, err := review.OpenGitSource(dir, base, head)
+	if !errors.Is(err, review.ErrNoMergeBase) || !isShallow(dir) || !hasOrigin(dir) {
+		return src, err
+	}
+	for _, depth := range []string{"--deepen=50", "--deepen=200", "--deepen=1000", "--unshallow"} {
+		fmt.Fprintf(cmd.ErrOrStderr(), "parley: no merge base of %s and %s in this shallow clone: git fetch %s origin\n", base, head, depth)
+		fetch := exec.CommandContext(cmd.Context(), "git", "-C", dir, "fetch", "--quiet", depth, "origin")
+		if out, ferr := fetch.CombinedOutput(); ferr != nil {
+			return nil, fmt.Errorf("%w; git fetch %s origin failed: %v: %s", err, depth, ferr, strings.TrimSpace(string(out)))
+		}
+		if src, err = review.OpenGitSource(dir, base, head); !errors.Is(err, review.ErrNoMergeBase) {
+			return src, err
+		}
+		if !isShallow(dir) {
+			break
+		}
+	}
+	return nil, err
+}
+
+func isShallow(dir string) bool {
+	out, err := exec.Command("git", "-C", dir, "rev-parse", "--is-shallow-repository").Output()
+	return err == nil && strings.TrimSpace(string(out)) == "true"
+}
+
+func hasOrigin(dir string) bool {
+	return exec.Command("git", "-C", dir, "remote", "get-url", "origin").Run() == nil
 }

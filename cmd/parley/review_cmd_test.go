@@ -49,3 +49,38 @@ func TestReviewCommand(t *testing.T) {
 		t.Errorf("missing --head: exit %d, %s", code, stderr)
 	}
 }
+
+// TestReviewDeepensAShallowClone: CI checks out one commit; the branch's merge base with main is
+// not there until the history is deepened from origin, which review does, saying so.
+func TestReviewDeepensAShallowClone(t *testing.T) {
+	dir, git := cliRepo(t)
+	pol, err := os.ReadFile(filepath.Join("..", "..", "internal", "demo", "policy.hcl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, ".parley/policy.hcl"), string(pol))
+	writeFile(t, filepath.Join(dir, "k8s/prod/web.yaml"), deploymentYAML(3, "1.0"))
+	git("add", "-A")
+	git("commit", "--quiet", "-m", "Add web")
+	git("checkout", "--quiet", "-b", "scale")
+	writeFile(t, filepath.Join(dir, "k8s/prod/web.yaml"), deploymentYAML(5, "1.0"))
+	git("commit", "--quiet", "-am", "Scale web\n\nIntent: performance\n")
+	git("checkout", "--quiet", "main")
+	for i := range 3 { // main moves on: the branch is behind
+		writeFile(t, filepath.Join(dir, "k8s/prod/web.yaml"), deploymentYAML(3, "1."+strings.Repeat("1", i+1)))
+		git("commit", "--quiet", "-am", "Bump web")
+	}
+	shallow := filepath.Join(t.TempDir(), "shallow")
+	git("clone", "--quiet", "--depth", "1", "--no-single-branch", "file://"+dir, shallow)
+
+	code, out, stderr := runIn(t, "", "review", "--repo", shallow, "--head", "origin/scale", "--base", "origin/main", "--at", "2026-03-02T10:00:00Z")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stderr, "shallow clone: git fetch --deepen=50 origin") {
+		t.Errorf("stderr does not say it deepened: %q", stderr)
+	}
+	if !strings.Contains(out, "1 field") || !strings.Contains(out, "#/spec/replicas") || strings.Contains(out, "#/spec/template") {
+		t.Errorf("want the branch's one field (replicas), not main's image bumps:\n%s", out)
+	}
+}
