@@ -192,3 +192,56 @@ func TestMalformedDeliveryIsPermanent(t *testing.T) {
 		t.Fatalf("want a permanent error, got %v", err)
 	}
 }
+
+// TestPullRequestBehindAMovedBase: the branch merged main, and main moved again after the event
+// was sent. The pull request is judged on its own change only: measured from the merge base with
+// the base branch as fetched, not from the event's older base.sha (from which the merged main's
+// changes would count as the pull request's).
+func TestPullRequestBehindAMovedBase(t *testing.T) {
+	dir, git := remote(t)
+	oldBase := git("rev-parse", "main")
+	write := func(p, s string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, p), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("k8s/prod/web.yaml", strings.Replace(webYAML, "maxReplicas: 20", "maxReplicas: 25", 1))
+	git("commit", "-q", "-am", "Raise the web ceiling\n\nIntent: availability\n")
+	git("checkout", "-q", "rightsize")
+	git("merge", "-q", "--no-edit", "main")
+	git("update-ref", "refs/pull/7/head", "HEAD")
+	head := git("rev-parse", "HEAD")
+	git("checkout", "-q", "main")
+	write("k8s/prod/web.yaml", strings.Replace(webYAML, "maxReplicas: 20", "maxReplicas: 30", 1))
+	git("commit", "-q", "-am", "Raise it again\n\nIntent: availability\n")
+
+	h, gh := handler(t)
+	ev := example(t, "pull_request", "opened", func(ev map[string]any) {
+		pointAt(ev, dir)
+		ev["number"] = 7
+		pr := ev["pull_request"].(map[string]any)
+		pr["number"] = 7
+		pr["head"] = map[string]any{"sha": head, "ref": "rightsize"}
+		pr["base"] = map[string]any{"sha": oldBase, "ref": "main"}
+		pr["user"].(map[string]any)["login"] = "cost-optimizer[bot]"
+	})
+	if err := h.Handle(context.Background(), store.Delivery{ID: "moved", Event: "pull_request", Body: ev}); err != nil {
+		t.Fatal(err)
+	}
+	comments := gh.Comments("acme/infra#7")
+	if len(comments) != 1 {
+		t.Fatalf("%d comments", len(comments))
+	}
+	doc, err := report.Extract(comments[0].Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fields []string
+	for _, v := range doc.Verdicts {
+		fields = append(fields, v.Field.String())
+	}
+	if len(fields) != 1 || fields[0] != "tf:infra/kafka//aws_autoscaling_group.consumer#/desired_capacity" {
+		t.Errorf("judged %v; want only the branch's desired_capacity", fields)
+	}
+}
