@@ -40,18 +40,15 @@ func staleBranch(t *testing.T) *gittest.Runner {
 
 const imageField = "k8s:apps/Deployment/prod/web#/spec/template/spec/containers/0/image"
 
-// judged returns the fields a review of head against base judges, and the commits it reads.
-func judged(t *testing.T, dir, base, head string) (fields, commits []string) {
+// mainLedgerAndPolicy returns main's ledger, brought up to date, and the policy at the source's
+// base.
+func mainLedgerAndPolicy(t *testing.T, dir string, src *GitSource) (*ledger.Ledger, *policy.Policy) {
 	t.Helper()
-	src, err := OpenGitSource(dir, base, head)
-	if err != nil {
-		t.Fatal(err)
-	}
 	led, err := ledger.Open(dir, ledger.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer led.Close()
+	t.Cleanup(func() { led.Close() })
 	if _, err := led.Update(context.Background(), "main"); err != nil {
 		t.Fatal(err)
 	}
@@ -63,6 +60,17 @@ func judged(t *testing.T, dir, base, head string) (fields, commits []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return led, pol
+}
+
+// judged returns the fields a review of head against base judges, and the commits it reads.
+func judged(t *testing.T, dir, base, head string) (fields, commits []string) {
+	t.Helper()
+	src, err := OpenGitSource(dir, base, head)
+	if err != nil {
+		t.Fatal(err)
+	}
+	led, pol := mainLedgerAndPolicy(t, dir, src)
 	_, last := src.HeadCommit()
 	pr := PullRequest{Number: 9, BaseSHA: src.BaseSHA(), MergeBaseSHA: src.MergeBaseSHA(), HeadSHA: src.HeadSHA(), Updated: last.Time}
 	res, err := Evaluate(context.Background(), pr, src, pol, led, nil, last.Time)

@@ -11,8 +11,6 @@ import (
 	"github.com/parleyhq/parley/app/report"
 	"github.com/parleyhq/parley/core"
 	"github.com/parleyhq/parley/internal/gittest"
-	"github.com/parleyhq/parley/policy"
-	"github.com/parleyhq/parley/trailers/ledger"
 )
 
 const web = `apiVersion: apps/v1
@@ -87,22 +85,7 @@ func TestEvaluatePullRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	led, err := ledger.Open(dir, ledger.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer led.Close()
-	if _, err := led.Update(context.Background(), "main"); err != nil {
-		t.Fatal(err)
-	}
-	polSrc, _, err := src.Content(context.Background(), src.BaseSHA(), ".parley/policy.hcl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pol, err := policy.Parse(polSrc, ".parley/policy.hcl")
-	if err != nil {
-		t.Fatal(err)
-	}
+	led, pol := mainLedgerAndPolicy(t, dir, src)
 	now := time.Date(2026, 11, 20, 10, 5, 0, 0, time.UTC)
 	pr := PullRequest{Number: 7, BaseSHA: src.BaseSHA(), HeadSHA: src.HeadSHA(), Title: "Right-size",
 		Body: "Monthly budget review.\n\nIntent: cost\n", Labels: []string{"team/platform"},
