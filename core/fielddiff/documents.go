@@ -127,10 +127,13 @@ func ParseCached(p string, content []byte, cache DocCache) (*Snapshot, error) {
 // splitDocuments cuts a YAML stream before each line that starts a document ("---" at the start
 // of a line, then a space, a tab or the line's end). YAML forbids such a line inside any content,
 // so each piece parses alone as it does in the stream; a stream with directives (% lines, which
-// apply to the document they precede) is not cut. The first piece may hold only comments.
+// apply to the document they precede) or in UTF-16 is not cut. The first piece may hold only comments.
 func splitDocuments(content []byte) [][]byte {
 	if len(content) > 0 && content[0] == '%' || bytes.Contains(content, []byte("\n%")) {
 		return nil
+	}
+	if bytes.HasPrefix(content, []byte{0xFF, 0xFE}) || bytes.HasPrefix(content, []byte{0xFE, 0xFF}) {
+		return nil // UTF-16: the decoder reads the whole stream in that encoding; its bytes are not lines
 	}
 	var docs [][]byte
 	start := 0
