@@ -12,6 +12,10 @@ import (
 //
 // The zero Value means "absent": the field does not exist (was removed, or a yield has no value).
 // JSON null is a present value.
+//
+// Value has no JSON encoding of its own on purpose: where a value is written as JSON it is plain JSON
+// next to an explicit marker for expressions and absence (ClaimJSON's "value", "expr", "remove"), so a
+// Value is written through ClaimJSON or RawJSON and Expr, never as a bare struct.
 type Value struct {
 	json string // canonical JSON; "" when absent or an expression
 	expr string // normalised expression source; "" for literals
@@ -71,6 +75,15 @@ func (v Value) IsExpr() bool { return v.expr != "" }
 // JSON returns the canonical JSON text, or "" for an absent value or an expression.
 func (v Value) JSON() string { return v.json }
 
+// RawJSON returns the literal as JSON text to embed in a document, or nil for an absent value or an
+// expression (which the document then marks separately, or omits).
+func (v Value) RawJSON() json.RawMessage {
+	if v.json == "" {
+		return nil
+	}
+	return json.RawMessage(v.json)
+}
+
 // Expr returns the normalised expression source, or "" for a literal.
 func (v Value) Expr() string { return v.expr }
 
@@ -96,49 +109,6 @@ func (v Value) String() string {
 		return "(absent)"
 	}
 	return v.json
-}
-
-// MarshalJSON encodes a Value as {"json": <value>} or {"expr": "..."}; absent encodes as null.
-func (v Value) MarshalJSON() ([]byte, error) {
-	switch {
-	case v.expr != "":
-		return json.Marshal(struct {
-			Expr string `json:"expr"`
-		}{v.expr})
-	case v.json == "":
-		return []byte("null"), nil
-	}
-	return []byte(`{"json":` + v.json + `}`), nil
-}
-
-// UnmarshalJSON is the inverse of MarshalJSON.
-func (v *Value) UnmarshalJSON(b []byte) error {
-	if string(bytes.TrimSpace(b)) == "null" {
-		*v = Value{}
-		return nil
-	}
-	var w struct {
-		JSON json.RawMessage `json:"json"`
-		Expr *string         `json:"expr"`
-	}
-	if err := json.Unmarshal(b, &w); err != nil {
-		return fmt.Errorf("value: want null, {\"json\": ...} or {\"expr\": \"...\"}: %w", err)
-	}
-	switch {
-	case w.Expr != nil && w.JSON != nil:
-		return fmt.Errorf("value: has both json and expr")
-	case w.Expr != nil:
-		*v = ExprValue(*w.Expr)
-		return nil
-	case w.JSON != nil:
-		nv, err := ParseJSONValue(w.JSON)
-		if err != nil {
-			return err
-		}
-		*v = nv
-		return nil
-	}
-	return fmt.Errorf("value: want null, {\"json\": ...} or {\"expr\": \"...\"}")
 }
 
 func truncate(s string, n int) string {

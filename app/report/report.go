@@ -20,7 +20,10 @@ const (
 	dataPrefix = "<!-- parley:verdicts "
 	dataSuffix = " -->"
 	// Schema names the JSON document's format; bump it on any incompatible change.
-	Schema = "parley.dev/verdicts/v1"
+	Schema = "parley.dev/verdicts/v2"
+	// SchemaV1 is the format before claims took their one JSON shape: Go-cased claim keys and values
+	// as {"json": ...}. Extract still reads it; nothing writes it.
+	SchemaV1 = "parley.dev/verdicts/v1"
 	// MaxCommentChars is GitHub's limit on a comment body; longer bodies are refused with 422.
 	MaxCommentChars = 65536
 )
@@ -182,7 +185,9 @@ func Conclusion(vs []core.Verdict) string {
 // ErrNoData means a comment carries no Parley verdicts.
 var ErrNoData = errors.New("no parley verdicts in comment")
 
-// Extract reads the verdicts back out of a sticky comment body; other bots use the same format.
+// Extract reads the verdicts back out of a sticky comment body; other bots use the same format. It
+// reads both parley.dev/verdicts/v2 and the older v1 (docs/verdicts-json.md); Document.Schema says
+// which the comment carried, and the verdicts are the same either way.
 func Extract(body string) (Document, error) {
 	i := strings.LastIndex(body, dataPrefix)
 	if i < 0 {
@@ -193,12 +198,20 @@ func Extract(body string) (Document, error) {
 	if j < 0 {
 		return Document{}, fmt.Errorf("parley verdicts comment is not closed")
 	}
-	var doc Document
-	if err := json.Unmarshal([]byte(rest[:j]), &doc); err != nil {
+	data := []byte(rest[:j])
+	// The schema first: a later version's document may not decode as this one.
+	var head struct {
+		Schema string `json:"schema"`
+	}
+	if err := json.Unmarshal(data, &head); err != nil {
 		return Document{}, fmt.Errorf("decode parley verdicts: %w", err)
 	}
-	if doc.Schema != Schema {
-		return Document{}, fmt.Errorf("parley verdicts have schema %q, want %q", doc.Schema, Schema)
+	if head.Schema != Schema && head.Schema != SchemaV1 {
+		return Document{}, fmt.Errorf("parley verdicts have schema %q, want %q or %q", head.Schema, Schema, SchemaV1)
+	}
+	var doc Document
+	if err := json.Unmarshal(data, &doc); err != nil {
+		return Document{}, fmt.Errorf("decode parley verdicts (%s): %w", head.Schema, err)
 	}
 	for i, v := range doc.Verdicts {
 		if v.Field.IsZero() {

@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -14,7 +15,7 @@ var now = time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
 
 func verdict(name string, d core.Decision) core.Verdict {
 	f := core.K8sField("apps", "Deployment", "prod", name, "/spec/replicas")
-	w := core.Claim{Field: f, Actor: core.Actor{Name: "hpa"}, Value: core.StringValue("7"), Intent: core.IntentAvailability,
+	w := core.Claim{Field: f, Actor: core.Actor{Name: "hpa", Identity: core.Identity{Source: core.SourceKubeUser, ID: "system:serviceaccount:kube-system:horizontal-pod-autoscaler"}}, Value: core.StringValue("7"), Intent: core.IntentAvailability,
 		Motivation: core.Motivation{Kind: "traffic"}, At: now}
 	return core.Verdict{Field: f, Decision: d, Winner: &w, Rule: "standing-owner", Recheck: now.Add(time.Hour),
 		Explanation: []core.Step{{Rule: "standing-owner", Outcome: "decided", Detail: "the HPA owns replicas --> <b>|"}}}
@@ -110,6 +111,10 @@ func TestExtractErrors(t *testing.T) {
 func FuzzExtract(f *testing.F) {
 	f.Add(Comment(Input{Generated: now, Verdicts: []core.Verdict{verdict("web", core.DecisionYield)}}))
 	f.Add(dataPrefix + `{"schema":"parley.dev/verdicts/v1","verdicts":[{"field":"k8s:x"}]}` + dataSuffix)
+	f.Add(Comment(Input{Generated: now, Verdicts: v1Verdicts()}))
+	if v1, err := os.ReadFile("testdata/comment-v1.md"); err == nil {
+		f.Add(string(v1))
+	}
 	f.Fuzz(func(t *testing.T, body string) {
 		doc, err := Extract(body)
 		if err != nil {
@@ -124,4 +129,57 @@ func FuzzExtract(f *testing.F) {
 			t.Fatalf("verdict count changed: %d -> %d", len(doc.Verdicts), len(again.Verdicts))
 		}
 	})
+}
+
+// v1Verdicts are the verdicts testdata/comment-v1.md was rendered from, by the v1 code (Parley at
+// 8034d6a): every kind of claim, value and evidence the v1 shape carried.
+func v1Verdicts() []core.Verdict {
+	f := core.K8sField("apps", "Deployment", "prod", "web", "/spec/replicas")
+	eight, _ := core.JSONValue(8)
+	hpa := core.Claim{Field: f, Actor: core.Actor{Name: "hpa", Identity: core.Identity{Source: core.SourceKubeUser,
+		ID: "system:serviceaccount:kube-system:horizontal-pod-autoscaler", Groups: []string{"system:serviceaccounts"}}},
+		Value: eight, Intent: core.IntentAvailability, Motivation: core.Motivation{Kind: "traffic", Ref: "spike-1127", Severity: core.SeverityHigh},
+		At: now, Expires: now.Add(4 * time.Hour), Evidence: core.Evidence{Source: "k8s-audit", EventIDs: []string{"4b1c"}}}
+	three, _ := core.JSONValue(3)
+	git := core.Claim{Field: f, Actor: core.Actor{Name: "git", Identity: core.Identity{Source: core.SourceGitAuthor, ID: "alice@example.com", Name: "Alice"}},
+		Value: three, Intent: core.IntentBaseline, At: now.Add(-48 * time.Hour), Evidence: core.Evidence{Source: "git", Commit: "a1b2c3d4e5", PR: 12}}
+	tf := core.TFField("infra/kafka", "aws_autoscaling_group.consumer", "/desired_capacity")
+	agent := core.Claim{Field: tf, Actor: core.Actor{Name: "kafka-agent", Identity: core.Identity{Source: core.SourceAWSPrincipal, ID: "arn:aws:iam::123456789012:role/kafka-scaling-agent"}},
+		Value: core.ExprValue("var.capacity * 2"), Intent: core.IntentPerformance, At: now, Evidence: core.Evidence{Source: "github-comment", PR: 7, Explicit: true}}
+	yield := core.Claim{Field: tf, Actor: core.Actor{Name: "developers", Identity: core.Identity{Source: core.SourceGitHubUser, ID: "bob"}},
+		Yield: true, Intent: core.IntentCost, At: now}
+	return sortedVerdicts([]core.Verdict{
+		{Field: f, Decision: core.DecisionYield, Winner: &hpa, Losers: []core.Claim{git}, Rule: "rule.live-traffic-over-budget", Until: now.Add(4 * time.Hour), Recheck: now.Add(4 * time.Hour),
+			Explanation: []core.Step{{Rule: "rank", Outcome: "decided", Detail: "hpa (availability) beats git (baseline) --> <b>"}}},
+		{Field: tf, Decision: core.DecisionEscalate, Winner: &agent, Losers: []core.Claim{yield}, Rule: "escalate", Ask: []string{"@parleyhq/data-platform"},
+			Explanation: []core.Step{{Rule: "escalate", Outcome: "decided", Detail: "needs a person"}}},
+	})
+}
+
+// A comment written by the v1 code reads into the same verdicts as one written now, and rewriting it
+// gives the v2 shape.
+func TestExtractReadsV1AndV2(t *testing.T) {
+	body, err := os.ReadFile("testdata/comment-v1.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := Extract(string(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := v1Verdicts()
+	if old.Schema != SchemaV1 || !reflect.DeepEqual(old.Verdicts, want) {
+		t.Fatalf("v1 comment: schema %q, verdicts\n%+v\nwant\n%+v", old.Schema, old.Verdicts, want)
+	}
+	again := Comment(Input{Head: old.Head, Generated: old.Generated, Verdicts: old.Verdicts})
+	if !strings.Contains(again, `"schema":"parley.dev/verdicts/v2"`) || strings.Contains(again, `"Actor"`) || strings.Contains(again, `{"json":`) {
+		t.Fatalf("a comment rewritten now is not in the v2 shape:\n%s", again)
+	}
+	cur, err := Extract(again)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cur.Schema != Schema || !reflect.DeepEqual(cur.Verdicts, want) || cur.Head != old.Head || !cur.Generated.Equal(old.Generated) {
+		t.Fatalf("v2 comment: schema %q, verdicts\n%+v\nwant\n%+v", cur.Schema, cur.Verdicts, want)
+	}
 }

@@ -145,10 +145,10 @@ func TestFieldsDiff(t *testing.T) {
 	code, out, _ = runIn(t, "", "fields", "diff", "--json", oldF, newF)
 	var changes []struct {
 		Field    string
-		Old, New map[string]any
+		Old, New any
 	}
 	if err := json.Unmarshal([]byte(out), &changes); err != nil || code != 0 || len(changes) != 1 ||
-		changes[0].Field != "k8s:apps/Deployment/prod/web#/spec/replicas" || changes[0].New["json"] != float64(5) {
+		changes[0].Field != "k8s:apps/Deployment/prod/web#/spec/replicas" || changes[0].Old != float64(3) || changes[0].New != float64(5) {
 		t.Errorf("--json: exit %d, %q, err %v", code, out, err)
 	}
 	if code, _, _ := runIn(t, "", "fields", "diff", "--exit-code", oldF, newF); code != exitFindings {

@@ -23,10 +23,19 @@ func newFieldsCmd() *cobra.Command {
 	return cmd
 }
 
+// fieldChangeJSON is one changed field. Values are plain JSON; a Terraform expression that is not a
+// literal goes under old_expr or new_expr instead; an added field has no old value, a removed one no
+// new value (docs/schemas/field-changes.schema.json).
 type fieldChangeJSON struct {
-	Field string     `json:"field"`
-	Old   core.Value `json:"old"`
-	New   core.Value `json:"new"`
+	Field   string          `json:"field"`
+	Old     json.RawMessage `json:"old,omitempty"`
+	OldExpr string          `json:"old_expr,omitempty"`
+	New     json.RawMessage `json:"new,omitempty"`
+	NewExpr string          `json:"new_expr,omitempty"`
+}
+
+func fieldChangeOf(f core.Field, old, new core.Value) fieldChangeJSON {
+	return fieldChangeJSON{Field: f.String(), Old: old.RawJSON(), OldExpr: old.Expr(), New: new.RawJSON(), NewExpr: new.Expr()}
 }
 
 func newFieldsDiffCmd() *cobra.Command {
@@ -70,7 +79,7 @@ are not where they live in the repository, name that path with --as (for example
 			if asJSON {
 				list := make([]fieldChangeJSON, 0, len(changes))
 				for _, c := range changes {
-					list = append(list, fieldChangeJSON{Field: c.Field.String(), Old: c.Old, New: c.New})
+					list = append(list, fieldChangeOf(c.Field, c.Old, c.New))
 				}
 				enc := json.NewEncoder(out)
 				enc.SetIndent("", "  ")
@@ -89,7 +98,7 @@ are not where they live in the repository, name that path with --as (for example
 		},
 	}
 	cmd.Flags().StringVar(&as, "as", "", "read both files as if they were at this repository path")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON: a list of {field, old, new}")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON: a list of {field, old, new} (old_expr, new_expr for Terraform expressions)")
 	cmd.Flags().BoolVar(&exitCode, "exit-code", false, "exit with status 1 when fields differ (like git diff --exit-code)")
 	return cmd
 }

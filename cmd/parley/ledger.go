@@ -167,24 +167,16 @@ type ledgerUpdate struct {
 type fieldReport struct {
 	Field   string        `json:"field"`
 	History []claimReport `json:"history"`
-	Current *claimReport  `json:"current"`
+	Current *claimReport  `json:"current,omitempty"` // omitted when Git holds no value
 }
 
+// claimReport is one commit's claim on a field: the claim in Parley's one claim shape (the author is
+// its actor, the commit its evidence), and what the commit did.
 type claimReport struct {
-	Commit         string     `json:"commit"`
+	Claim          core.Claim `json:"claim"`
 	Subject        string     `json:"subject"`
-	Time           time.Time  `json:"time"`
-	AuthorName     string     `json:"author_name"`
-	AuthorEmail    string     `json:"author_email"`
-	Value          core.Value `json:"value"`
-	Yield          bool       `json:"yield,omitempty"`
-	Changed        bool       `json:"changed"`
-	Explicit       bool       `json:"explicit"`
-	Intent         string     `json:"intent"`
-	IntentDeclared bool       `json:"intent_declared"`
-	Motivation     string     `json:"motivation,omitempty"`
-	Expires        time.Time  `json:"expires,omitzero"`
-	PR             int        `json:"pr,omitempty"`
+	Changed        bool       `json:"changed"`         // the commit changed the field (else: a Claim trailer alone)
+	IntentDeclared bool       `json:"intent_declared"` // false: no Intent trailer, the intent is the default
 	Merge          bool       `json:"merge,omitempty"`
 }
 
@@ -198,13 +190,7 @@ type problemReport struct {
 }
 
 func claimOf(e ledger.Entry) claimReport {
-	return claimReport{
-		Commit: e.Evidence.Commit, Subject: e.Subject, Time: e.At.UTC(),
-		AuthorName: e.Actor.Identity.Name, AuthorEmail: e.Actor.Identity.ID,
-		Value: e.Value, Yield: e.Yield, Changed: e.Changed, Explicit: e.Evidence.Explicit,
-		Intent: string(e.Intent), IntentDeclared: e.IntentDeclared, Motivation: e.Motivation.String(),
-		Expires: e.Expires, PR: e.Evidence.PR, Merge: e.Parents > 1,
-	}
+	return claimReport{Claim: e.Claim, Subject: e.Subject, Changed: e.Changed, IntentDeclared: e.IntentDeclared, Merge: e.Parents > 1}
 }
 
 func ledgerHeadOf(b *ledger.Branch, stats ledger.UpdateStats) (ledgerHead, error) {
@@ -314,28 +300,28 @@ func clip(s string, n int) string {
 
 func (c claimReport) kind() string {
 	switch {
-	case c.Yield:
+	case c.Claim.Yield:
 		return "yield"
-	case c.Explicit && c.Changed:
+	case c.Claim.Evidence.Explicit && c.Changed:
 		return "explicit"
-	case c.Explicit:
+	case c.Claim.Evidence.Explicit:
 		return "explicit, unchanged"
 	}
 	return "implicit"
 }
 
 func (c claimReport) value() string {
-	if c.Yield {
+	if c.Claim.Yield {
 		return "(yield)"
 	}
-	return clip(c.Value.String(), 48)
+	return clip(c.Claim.Value.String(), 48)
 }
 
 func (c claimReport) intent() string {
 	if !c.IntentDeclared {
-		return c.Intent + " (undeclared)"
+		return string(c.Claim.Intent) + " (undeclared)"
 	}
-	return c.Intent
+	return string(c.Claim.Intent)
 }
 
 const timeLayout = "2006-01-02 15:04"
@@ -405,23 +391,23 @@ func writeFieldText(out io.Writer, fr fieldReport) {
 	fmt.Fprintln(tw, "  COMMIT\tTIME\tAUTHOR\tVALUE\tINTENT\tMOTIVATION\tCLAIM\tEXPIRES\tPR")
 	for _, c := range fr.History {
 		exp, pr := "-", "-"
-		if !c.Expires.IsZero() {
-			exp = c.Expires.UTC().Format(timeLayout)
+		if !c.Claim.Expires.IsZero() {
+			exp = c.Claim.Expires.UTC().Format(timeLayout)
 		}
-		if c.PR != 0 {
-			pr = fmt.Sprintf("#%d", c.PR)
+		if c.Claim.Evidence.PR != 0 {
+			pr = fmt.Sprintf("#%d", c.Claim.Evidence.PR)
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", short(c.Commit), c.Time.Format(timeLayout), c.AuthorEmail,
-			c.value(), c.intent(), orDash(c.Motivation), c.kind(), exp, pr)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", short(c.Claim.Evidence.Commit), c.Claim.At.Format(timeLayout), c.Claim.Actor.Identity.ID,
+			c.value(), c.intent(), orDash(c.Claim.Motivation.String()), c.kind(), exp, pr)
 	}
 	tw.Flush()
 	if c := fr.Current; c != nil {
-		fmt.Fprintf(out, "  Git holds %s, from %s by %s (%s", clip(c.Value.String(), 48), short(c.Commit), c.AuthorEmail, c.intent())
-		if c.Motivation != "" {
-			fmt.Fprintf(out, ", %s", c.Motivation)
+		fmt.Fprintf(out, "  Git holds %s, from %s by %s (%s", clip(c.Claim.Value.String(), 48), short(c.Claim.Evidence.Commit), c.Claim.Actor.Identity.ID, c.intent())
+		if !c.Claim.Motivation.IsZero() {
+			fmt.Fprintf(out, ", %s", c.Claim.Motivation)
 		}
-		if !c.Expires.IsZero() {
-			fmt.Fprintf(out, ", expires %s", c.Expires.UTC().Format(timeLayout))
+		if !c.Claim.Expires.IsZero() {
+			fmt.Fprintf(out, ", expires %s", c.Claim.Expires.UTC().Format(timeLayout))
 		}
 		fmt.Fprintln(out, ")")
 	} else {

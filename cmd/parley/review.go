@@ -110,7 +110,7 @@ Exit status: 0 when nothing is vetoed, 1 when a claim is vetoed, 2 for bad input
 	f.StringVar(&head, "head", "", "the branch or commit to judge (required)")
 	f.StringVar(&author, "author", "", "GitHub login to judge the claims as (default: the head commit's author email)")
 	f.StringVar(&at, "at", "", "judge at this RFC 3339 time (default: now)")
-	f.BoolVar(&asJSON, "json", false, "print the verdicts as JSON (schema parley.dev/verdicts/v1, plus conclusion and problems)")
+	f.BoolVar(&asJSON, "json", false, "print the verdicts as JSON (schema parley.dev/verdicts/v2, plus conclusion and problems)")
 	return cmd
 }
 

@@ -39,7 +39,7 @@ func TestReviewCommand(t *testing.T) {
 		Conclusion string
 		Verdicts   []struct{ Decision string }
 	}
-	if code != 0 || json.Unmarshal([]byte(out), &doc) != nil || doc.Schema != "parley.dev/verdicts/v1" || len(doc.Verdicts) != 1 || doc.Conclusion != "success" {
+	if code != 0 || json.Unmarshal([]byte(out), &doc) != nil || doc.Schema != "parley.dev/verdicts/v2" || len(doc.Verdicts) != 1 || doc.Conclusion != "success" {
 		t.Errorf("--json: exit %d, %s %s", code, out, stderr)
 	}
 	if code, _, stderr := runIn(t, "", "review", "--repo", dir, "--head", "no-such-branch"); code != 2 || !strings.Contains(stderr, "no-such-branch") {

@@ -18,8 +18,13 @@ var (
 
 func claim(actor string, v int, at time.Time, event string) core.Claim {
 	val, _ := core.JSONValue(v)
-	return core.Claim{Field: replicas, Actor: core.Actor{Name: actor}, Value: val, At: at,
+	return core.Claim{Field: replicas, Actor: kubeActor(actor), Value: val, At: at,
 		Evidence: core.Evidence{Source: "k8s-audit", EventIDs: []string{event}}}
+}
+
+// kubeActor is an actor resolved by the policy to name, seen as a Kubernetes service account.
+func kubeActor(name string) core.Actor {
+	return core.Actor{Name: name, Identity: core.Identity{Source: core.SourceKubeUser, ID: "system:serviceaccount:ops:" + name}}
 }
 
 func open(t *testing.T, path string) *DB {
@@ -111,7 +116,7 @@ func TestCloseSparesGatedFields(t *testing.T) {
 	img := core.StringValue("web:2")
 	err := db.Apply(ctx, Batch{Events: []string{"k8s-audit/a", "s/b"}, At: t0, Claims: []core.Claim{
 		claim("hpa", 8, t0, "a"),
-		{Field: image, Actor: core.Actor{Name: "oncall"}, Value: img, At: t0, Evidence: core.Evidence{Source: "s", EventIDs: []string{"b"}}},
+		{Field: image, Actor: kubeActor("oncall"), Value: img, At: t0, Evidence: core.Evidence{Source: "s", EventIDs: []string{"b"}}},
 	}})
 	if err != nil {
 		t.Fatal(err)

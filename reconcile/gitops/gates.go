@@ -49,9 +49,9 @@ const (
 
 // Target names the Argo CD Application or ApplicationSet, or the Flux Kustomization, to edit.
 type Target struct {
-	Kind      string // Application, ApplicationSet or Kustomization
-	Name      string
-	Namespace string
+	Kind      string `json:"kind"` // Application, ApplicationSet or Kustomization
+	Name      string `json:"name"`
+	Namespace string `json:"namespace,omitempty"`
 }
 
 func (t Target) String() string { return t.Kind + " " + t.Namespace + "/" + t.Name }
@@ -63,16 +63,32 @@ type Gate struct {
 	Rule  string     `json:"rule,omitempty"`
 	// AddedSyncOption records that Parley added RespectIgnoreDifferences=true, so the last resume
 	// removes it again and leaves a user's own option alone.
-	AddedSyncOption bool `json:"addedSyncOption,omitempty"`
+	AddedSyncOption bool `json:"added_sync_option,omitempty"`
 	// Form is how the gate was written into a Flux Kustomization: FormIgnore, FormPatch or
 	// FormPatchesJSON6902. AddGate sets it; a caller's value is ignored.
 	Form string `json:"form,omitempty"`
 }
 
+// UnmarshalJSON reads a gate, also in the annotation Parley wrote before its JSON became snake_case
+// ("addedSyncOption"), so gates written by earlier versions still resume exactly.
+func (g *Gate) UnmarshalJSON(b []byte) error {
+	type plain Gate // without this method
+	var w struct {
+		plain
+		OldAddedSyncOption bool `json:"addedSyncOption"`
+	}
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*g = Gate(w.plain)
+	g.AddedSyncOption = g.AddedSyncOption || w.OldAddedSyncOption
+	return nil
+}
+
 // Listed is a gate found in a file, with the object that holds it.
 type Listed struct {
 	Gate
-	Target Target
+	Target Target `json:"target"`
 }
 
 // AddGate adds a yield gate for g.Field to the target object in content. changed is false when
