@@ -124,7 +124,7 @@ func (cj ClaimJSON) Claim(defaultField Field, defaultAt time.Time) (Claim, error
 		return c, errors.New("actor has no id")
 	}
 	c.Actor = Actor{Name: cj.Actor.PolicyActor,
-		Identity: Identity{Source: src, ID: *cj.Actor.ID, Name: cj.Actor.Name, Groups: cj.Actor.Groups}}
+		Identity: Identity{Source: src, ID: *cj.Actor.ID, Name: cj.Actor.Name, Groups: nilIfEmpty(cj.Actor.Groups)}}
 	forms := 0
 	for _, set := range []bool{len(cj.Value) > 0, cj.Expr != "", cj.Yield, cj.Remove} {
 		if set {
@@ -181,9 +181,17 @@ func (cj ClaimJSON) Claim(defaultField Field, defaultAt time.Time) (Claim, error
 		if e.PR < 0 {
 			return c, fmt.Errorf("evidence pr %d: want a pull request number", e.PR)
 		}
-		c.Evidence = Evidence{Source: e.Source, Commit: e.Commit, PR: e.PR, EventIDs: e.EventIDs, Explicit: e.Explicit}
+		c.Evidence = Evidence{Source: e.Source, Commit: e.Commit, PR: e.PR, EventIDs: nilIfEmpty(e.EventIDs), Explicit: e.Explicit}
 	}
 	return c, nil
+}
+
+// nilIfEmpty makes an empty list absent, as it is written.
+func nilIfEmpty(s []string) []string {
+	if len(s) == 0 {
+		return nil
+	}
+	return s
 }
 
 // MarshalJSON writes the claim's JSON shape (ClaimJSON).

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path"
 	"strings"
+	"unicode/utf8"
 )
 
 // Scheme says what kind of infrastructure a Field lives in.
@@ -404,11 +405,23 @@ func needsEscape(b byte, identity bool) bool {
 	return b <= ' ' || b == 0x7f || b == '%' || b == '#' || b == '*' || b == '=' || (identity && b == '/')
 }
 
+// writeEscaped writes s percent-encoded. Bytes that are not valid UTF-8 are encoded too, so the text
+// form is always valid UTF-8 and survives JSON, which would replace them with U+FFFD.
 func writeEscaped(b *strings.Builder, s string, identity bool) {
 	const hex = "0123456789ABCDEF"
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if needsEscape(c, identity) {
+		invalid := false
+		if c >= utf8.RuneSelf {
+			r, size := utf8.DecodeRuneInString(s[i:])
+			if r != utf8.RuneError || size != 1 {
+				b.WriteString(s[i : i+size])
+				i += size - 1
+				continue
+			}
+			invalid = true
+		}
+		if invalid || needsEscape(c, identity) {
 			b.WriteByte('%')
 			b.WriteByte(hex[c>>4])
 			b.WriteByte(hex[c&15])

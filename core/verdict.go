@@ -40,5 +40,5 @@ type Verdict struct {
 	Recheck  time.Time `json:"recheck,omitzero"` // next time the verdict must be re-evaluated; zero: never
 	// Ask names the people or teams asked to decide (a DecisionEscalate, or a hold that escalates).
 	Ask         []string `json:"ask,omitempty"`
-	Explanation []Step   `json:"explanation"`
+	Explanation []Step   `json:"explanation,omitempty"` // omitted only in a truncated summary
 }

@@ -108,8 +108,8 @@ func AddGate(path string, content []byte, t Target, g Gate) (out []byte, changed
 	if _, err := core.ParseField(g.Field.String()); err != nil {
 		return nil, false, fmt.Errorf("%s: cannot gate an invalid field: %w", path, err)
 	}
-	if !utf8.ValidString(g.Field.String()) {
-		return nil, false, fmt.Errorf("%s: cannot gate %q: not valid UTF-8 (Kubernetes field names are)", path, g.Field.String())
+	if f := g.Field; !utf8.ValidString(f.Group + f.Kind + f.Namespace + f.Name + f.Path) {
+		return nil, false, fmt.Errorf("%s: cannot gate %s: not valid UTF-8 (Kubernetes field names are)", path, g.Field)
 	}
 	g.Form = FormIgnore
 	fn := func(obj *yaml.RNode, gates []Gate) ([]Gate, bool, error) {
