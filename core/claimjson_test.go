@@ -33,7 +33,7 @@ func sampleClaims(t *testing.T) []core.Claim {
 	return []core.Claim{
 		{Field: replicas, Actor: hpa, Value: val("8"), Intent: core.IntentAvailability,
 			Motivation: core.Motivation{Kind: "traffic", Ref: "spike-1127", Severity: core.SeverityHigh},
-			At: t0, Expires: t0.Add(4 * time.Hour), Evidence: core.Evidence{Source: "k8s-audit", EventIDs: []string{"4b1c", "4b1d"}}},
+			At:         t0, Expires: t0.Add(4 * time.Hour), Evidence: core.Evidence{Source: "k8s-audit", EventIDs: []string{"4b1c", "4b1d"}}},
 		{Field: replicas, Actor: alice, Value: val("null"), At: t0},
 		{Field: replicas.Child("labels", "a/b~c"), Actor: alice, Value: val(`{"b":[1,2.5,"x",true,null],"a":{}}`), Intent: core.IntentConsistency},
 		{Field: tf, Actor: core.Actor{Identity: core.Identity{Source: core.SourceAWSPrincipal, ID: "arn:aws:iam::123456789012:role/agent"}},
