@@ -17,6 +17,7 @@ import (
 	"github.com/parleyhq/parley/app/report"
 	"github.com/parleyhq/parley/internal/fakegithub"
 	"github.com/parleyhq/parley/internal/gittest"
+	"github.com/parleyhq/parley/internal/schematest"
 	"github.com/parleyhq/parley/webhooks/store"
 )
 
@@ -129,6 +130,12 @@ func TestPullRequestVerdictsArePublishedOnceAndEditedInPlace(t *testing.T) {
 	if len(comments) != 1 || !strings.HasPrefix(comments[0].Body, report.Marker) {
 		t.Fatalf("comments %+v", comments)
 	}
+	// The document other bots read matches its published schema, as GitHub stores it.
+	raw, err := report.RawData(comments[0].Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	schematest.Validate(t, "verdicts-document.schema.json", raw)
 	doc, err := report.Extract(comments[0].Body)
 	if err != nil || len(doc.Verdicts) != 1 || doc.Verdicts[0].Decision != "veto" || doc.Head != head {
 		t.Fatalf("verdicts in the comment: %+v, %v", doc, err)

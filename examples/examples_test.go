@@ -1,18 +1,22 @@
 package examples_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"flag"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/parleyhq/parley/core"
+	"github.com/parleyhq/parley/internal/schematest"
 	"github.com/parleyhq/parley/policy"
 	"github.com/parleyhq/parley/policy/arbiter"
 )
 
-var update = flag.Bool("update", false, "rewrite expected.txt from the current output")
+var update = flag.Bool("update", false, "rewrite expected.txt and expected.json from the current output")
 
 // keyVerdict is a verdict a scenario must reach, as "time decision winner=value [rule]".
 type keyVerdict struct {
@@ -96,6 +100,7 @@ func TestScenarios(t *testing.T) {
 			if string(exp) != got {
 				t.Errorf("%s differs from the simulation:\n--- got\n%s", golden, got)
 			}
+			checkJSONGolden(t, name, changes)
 			// Verdicts at the keyed times (including rechecks between events).
 			if len(changes) != len(want) {
 				t.Errorf("got %d verdict changes, want %d:\n%s", len(changes), len(want), arbiter.RenderBrief(changes))
@@ -118,6 +123,73 @@ func TestScenarios(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// checkJSONGolden compares what parley simulate --json prints with expected.json, validates both
+// the events and the output against the published schemas, and reads the output back: the
+// verdicts, and every claim in them as a claim in a claims file.
+func checkJSONGolden(t *testing.T, name string, changes []arbiter.Change) {
+	t.Helper()
+	events, err := os.ReadFile(filepath.Join(name, "events.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	schematest.ValidateLines(t, "events.schema.json", events)
+	got, err := json.MarshalIndent(changes, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = append(got, '\n')
+	golden := filepath.Join(name, "expected.json")
+	if *update {
+		if err := os.WriteFile(golden, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exp, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("read %s (run go test -update to create it): %v", golden, err)
+	}
+	if string(exp) != string(got) {
+		t.Errorf("%s differs from the simulation:\n--- got\n%s", golden, got)
+	}
+	schematest.Validate(t, "simulate.schema.json", exp)
+
+	var back []arbiter.Change
+	if err := json.Unmarshal(exp, &back); err != nil {
+		t.Fatalf("%s does not read back: %v", golden, err)
+	}
+	if !reflect.DeepEqual(back, changes) {
+		t.Errorf("%s reads back as other verdicts", golden)
+	}
+	// Each verdict's claims, as the JSON holds them, are claims a claims file accepts unchanged.
+	var raw []struct {
+		Verdict struct {
+			Winner json.RawMessage   `json:"winner"`
+			Losers []json.RawMessage `json:"losers"`
+		} `json:"verdict"`
+	}
+	if err := json.Unmarshal(exp, &raw); err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range raw {
+		live := r.Verdict.Losers
+		if r.Verdict.Winner != nil {
+			live = append(live, r.Verdict.Winner)
+		}
+		file, _ := json.Marshal(map[string]any{"live": live})
+		cs, err := arbiter.ReadClaims(bytes.NewReader(file))
+		if err != nil {
+			t.Fatalf("change %d: its claims are not accepted as claims: %v\n%s", i+1, err, file)
+		}
+		want := changes[i].Verdict.Losers
+		if w := changes[i].Verdict.Winner; w != nil {
+			want = append(append([]core.Claim(nil), want...), *w)
+		}
+		if !reflect.DeepEqual(cs.Live, want) {
+			t.Errorf("change %d: claims read back as\n%+v\nwant\n%+v", i+1, cs.Live, want)
+		}
 	}
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/parleyhq/parley/internal/schematest"
 	"github.com/parleyhq/parley/reconcile/events"
 	"github.com/parleyhq/parley/webhooks/store"
 )
@@ -162,6 +163,7 @@ func (f *eventFixture) do(t *testing.T, source string, r eventRequest) (int, eve
 	if err := json.Unmarshal(raw, &rep); err != nil {
 		t.Fatalf("reply %d is not JSON: %q", resp.StatusCode, raw)
 	}
+	schematest.Validate(t, "webhook-reply.schema.json", raw)
 	return resp.StatusCode, rep, resp.Header
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/parleyhq/parley/internal/schematest"
 	"github.com/parleyhq/parley/webhooks/store"
 )
 
@@ -123,6 +124,7 @@ func (f *receiverFixture) do(t *testing.T, r request) (int, reply, http.Header) 
 	if err := json.Unmarshal(raw, &rep); err != nil {
 		t.Fatalf("reply %d is not JSON: %q", resp.StatusCode, raw)
 	}
+	schematest.Validate(t, "webhook-reply.schema.json", raw)
 	return resp.StatusCode, rep, resp.Header
 }
 

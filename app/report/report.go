@@ -185,20 +185,29 @@ func Conclusion(vs []core.Verdict) string {
 // ErrNoData means a comment carries no Parley verdicts.
 var ErrNoData = errors.New("no parley verdicts in comment")
 
-// Extract reads the verdicts back out of a sticky comment body; other bots use the same format. It
-// reads both parley.dev/verdicts/v2 and the older v1 (docs/verdicts-json.md); Document.Schema says
-// which the comment carried, and the verdicts are the same either way.
-func Extract(body string) (Document, error) {
+// RawData returns the hidden JSON document of a sticky comment as written, undecoded: the text
+// between the last "<!-- parley:verdicts " and the " -->" after it.
+func RawData(body string) ([]byte, error) {
 	i := strings.LastIndex(body, dataPrefix)
 	if i < 0 {
-		return Document{}, ErrNoData
+		return nil, ErrNoData
 	}
 	rest := body[i+len(dataPrefix):]
 	j := strings.Index(rest, dataSuffix)
 	if j < 0 {
-		return Document{}, fmt.Errorf("parley verdicts comment is not closed")
+		return nil, fmt.Errorf("parley verdicts comment is not closed")
 	}
-	data := []byte(rest[:j])
+	return []byte(rest[:j]), nil
+}
+
+// Extract reads the verdicts back out of a sticky comment body; other bots use the same format. It
+// reads both parley.dev/verdicts/v2 and the older v1 (docs/verdicts-json.md); Document.Schema says
+// which the comment carried, and the verdicts are the same either way.
+func Extract(body string) (Document, error) {
+	data, err := RawData(body)
+	if err != nil {
+		return Document{}, err
+	}
 	// The schema first: a later version's document may not decode as this one.
 	var head struct {
 		Schema string `json:"schema"`

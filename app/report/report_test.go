@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/parleyhq/parley/core"
+	"github.com/parleyhq/parley/internal/schematest"
 )
 
 var now = time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
@@ -36,6 +37,11 @@ func TestCommentRoundTrip(t *testing.T) {
 	if strings.Index(body, "prod/api") > strings.Index(body, "prod/web") {
 		t.Errorf("vetoes must be listed first:\n%s", body)
 	}
+	raw, err := RawData(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	schematest.Validate(t, "verdicts-document.schema.json", raw)
 	doc, err := Extract(body)
 	if err != nil {
 		t.Fatal(err)
@@ -58,6 +64,11 @@ func TestCommentFitsGitHubLimit(t *testing.T) {
 		if len(body) > MaxCommentChars {
 			t.Fatalf("%d verdicts: body has %d chars, over %d", n, len(body), MaxCommentChars)
 		}
+		raw, err := RawData(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		schematest.Validate(t, "verdicts-document.schema.json", raw)
 		doc, err := Extract(body)
 		if err != nil {
 			t.Fatalf("%d verdicts: %v", n, err)
@@ -175,6 +186,11 @@ func TestExtractReadsV1AndV2(t *testing.T) {
 	if !strings.Contains(again, `"schema":"parley.dev/verdicts/v2"`) || strings.Contains(again, `"Actor"`) || strings.Contains(again, `{"json":`) {
 		t.Fatalf("a comment rewritten now is not in the v2 shape:\n%s", again)
 	}
+	raw, err := RawData(again)
+	if err != nil {
+		t.Fatal(err)
+	}
+	schematest.Validate(t, "verdicts-document.schema.json", raw)
 	cur, err := Extract(again)
 	if err != nil {
 		t.Fatal(err)

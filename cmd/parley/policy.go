@@ -7,11 +7,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/parleyhq/parley/core"
 	"github.com/parleyhq/parley/policy"
 	"github.com/parleyhq/parley/policy/arbiter"
 )
@@ -159,16 +157,10 @@ The policy is --policy, or policy.hcl next to the events file.`,
 			out := cmd.OutOrStdout()
 			switch {
 			case asJSON:
-				type change struct {
-					At      time.Time    `json:"at"`
-					Cause   string       `json:"cause"`
-					Verdict core.Verdict `json:"verdict"`
+				if changes == nil {
+					changes = []arbiter.Change{}
 				}
-				list := make([]change, len(changes))
-				for i, c := range changes {
-					list[i] = change{c.At, c.Cause, c.Verdict}
-				}
-				return writeJSON(out, list)
+				return writeJSON(out, changes)
 			case brief:
 				_, err = io.WriteString(out, arbiter.RenderBrief(changes))
 			default:

@@ -23,6 +23,7 @@ import (
 	"github.com/parleyhq/parley/internal/fakegithub"
 	"github.com/parleyhq/parley/internal/gittest"
 	"github.com/parleyhq/parley/internal/npmdata"
+	"github.com/parleyhq/parley/internal/schematest"
 )
 
 // TestServeEndToEnd runs the built parley binary as `parley serve` against the OpenAPI-built fake
@@ -127,6 +128,11 @@ func TestServeEndToEnd(t *testing.T) {
 	runs := gh.CheckRuns("acme/infra")
 	if len(runs) != 1 || runs[0].HeadSHA != heads[1] || runs[0].Conclusion != "success" {
 		t.Fatalf("check runs %+v", runs)
+	}
+	if raw, err := report.RawData(gh.Comments("acme/infra#1")[0].Body); err != nil {
+		t.Fatal(err)
+	} else {
+		schematest.Validate(t, "verdicts-document.schema.json", raw)
 	}
 	if doc, err := report.Extract(gh.Comments("acme/infra#1")[0].Body); err != nil || len(doc.Verdicts) != 1 {
 		t.Fatalf("comment verdicts %+v %v", doc, err)

@@ -11,10 +11,11 @@ import (
 )
 
 // Change is a verdict that differs from the previous verdict on its field.
+// Its JSON is what parley simulate --json prints (docs/schemas/simulate.schema.json).
 type Change struct {
-	At      time.Time
-	Cause   string // the event ("event 3: note") or "recheck" when a verdict's recheck time came
-	Verdict core.Verdict
+	At      time.Time    `json:"at"`
+	Cause   string       `json:"cause"` // the event ("event 3: note") or "recheck" when a verdict's recheck time came
+	Verdict core.Verdict `json:"verdict"`
 }
 
 type simField struct {

@@ -2,7 +2,9 @@ package driftstate
 
 import (
 	"context"
+	"encoding/json"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -211,5 +213,47 @@ func TestInMemoryDatabasesAreSeparate(t *testing.T) {
 	fresh, _ := b.Fresh(ctx, []string{"x/1"})
 	if len(fresh) != 1 {
 		t.Fatal("two in-memory states share events")
+	}
+}
+
+// A drift state written before claims took their one JSON shape (Go-cased keys, values as
+// {"json": ...}) still reads: the claims stand and the verdicts list, in the new shape.
+func TestReadsClaimsAndVerdictsWrittenInTheV1Shape(t *testing.T) {
+	ctx := context.Background()
+	db := open(t, ":memory:")
+	v1Claim := `{"Field":"k8s:apps/Deployment/prod/web#/spec/replicas","Actor":{"Name":"hpa","Identity":{"Source":"k8s-user",` +
+		`"ID":"system:serviceaccount:ops:hpa","Name":"","Groups":null}},"Value":{"json":8},"Yield":false,"Intent":"availability",` +
+		`"Motivation":{"Kind":"","Ref":"","Severity":""},"At":"2026-11-20T10:00:00Z","Expires":"0001-01-01T00:00:00Z",` +
+		`"Evidence":{"Source":"k8s-audit","Commit":"","PR":0,"EventIDs":["e1"],"Explicit":false}}`
+	if _, err := db.db.ExecContext(ctx, `INSERT INTO claims (field, actor, at, claim) VALUES (?, ?, ?, ?)`,
+		replicas.String(), "k8s-user:system:serviceaccount:ops:hpa", t0.UnixNano(), v1Claim); err != nil {
+		t.Fatal(err)
+	}
+	v1Verdict := `{"field":"k8s:apps/Deployment/prod/web#/spec/replicas","decision":"yield","winner":` + v1Claim +
+		`,"rule":"owner.replicas","explanation":[{"rule":"owner.replicas","outcome":"decided","detail":"hpa owns it"}]}`
+	if _, err := db.db.ExecContext(ctx, `INSERT INTO verdicts (field, signature, at, verdict, evidence, action, commit_hash, branch, pull_request, note)
+		VALUES (?, ?, ?, ?, ?, '', '', '', 0, '')`, replicas.String(), "yield|owner.replicas|hpa", t0.UnixNano(), v1Verdict, `["k8s-audit/e1"]`); err != nil {
+		t.Fatal(err)
+	}
+	standing, err := db.Standing(ctx, replicas)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := claim("hpa", 8, t0, "e1")
+	want.Actor.Identity.ID = "system:serviceaccount:ops:hpa"
+	want.Intent = core.IntentAvailability
+	if len(standing) != 1 || !reflect.DeepEqual(standing[0], want) {
+		t.Fatalf("standing %+v\nwant %+v", standing, want)
+	}
+	recs, err := db.Verdicts(ctx, replicas)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 1 || recs[0].Verdict.Winner == nil || !reflect.DeepEqual(*recs[0].Verdict.Winner, want) {
+		t.Fatalf("verdicts %+v", recs)
+	}
+	out, _ := json.Marshal(recs[0])
+	if !strings.Contains(string(out), `"winner":{"field":"k8s:apps/Deployment/prod/web#/spec/replicas","actor":{"source":"k8s-user"`) {
+		t.Errorf("a v1 record is not written in the current shape: %s", out)
 	}
 }
