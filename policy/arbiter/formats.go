@@ -14,16 +14,13 @@ import (
 	"github.com/parleyhq/parley/core"
 )
 
-// ClaimJSON is a claim as written in claims files and event streams: core's one claim shape.
-type ClaimJSON = core.ClaimJSON
-
 // ClaimsFile is the input of 'parley explain --claims': claims on one or more fields, the claim Git
 // holds on each, Git's values of other fields (for bounds), and optionally history.
 type ClaimsFile struct {
 	At        string                     `json:"at,omitempty"`
-	Git       []ClaimJSON                `json:"git,omitempty"`
-	Live      []ClaimJSON                `json:"live,omitempty"`
-	History   []ClaimJSON                `json:"history,omitempty"`
+	Git       []core.ClaimJSON                `json:"git,omitempty"`
+	Live      []core.ClaimJSON                `json:"live,omitempty"`
+	History   []core.ClaimJSON                `json:"history,omitempty"`
 	GitValues map[string]json.RawMessage `json:"git_values,omitempty"`
 }
 
@@ -173,7 +170,7 @@ const (
 type Event struct {
 	Kind string `json:"kind"`
 	Note string `json:"note,omitempty"`
-	ClaimJSON
+	core.ClaimJSON
 }
 
 // ReadEvents decodes a JSONL event stream. Blank lines and lines starting with # are skipped.
