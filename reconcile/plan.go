@@ -59,7 +59,7 @@ type gateLoc struct {
 func gateIndex(files map[string][]byte) map[core.Field][]gateLoc {
 	out := map[core.Field][]gateLoc{}
 	for _, p := range sortedPaths(files) {
-		if !isYAML(p) || !strings.Contains(string(files[p]), gitops.Annotation) {
+		if !(isYAML(p) || strings.HasSuffix(p, ".tf")) || !strings.Contains(string(files[p]), gitops.Annotation) {
 			continue
 		}
 		listed, err := gitops.ListGates(p, files[p])
@@ -164,14 +164,25 @@ func (p *planner) plan(v core.Verdict) (*Change, string) {
 
 func (p *planner) planYield(v core.Verdict) (*Change, string) {
 	f := v.Field
-	if f.Scheme != core.SchemeKubernetes {
-		return nil, "yielded; Terraform has no sync to pause per attribute, so nothing is written (the next plan shows the difference)"
-	}
 	if _, ok, _ := (gitLookup{p.snap.Git}).GitValue(f); !ok {
+		if f.Scheme == core.SchemeTerraform {
+			return nil, "yielded; Git does not set this attribute, so terraform apply does not revert it: nothing to gate"
+		}
 		return nil, "yielded; Git does not set this field, so no GitOps tool reverts it: nothing to gate"
 	}
 	if locs := p.gated[f]; len(locs) > 0 {
 		return nil, "yielded; already gated in " + locList(locs)
+	}
+	if f.Scheme == core.SchemeTerraform {
+		// Terraform's own per-attribute pause: lifecycle ignore_changes in the resource.
+		file, ok := p.terraformFile(f)
+		if !ok {
+			return nil, fmt.Sprintf("yielded, but no .tf file in %s declares %s: nothing to gate", f.Module, f.Resource)
+		}
+		g := gitops.Gate{Field: f, Until: v.Until, Rule: v.Rule}
+		return p.change(v, ActionGate, []editStep{{file: file, fn: func(path string, b []byte) ([]byte, bool, error) {
+			return gitops.AddTFGate(path, b, g)
+		}}})
 	}
 	pl, ok := p.locate(f)
 	if !ok {
@@ -271,7 +282,11 @@ func (p *planner) terraformFile(f core.Field) (string, bool) {
 	if dir == "" {
 		dir = "."
 	}
-	kind, name, ok := strings.Cut(f.Resource, ".")
+	addr := f.Resource
+	if i := strings.IndexByte(addr, '['); i >= 0 {
+		addr = addr[:i] // an instance of a counted resource is declared by the resource block
+	}
+	kind, name, ok := strings.Cut(addr, ".")
 	if !ok {
 		return "", false
 	}

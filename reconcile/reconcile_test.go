@@ -426,3 +426,59 @@ func TestTimerForNeverFallsDue(t *testing.T) {
 		t.Errorf("no time: the timer is cleared, got %+v", tm)
 	}
 }
+
+// On-call scaling the consumer group by hand during an incident wins for the incident's lifetime:
+// the attribute is gated in Terraform's own way, lifecycle ignore_changes in the resource, and the
+// resume when the claim ends gives back the file's bytes.
+func TestTerraformYieldGatesWithIgnoreChanges(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	// In this repository on-call's live changes are incident responses (a policy change in Git).
+	pol := e.file(".parley/policy.hcl")
+	pol = strings.Replace(pol, `aws_principals = ["arn:aws:sts::*:assumed-role/oncall/*"]`,
+		`aws_principals = ["arn:aws:sts::*:assumed-role/oncall/*"]
+  motivation     = "incident"`, 1)
+	if err := os.WriteFile(filepath.Join(e.dir, ".parley/policy.hcl"), []byte(pol), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.git.Run("commit", "--quiet", "-am", "policy: on-call acts on incidents")
+	tf := e.file("infra/kafka/main.tf")
+	rep := e.ingest(events.SourceCloudTrail, trail("ct-oncall-1", oncallARN, "autoscaling.amazonaws.com", "SetDesiredCapacity", t0,
+		`{"autoScalingGroupName":"kafka-consumer","desiredCapacity":12}`))
+	r := only(t, rep, capacity)
+	if r.Verdict.Decision != core.DecisionYield || r.Change == nil || r.Change.Action != ActionGate || r.Landed == nil || !r.Landed.Committed {
+		t.Fatalf("on-call's 12: %s (%s), change %v: %s", r.Verdict.Decision, r.Verdict.Rule, r.Change != nil, r.Note)
+	}
+	gated := e.file("infra/kafka/main.tf")
+	if !strings.Contains(gated, "  lifecycle {\n    # parley.dev/gates: ") || !strings.Contains(gated, "    ignore_changes = [desired_capacity]\n  }\n}\n") {
+		t.Fatalf("no ignore_changes gate:\n%s", gated)
+	}
+	if tr := commitTrailers(t, e, "HEAD"); !strings.Contains(tr, "Parley-Decision: yield") || !strings.Contains(tr, "Parley-Evidence: cloudtrail ct-oncall-1") {
+		t.Fatalf("trailers:\n%s", tr)
+	}
+	snap := e.snapshot()
+	if fs := GatedFields(snap.Files); len(fs) != 1 || fs[0] != capacity {
+		t.Fatalf("gated fields %v", fs)
+	}
+	// Judged again: the gate is there, nothing more is written.
+	rep, err := e.rec.Recheck(ctx, snap, []core.Field{capacity})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := only(t, rep, capacity); r.Change != nil {
+		t.Fatalf("a second gate was planned: %+v", r.Change.Action)
+	}
+	// The incident claim ends: Git's value stands again and the gate is removed, exactly.
+	e.now = r.Verdict.Until.Add(time.Minute)
+	rep, err = e.rec.Recheck(ctx, e.snapshot(), []core.Field{capacity})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = only(t, rep, capacity)
+	if r.Verdict.Decision != core.DecisionEnforceGit || r.Change == nil || r.Change.Action != ActionResume || !r.Landed.Committed {
+		t.Fatalf("after the claim ended: %s (%s), change %v: %s", r.Verdict.Decision, r.Verdict.Rule, r.Change != nil, r.Note)
+	}
+	if got := e.file("infra/kafka/main.tf"); got != tf {
+		t.Fatalf("resume did not give back the .tf file's bytes:\n%s\nwant:\n%s", got, tf)
+	}
+}

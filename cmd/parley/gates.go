@@ -20,11 +20,13 @@ func newGatesCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "gates [--repo DIR]",
-		Short: "List every per-field gate Parley wrote for Argo CD and Flux, and why",
-		Long: `Gates reads every YAML file of the repository's work tree and lists the per-field gates Parley
-wrote into Argo CD Applications, ApplicationSets and Flux Kustomizations (recorded in their
-parley.dev/gates annotation): the field, the object holding the gate, until when, and the rule that
-decided it. A file that does not parse is reported on stderr and skipped.`,
+		Short: "List every per-field gate Parley wrote for Argo CD, Flux and Terraform, and why",
+		Long: `Gates reads every YAML and Terraform file of the repository's work tree and lists the per-field
+gates Parley wrote: into Argo CD Applications, ApplicationSets and Flux Kustomizations (recorded in
+their parley.dev/gates annotation), and into Terraform resources' lifecycle ignore_changes (recorded
+in a "# parley.dev/gates:" comment in the lifecycle block). For each: the field, the object holding
+the gate, until when, and the rule that decided it. A file that does not parse is reported on stderr
+and skipped.`,
 		Example: `  parley gates --repo ./infra
   parley gates --json`,
 		Args: cobra.NoArgs,
@@ -44,7 +46,7 @@ decided it. A file that does not parse is reported on stderr and skipped.`,
 					}
 					return nil
 				}
-				if ext := strings.ToLower(filepath.Ext(p)); ext != ".yaml" && ext != ".yml" {
+				if ext := strings.ToLower(filepath.Ext(p)); ext != ".yaml" && ext != ".yml" && ext != ".tf" {
 					return nil
 				}
 				data, err := os.ReadFile(p)

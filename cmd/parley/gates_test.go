@@ -32,4 +32,16 @@ func TestGatesCommand(t *testing.T) {
 	if code, out, _ := runIn(t, "", "gates", "--repo", dir, "--json"); code != 0 || !strings.Contains(out, `"file": "argocd/web.yaml"`) {
 		t.Errorf("json: %d %s", code, out)
 	}
+	// A Terraform gate: lifecycle ignore_changes in the resource.
+	tf := "resource \"aws_autoscaling_group\" \"consumer\" {\n  desired_capacity = 6\n}\n"
+	capacity := core.TFField("infra/kafka", "aws_autoscaling_group.consumer", "/desired_capacity")
+	gatedTF, _, err := gitops.AddTFGate("infra/kafka/main.tf", []byte(tf), gitops.Gate{Field: capacity, Rule: "rule.incident-first"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "infra/kafka/main.tf"), string(gatedTF))
+	code, out, _ = runIn(t, "", "gates", "--repo", dir)
+	if code != 0 || !strings.Contains(out, capacity.String()) || !strings.Contains(out, "resource aws_autoscaling_group.consumer") || !strings.Contains(out, "rule.incident-first") {
+		t.Errorf("Terraform gate: exit %d\n%s", code, out)
+	}
 }

@@ -18,9 +18,9 @@ import (
 // holds on each, Git's values of other fields (for bounds), and optionally history.
 type ClaimsFile struct {
 	At        string                     `json:"at,omitempty"`
-	Git       []core.ClaimJSON                `json:"git,omitempty"`
-	Live      []core.ClaimJSON                `json:"live,omitempty"`
-	History   []core.ClaimJSON                `json:"history,omitempty"`
+	Git       []core.ClaimJSON           `json:"git,omitempty"`
+	Live      []core.ClaimJSON           `json:"live,omitempty"`
+	History   []core.ClaimJSON           `json:"history,omitempty"`
 	GitValues map[string]json.RawMessage `json:"git_values,omitempty"`
 }
 

@@ -172,8 +172,13 @@ func AdoptTF(path string, content []byte, f core.Field, v core.Value) ([]byte, b
 		}
 		wt = append(wt, &hclwrite.Token{Type: tk.Type, Bytes: tk.Bytes})
 	}
+	// The new value keeps the old one's distance from "=" and the rest of the line its bytes.
+	if old := attr.Expr().BuildTokens(nil); len(old) > 0 && len(wt) > 0 {
+		wt[0].SpacesBefore = old[0].SpacesBefore
+	}
 	body.SetAttributeRaw(toks[0], wt)
-	return file.Bytes(), true, nil
+	// Not file.Bytes(): that runs hclwrite's formatter over the whole file.
+	return file.BuildTokens(nil).Bytes(), true, nil
 }
 
 func findResource(b *hclwrite.Body, addr string) *hclwrite.Body {

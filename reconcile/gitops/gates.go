@@ -54,7 +54,12 @@ type Target struct {
 	Namespace string `json:"namespace,omitempty"`
 }
 
-func (t Target) String() string { return t.Kind + " " + t.Namespace + "/" + t.Name }
+func (t Target) String() string {
+	if t.Namespace == "" {
+		return t.Kind + " " + t.Name
+	}
+	return t.Kind + " " + t.Namespace + "/" + t.Name
+}
 
 // Gate is one field a GitOps tool is told to leave alone.
 type Gate struct {
@@ -101,9 +106,15 @@ type Listed struct {
 // owns. spec.ignore has no such caveat. A gate already written in another form is moved to the
 // current one. After the edit the Kustomization is decoded with kustomize-controller's own API
 // types (strictly, as the API server would) and must hold the gate, or AddGate refuses.
+//
+// In a Terraform file (.tf) the gate is the resource's lifecycle ignore_changes (AddTFGate); t is
+// then the resource.
 func AddGate(path string, content []byte, t Target, g Gate) (out []byte, changed bool, err error) {
+	if isTerraform(path) {
+		return AddTFGate(path, content, g)
+	}
 	if g.Field.Scheme != core.SchemeKubernetes || g.Field.Path == "" {
-		return nil, false, fmt.Errorf("%s: only Kubernetes object fields can be gated (got %s); Terraform has no GitOps sync to pause", path, g.Field)
+		return nil, false, fmt.Errorf("%s: only Kubernetes object fields can be gated in YAML (got %s); a Terraform attribute is gated in its .tf file", path, g.Field)
 	}
 	if _, err := core.ParseField(g.Field.String()); err != nil {
 		return nil, false, fmt.Errorf("%s: cannot gate an invalid field: %w", path, err)
@@ -162,6 +173,9 @@ func AddGate(path string, content []byte, t Target, g Gate) (out []byte, changed
 // was no such gate. A Flux gate is removed in the form it was written in (Gate.Form), and the
 // edited Kustomization must still decode with kustomize-controller's API types.
 func RemoveGate(path string, content []byte, t Target, f core.Field) (out []byte, changed bool, err error) {
+	if isTerraform(path) {
+		return RemoveTFGate(path, content, f)
+	}
 	return edit(path, content, t, func(obj *yaml.RNode, gates []Gate) ([]Gate, bool, error) {
 		var kept []Gate
 		var gone *Gate
@@ -213,6 +227,9 @@ func writeNodes(nodes []*yaml.RNode) ([]byte, error) {
 
 // ListGates returns every gate recorded in the file's objects.
 func ListGates(path string, content []byte) ([]Listed, error) {
+	if isTerraform(path) {
+		return ListTFGates(path, content)
+	}
 	nodes, err := readNodes(content)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
