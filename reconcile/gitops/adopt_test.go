@@ -141,7 +141,7 @@ func FuzzGateRoundTrip(f *testing.F) {
 		if !strings.HasPrefix(ptr, "/") || strings.ContainsAny(ptr, "\\x00") {
 			return
 		}
-		for _, tgt := range []Target{{"Application", "web", "argocd"}, {"Kustomization", "apps", "flux-system"}} {
+		for _, tgt := range []Target{{"Application", "web", "argocd"}, {"Kustomization", "apps", "flux-system"}, {KindHelmRelease, "web", "flux-system"}} {
 			fld := core.K8sField("apps", "Deployment", "prod", "web", ptr)
 			out, changed, err := AddGate("x.yaml", []byte(doc), tgt, Gate{Field: fld})
 			if err != nil || !changed {

@@ -141,6 +141,8 @@ func AddGate(path string, content []byte, t Target, g Gate) (out []byte, changed
 			if added, err = addArgo(obj, t, g.Field); err == nil {
 				g.AddedSyncOption = added || syncOptionAddedBefore(gates)
 			}
+		case KindHelmRelease:
+			err = addHelmIgnore(obj, g.Field)
 		case "Kustomization":
 			for _, x := range gates {
 				if x.Field == g.Field && x.Form != g.Form {
@@ -164,7 +166,23 @@ func AddGate(path string, content []byte, t Target, g Gate) (out []byte, changed
 		}
 		return append(kept, g), true, nil
 	}
-	verify := func(k fluxTyped) error { return k.holds(g.Form, g.Field) }
+	verify := func(n *yaml.RNode) error {
+		switch t.Kind {
+		case "Kustomization":
+			k, err := decodeFlux(n)
+			if err != nil {
+				return err
+			}
+			return k.holds(g.Form, g.Field)
+		case KindHelmRelease:
+			h, err := decodeHelm(n)
+			if err != nil {
+				return err
+			}
+			return h.holds(g.Field)
+		}
+		return nil
+	}
 	return edit(path, content, t, fn, verify)
 }
 
@@ -198,6 +216,8 @@ func RemoveGate(path string, content []byte, t Target, f core.Field) (out []byte
 			}
 		case "Kustomization":
 			err = removeFlux(obj, gone.Form, f)
+		case KindHelmRelease:
+			err = removeHelmIgnore(obj, f)
 		}
 		return kept, true, err
 	}, nil)
@@ -262,7 +282,7 @@ func readGates(n *yaml.RNode) ([]Gate, error) {
 // edit applies fn to the target object and rewrites the file only if fn changed something. A
 // Kustomization must decode with kustomize-controller's types before and after the edit, and
 // verify, if not nil, checks the decoded result: Parley never writes what the controller rejects.
-func edit(path string, content []byte, t Target, fn func(*yaml.RNode, []Gate) ([]Gate, bool, error), verify func(fluxTyped) error) ([]byte, bool, error) {
+func edit(path string, content []byte, t Target, fn func(*yaml.RNode, []Gate) ([]Gate, bool, error), verify func(*yaml.RNode) error) ([]byte, bool, error) {
 	nodes, err := readNodes(content)
 	if err != nil {
 		return nil, false, fmt.Errorf("%s: %w", path, err)
@@ -275,10 +295,8 @@ func edit(path string, content []byte, t Target, fn func(*yaml.RNode, []Gate) ([
 		if err != nil {
 			return nil, false, fmt.Errorf("%s: %s: %w", path, t, err)
 		}
-		if t.Kind == "Kustomization" {
-			if _, err := decodeFlux(n); err != nil {
-				return nil, false, fmt.Errorf("%s: %s: not gated, as found in the file: %w", path, t, err)
-			}
+		if err := decodeTyped(t.Kind, n); err != nil {
+			return nil, false, fmt.Errorf("%s: %s: not gated, as found in the file: %w", path, t, err)
 		}
 		gates, changed, err := fn(n, gates)
 		if err != nil {
@@ -290,14 +308,12 @@ func edit(path string, content []byte, t Target, fn func(*yaml.RNode, []Gate) ([
 		if err := writeGates(n, gates); err != nil {
 			return nil, false, fmt.Errorf("%s: %s: %w", path, t, err)
 		}
-		if t.Kind == "Kustomization" {
-			k, err := decodeFlux(n)
-			if err == nil && verify != nil {
-				err = verify(k)
-			}
-			if err != nil {
-				return nil, false, fmt.Errorf("%s: %s: refusing the edit, which kustomize-controller would not take as meant: %w", path, t, err)
-			}
+		err = decodeTyped(t.Kind, n)
+		if err == nil && verify != nil {
+			err = verify(n)
+		}
+		if err != nil {
+			return nil, false, fmt.Errorf("%s: %s: refusing the edit, which the controller would not take as meant: %w", path, t, err)
 		}
 		out, err := writeNodes(nodes)
 		if err != nil {
@@ -306,6 +322,18 @@ func edit(path string, content []byte, t Target, fn func(*yaml.RNode, []Gate) ([
 		return out, true, nil
 	}
 	return nil, false, fmt.Errorf("%s: no %s in the file", path, t)
+}
+
+// decodeTyped decodes a Flux object with its controller's API types, strictly; other kinds pass.
+func decodeTyped(kind string, n *yaml.RNode) error {
+	var err error
+	switch kind {
+	case "Kustomization":
+		_, err = decodeFlux(n)
+	case KindHelmRelease:
+		_, err = decodeHelm(n)
+	}
+	return err
 }
 
 func writeGates(n *yaml.RNode, gates []Gate) error {
@@ -516,7 +544,13 @@ func exactTarget(e *yaml.RNode, f core.Field) bool {
 }
 
 func addFluxIgnore(obj *yaml.RNode, f core.Field) error {
-	list, err := obj.Pipe(yaml.LookupCreate(yaml.SequenceNode, "spec", "ignore"))
+	return addIgnoreRule(obj, []string{"spec", "ignore"}, f)
+}
+
+// addIgnoreRule adds f's pointer to the list of ignore rules at path (Kustomization spec.ignore,
+// HelmRelease spec.driftDetection.ignore): to the rule selecting exactly f's object, or a new one.
+func addIgnoreRule(obj *yaml.RNode, path []string, f core.Field) error {
+	list, err := obj.Pipe(yaml.LookupCreate(yaml.SequenceNode, path...))
 	if err != nil {
 		return err
 	}
@@ -553,7 +587,13 @@ func addFluxIgnore(obj *yaml.RNode, f core.Field) error {
 }
 
 func removeFluxIgnore(obj *yaml.RNode, f core.Field) error {
-	list, err := obj.Pipe(yaml.Lookup("spec", "ignore"))
+	return removeIgnoreRule(obj, []string{"spec", "ignore"}, f)
+}
+
+// removeIgnoreRule removes f's pointer from the rule at path selecting exactly f's object, the rule
+// once empty, and the list once empty.
+func removeIgnoreRule(obj *yaml.RNode, path []string, f core.Field) error {
+	list, err := obj.Pipe(yaml.Lookup(path...))
 	if err != nil || list == nil {
 		return err
 	}
@@ -572,7 +612,7 @@ func removeFluxIgnore(obj *yaml.RNode, f core.Field) error {
 	}
 	list.YNode().Content = keep
 	if len(keep) == 0 {
-		return clearField(obj, []string{"spec"}, "ignore")
+		return clearField(obj, path[:len(path)-1], path[len(path)-1])
 	}
 	return nil
 }
