@@ -164,7 +164,7 @@ func (p *planner) plan(v core.Verdict) (*Change, string) {
 
 func (p *planner) planYield(v core.Verdict) (*Change, string) {
 	f := v.Field
-	if _, ok, _ := (gitLookup{p.snap.Git}).GitValue(f); !ok {
+	if _, ok, _ := (gitLookup{p.snap.Git}).GitValue(f); !ok && !p.rendered(f) {
 		if f.Scheme == core.SchemeTerraform {
 			return nil, "yielded; Git does not set this attribute, so terraform apply does not revert it: nothing to gate"
 		}
@@ -247,6 +247,10 @@ func (p *planner) planAdopt(v core.Verdict) (*Change, string) {
 		if !ok {
 			return nil, fmt.Sprintf("adopted, but no manifest in the repository defines %s: nothing to write", objectName(f))
 		}
+		if pl.Chart != "" {
+			return nil, fmt.Sprintf("adopted, but %s is rendered from the Helm chart %s (%s): Parley does not write release values yet, so nothing is written; set the value in the release's values by hand",
+				objectName(f), pl.Chart, pl.Manifest)
+		}
 		steps = append(steps, editStep{file: pl.Manifest, fn: func(path string, b []byte) ([]byte, bool, error) {
 			return gitops.AdoptYAML(path, b, f, val)
 		}})
@@ -267,6 +271,15 @@ func (p *planner) planAdopt(v core.Verdict) (*Change, string) {
 		}})
 	}
 	return p.change(v, ActionAdopt, steps)
+}
+
+// rendered reports whether a chart in the repository renders f with a value for a release.
+func (p *planner) rendered(f core.Field) bool {
+	if p.inv == nil {
+		return false
+	}
+	_, ok := p.inv.RenderedValue(f)
+	return ok
 }
 
 func (p *planner) locate(f core.Field) (gitops.Placement, bool) {

@@ -159,7 +159,7 @@ func (r *Reconciler) Ingest(ctx context.Context, snap Snapshot, b events.Batch) 
 		return ""
 	}
 	gitValue := func(f core.Field) (core.Value, bool) {
-		c, ok, err := snap.Git.Current(f)
+		c, ok, err := snap.gitClaim(f)
 		if err != nil || !ok || c.Value.Absent() {
 			return core.Value{}, false
 		}
@@ -269,7 +269,7 @@ func (r *Reconciler) judge(ctx context.Context, snap Snapshot, f core.Field, fre
 	}
 	live := latestPerActor(append(standing, fresh...))
 	in := arbiter.Input{Field: f, Live: live, Now: now, Lookup: gitLookup{snap.Git}}
-	if c, ok, err := snap.Git.Current(f); err != nil {
+	if c, ok, err := snap.gitClaim(f); err != nil {
 		return core.Verdict{}, fmt.Errorf("Git's claim on %s: %w", f, err)
 	} else if ok {
 		in.Git = &c

@@ -17,6 +17,7 @@ import (
 	"github.com/parleyhq/parley/internal/gittest"
 	"github.com/parleyhq/parley/reconcile/driftstate"
 	"github.com/parleyhq/parley/reconcile/events"
+	"github.com/parleyhq/parley/reconcile/gitops"
 	"github.com/parleyhq/parley/trailers/ledger"
 )
 
@@ -480,5 +481,103 @@ func TestTerraformYieldGatesWithIgnoreChanges(t *testing.T) {
 	}
 	if got := e.file("infra/kafka/main.tf"); got != tf {
 		t.Fatalf("resume did not give back the .tf file's bytes:\n%s\nwant:\n%s", got, tf)
+	}
+}
+
+// addShopChart commits a chart in the repository and a Flux HelmRelease installing it into prod:
+// the release's Deployment is named by the chart (shop-api), not by any manifest in Git.
+func addShopChart(t *testing.T, e *env, driftDetection string) {
+	t.Helper()
+	files := map[string]string{
+		"charts/shop/Chart.yaml":             "apiVersion: v2\nname: shop\nversion: 1.2.0\n",
+		"charts/shop/values.yaml":            "replicaCount: 2\nimage: registry.example.com/shop/api:2.0.0\n",
+		"charts/shop/templates/_helpers.tpl": "{{- define \"shop.name\" -}}{{ .Chart.Name }}-api{{- end }}\n",
+		"charts/shop/templates/NOTES.txt":    "shop {{ .Release.Name }} installed\n",
+		"charts/shop/templates/deployment.yaml": `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {{ include "shop.name" . }}
+  labels:
+    app.kubernetes.io/instance: {{ .Release.Name }}
+spec:
+  replicas: {{ .Values.replicaCount }}
+  template:
+    spec:
+      containers:
+        - name: api
+          image: {{ .Values.image }}
+`,
+		"clusters/prod/shop.yaml": `apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata:
+  name: shop
+  namespace: flux-system
+spec:
+  interval: 10m
+  targetNamespace: prod
+  chart:
+    spec:
+      chart: ./charts/shop
+      sourceRef:
+        kind: GitRepository
+        name: flux-system
+` + driftDetection + `  values:
+    replicaCount: 4
+`,
+	}
+	for p, c := range files {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(e.dir, p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(e.dir, p), []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.git.Run("add", "-A")
+	e.git.Run("commit", "--quiet", "-m", "Install the shop chart")
+}
+
+// A Deployment that only a chart in the repository defines: the HPA scales it, the verdict yields,
+// and the gate goes where helm-controller reads it, spec.driftDetection.ignore of the HelmRelease
+// that installs it; the resume gives back the HelmRelease's bytes.
+func TestHelmReleaseObjectGatesInDriftDetection(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	addShopChart(t, e, "  driftDetection:\n    mode: enabled\n")
+	shopReplicas := core.K8sField("apps", "Deployment", "prod", "shop-api", "/spec/replicas")
+	inv := e.snapshot().inventory()
+	pl, ok := inv.Locate(shopReplicas)
+	if !ok || pl.Manifest != "charts/shop/templates/deployment.yaml" || pl.Chart != "charts/shop" || len(pl.Managers) != 1 ||
+		pl.Managers[0].Target != (gitops.Target{Kind: "HelmRelease", Name: "shop", Namespace: "flux-system"}) {
+		t.Fatalf("placement of the chart's Deployment: %+v, %v", pl, ok)
+	}
+	original := e.file("clusters/prod/shop.yaml")
+	scaleShop := strings.ReplaceAll(scale("hpa-shop-1", hpaUser, t0, 9), "deployments/web/scale", "deployments/shop-api/scale")
+	scaleShop = strings.ReplaceAll(scaleShop, `"name":"web"`, `"name":"shop-api"`)
+	rep := e.ingest(events.SourceK8sAudit, auditList(scaleShop))
+	r := only(t, rep, shopReplicas)
+	if r.Verdict.Decision != core.DecisionYield || r.Change == nil || r.Change.Action != ActionGate || r.Landed == nil || !r.Landed.Committed {
+		t.Fatalf("HPA on the chart's Deployment: %s (%s), change %v: %s", r.Verdict.Decision, r.Verdict.Rule, r.Change != nil, r.Note)
+	}
+	gated := e.file("clusters/prod/shop.yaml")
+	for _, want := range []string{"    mode: enabled\n    ignore:\n", "- /spec/replicas", "name: shop-api", "namespace: prod", "parley.dev/gates:"} {
+		if !strings.Contains(gated, want) {
+			t.Fatalf("the HelmRelease lacks %q:\n%s", want, gated)
+		}
+	}
+	if fs := GatedFields(e.snapshot().Files); len(fs) != 1 || fs[0] != shopReplicas {
+		t.Fatalf("gated fields %v", fs)
+	}
+	// The HPA's claim ends (traffic claims last an hour): the gate is removed, exactly.
+	e.now = r.Verdict.Until.Add(time.Minute)
+	rep, err := e.rec.Recheck(ctx, e.snapshot(), []core.Field{shopReplicas})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := only(t, rep, shopReplicas); r.Change == nil || r.Change.Action != ActionResume || !r.Landed.Committed {
+		t.Fatalf("after the claim ended: %s (%s), change %v: %s", r.Verdict.Decision, r.Verdict.Rule, r.Change != nil, r.Note)
+	}
+	if got := e.file("clusters/prod/shop.yaml"); got != original {
+		t.Fatalf("resume did not give back the HelmRelease's bytes:\n%s\nwant:\n%s", got, original)
 	}
 }

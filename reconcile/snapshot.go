@@ -12,6 +12,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
 
+	"github.com/parleyhq/parley/core"
 	"github.com/parleyhq/parley/policy"
 	"github.com/parleyhq/parley/reconcile/gitops"
 	"github.com/parleyhq/parley/trailers/ledger"
@@ -80,10 +81,13 @@ func readTree(repo *git.Repository, hash plumbing.Hash) (map[string][]byte, erro
 	return files, err
 }
 
+// wanted: manifests, Terraform, the policy, and what Helm needs to render a chart in the
+// repository (template helpers, the values schema, .helmignore).
 func wanted(name string) bool {
 	n := strings.ToLower(name)
 	return strings.HasSuffix(n, ".yaml") || strings.HasSuffix(n, ".yml") || strings.HasSuffix(n, ".tf") ||
-		strings.HasSuffix(n, ".hcl") || strings.HasSuffix(n, "/kustomization") || n == "kustomization"
+		strings.HasSuffix(n, ".hcl") || strings.HasSuffix(n, "/kustomization") || n == "kustomization" ||
+		strings.HasSuffix(n, ".tpl") || strings.HasSuffix(n, "/values.schema.json") || strings.HasSuffix(n, "/.helmignore")
 }
 
 // ErrNoPolicy is returned when the snapshot has no policy file: without one nothing is judged.
@@ -173,6 +177,28 @@ type derived struct {
 }
 
 // inventory discovers the snapshot's Argo CD and Flux managers, once per commit.
+// gitClaim is the claim Git holds on f: the ledger's, or for a field no manifest spells but a chart
+// in the repository renders for a release, the rendered value as Git's (baseline) claim, with the
+// snapshot's commit as evidence. The ledger reads files as written, so it cannot see such a field.
+func (s Snapshot) gitClaim(f core.Field) (core.Claim, bool, error) {
+	c, ok, err := s.Git.Current(f)
+	if err != nil || ok {
+		return c, ok, err
+	}
+	inv := s.inventory()
+	if inv == nil {
+		return core.Claim{}, false, nil
+	}
+	v, ok := inv.RenderedValue(f)
+	if !ok {
+		return core.Claim{}, false, nil
+	}
+	pl, _ := inv.Locate(f)
+	return core.Claim{Field: f, Value: v, Intent: core.IntentBaseline,
+		Actor:    core.Actor{Identity: core.Identity{Source: core.SourceGitAuthor, Name: "rendered from " + pl.Manifest}},
+		Evidence: core.Evidence{Source: "git", Commit: s.Head}}, true, nil
+}
+
 func (s Snapshot) inventory() *gitops.Inventory {
 	if s.derive == nil {
 		inv, _ := gitops.Discover(s.Files) // files it cannot read are skipped; parley gates shows them

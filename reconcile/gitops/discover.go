@@ -7,6 +7,7 @@ import (
 	"io"
 	"path"
 	"sort"
+	"strconv"
 	"strings"
 
 	yamlv3 "go.yaml.in/yaml/v3"
@@ -25,6 +26,10 @@ type Manager struct {
 type Placement struct {
 	Manifest string    // repository-relative file defining the object
 	Managers []Manager // every manager that applies this file, sorted by File then Target
+	// Chart is the chart directory when Manifest is a Helm template that Discover rendered for a
+	// release (a HelmRelease, an Argo CD Helm source): the object's fields come from the template
+	// and the release's values, not from Manifest as written.
+	Chart string
 }
 
 // Inventory is what Discover found. Immutable, safe for concurrent use.
@@ -56,6 +61,8 @@ type placed struct {
 	file     string
 	doc      int // index among the file's object documents
 	managers []int
+	chart    string       // set for an object rendered from a Helm chart
+	node     *yamlv3.Node // the rendered object, for an object rendered from a Helm chart
 }
 
 // Discover reads a repository's files (repository-relative slash path -> content; non-YAML files are ignored except as noted)
@@ -162,11 +169,51 @@ func (inv *Inventory) Locate(obj core.Field) (Placement, bool) {
 	if p == nil {
 		return Placement{}, false
 	}
-	out := Placement{Manifest: p.file}
+	out := Placement{Manifest: p.file, Chart: p.chart}
 	for _, i := range p.managers {
 		out.Managers = append(out.Managers, inv.managers[i].clone())
 	}
 	return out, true
+}
+
+// RenderedValue returns the value a chart renders for f (a field of an object Discover rendered
+// from a Helm chart in the repository for a release): Git sets that field, through the chart and
+// the release's values, though no manifest in Git spells it. It is false for anything else.
+func (inv *Inventory) RenderedValue(f core.Field) (core.Value, bool) {
+	if f.Scheme != core.SchemeKubernetes {
+		return core.Value{}, false
+	}
+	p := inv.objects[objectKey{f.Group, f.Kind, f.Namespace, f.Name}]
+	if p == nil || p.node == nil {
+		return core.Value{}, false
+	}
+	n := p.node
+	for _, tok := range f.PointerTokens() {
+		switch n.Kind {
+		case yamlv3.MappingNode:
+			n = field(n, tok)
+		case yamlv3.SequenceNode:
+			i, err := strconv.Atoi(tok)
+			if err != nil || i < 0 || i >= len(n.Content) {
+				return core.Value{}, false
+			}
+			n = n.Content[i]
+		default:
+			return core.Value{}, false
+		}
+		if n == nil {
+			return core.Value{}, false
+		}
+	}
+	var v any
+	if err := n.Decode(&v); err != nil {
+		return core.Value{}, false
+	}
+	val, err := core.JSONValue(v)
+	if err != nil {
+		return core.Value{}, false
+	}
+	return val, true
 }
 
 func (m Manager) clone() Manager {
@@ -260,7 +307,8 @@ type applying struct {
 
 type managerDoc struct {
 	Manager
-	roots []root // unsorted, one per source
+	roots []root        // unsorted, one per source
+	helm  []*helmSource // releases of charts in the repository it installs
 }
 
 // root is a directory a manager applies, and how.
@@ -303,9 +351,10 @@ type fluxSpec struct {
 }
 
 type argoSource struct {
-	Path      string `yaml:"path"`
-	Chart     string `yaml:"chart"`
-	Ref       string `yaml:"ref"`
+	Path      string   `yaml:"path"`
+	Chart     string   `yaml:"chart"`
+	Ref       string   `yaml:"ref"`
+	Helm      argoHelm `yaml:"helm"`
 	Directory struct {
 		Recurse bool `yaml:"recurse"`
 	} `yaml:"directory"`
@@ -473,6 +522,14 @@ func (d *discovery) readManager(file string, doc document) error {
 			}
 		}
 		m.roots = []root{{dir: repoDir(s.Path), override: s.TargetNamespace, generator: true}}
+	case doc.key.kind == KindHelmRelease && doc.key.group == helmGroup:
+		h, err := d.fluxHelmRelease(file, doc)
+		if err != nil {
+			d.problem("%s: HelmRelease %s/%s: %v", file, doc.key.namespace, doc.key.name, err)
+		} else {
+			m.helm = append(m.helm, h)
+			m.roots = []root{{dir: h.chartDir}}
+		}
 	case doc.key.kind == "Application" && doc.key.group == "argoproj.io":
 		var s argoAppSpec
 		if spec != nil {
@@ -485,6 +542,14 @@ func (d *discovery) readManager(file string, doc document) error {
 				return fmt.Errorf("path %q is templated, which only an ApplicationSet resolves", src.Path)
 			}
 			m.roots = append(m.roots, root{dir: repoDir(src.Path), fill: s.Destination.Namespace, recurse: src.Directory.Recurse, kustomize: src.Kustomize.Namespace})
+			if _, chart := d.files[path.Join(repoDir(src.Path), "Chart.yaml")]; chart {
+				h, err := d.argoHelmSource(doc.key.name, src, s.Destination.Namespace)
+				if err != nil {
+					d.problem("%s: Application %s/%s: Helm source %s: %v; its objects are not rendered", file, doc.key.namespace, doc.key.name, src.Path, err)
+					continue
+				}
+				m.helm = append(m.helm, h)
+			}
 		}
 	case doc.key.kind == "ApplicationSet" && doc.key.group == "argoproj.io":
 		var s argoSetSpec
@@ -793,10 +858,43 @@ func (d *discovery) build() *Inventory {
 			}
 		}
 	}
+	for i, m := range d.managers {
+		for _, h := range m.helm {
+			docs, err := d.render(h)
+			if err != nil {
+				d.problem("%s: %s %s/%s: %v; its objects are not in the inventory", m.File, m.Target.Kind, m.Target.Namespace, m.Target.Name, err)
+				continue
+			}
+			perTemplate := map[string]int{}
+			for _, r := range docs {
+				d.placeRendered(inv, r, perTemplate[r.template], i, h.chartDir)
+				perTemplate[r.template]++
+			}
+		}
+	}
 	for _, p := range inv.objects {
 		sort.Ints(p.managers) // managers are sorted by File, then Target
 	}
 	return inv
+}
+
+// placeRendered indexes an object a chart rendered for a manager's release.
+func (d *discovery) placeRendered(inv *Inventory, r renderedDoc, doc, manager int, chart string) {
+	p := inv.objects[r.doc.key]
+	if p == nil {
+		inv.objects[r.doc.key] = &placed{file: r.template, doc: doc, managers: []int{manager}, chart: chart, node: r.doc.node}
+		return
+	}
+	if p.file != r.template || p.doc != doc {
+		d.problem("%s and %s both define %s; %s counts", p.file, r.template, r.doc.key, p.file)
+		return
+	}
+	for _, m := range p.managers {
+		if m == manager {
+			return
+		}
+	}
+	p.managers = append(p.managers, manager)
 }
 
 // applied is the identity an object gets when a manager applies it.

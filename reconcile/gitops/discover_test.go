@@ -266,7 +266,7 @@ func TestDiscoverCases(t *testing.T) {
 			want:  []want{{core.K8sField("apps", "Deployment", "x", "a", ""), "apps/a.yaml", 2}},
 		},
 		{
-			name: "Argo CD recurse, multiple sources, Helm sources skipped",
+			name: "Argo CD recurse, multiple sources, a remote chart skipped, a chart in the repository rendered",
 			files: map[string]string{
 				"app.yaml": `apiVersion: argoproj.io/v1alpha1
 kind: Application
@@ -288,14 +288,18 @@ spec:
   destination:
     namespace: team
 `,
-				"deep/x/y/d.yaml":        deploy("d", ""),
-				"chart/Chart.yaml":       "apiVersion: v2\nname: chart\n",
-				"chart/values.yaml":      "replicas: 1\n",
-				"chart/templates/x.yaml": "{{ template \"x\" }}\n",
+				"deep/x/y/d.yaml":           deploy("d", ""),
+				"chart/Chart.yaml":          "apiVersion: v2\nname: chart\nversion: 0.1.0\n",
+				"chart/values.yaml":         "replicas: 1\n",
+				"chart/templates/_x.tpl":    "{{ define \"x\" }}app: {{ .Release.Name }}{{ end }}\n",
+				"chart/templates/x.yaml":    "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {{ .Release.Name }}-web\n  labels:\n    {{ include \"x\" . }}\nspec:\n  replicas: {{ .Values.replicas }}\n",
+				"chart/templates/NOTES.txt": "Installed {{ .Release.Name }}.\n",
 			},
 			paths: map[string][]string{"multi": {"chart", "deep"}},
 			want: []want{
 				{core.K8sField("apps", "Deployment", "team", "d", ""), "deep/x/y/d.yaml", 1},
+				// The chart's Deployment, under the name the release gives it, in the destination namespace.
+				{core.K8sField("apps", "Deployment", "team", "multi-web", ""), "chart/templates/x.yaml", 1},
 			},
 		},
 		{

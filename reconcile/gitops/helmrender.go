@@ -1,0 +1,195 @@
+package gitops
+
+import (
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+
+	yamlv3 "go.yaml.in/yaml/v3"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/engine"
+)
+
+// A chart that lives in the repository is rendered with the Helm SDK (helm.sh/helm/v3 v3.22.0),
+// as helm-controller or Argo CD's repo server would render it for the release: its templates,
+// the release's values over the chart's, the release name and namespace. Nothing is fetched:
+// a chart from a chart repository or an OCI registry, or a dependency that is not unpacked in the
+// chart's charts/ directory, is not rendered, and its objects are not in the inventory.
+
+// helmSource is a release of a chart: what a HelmRelease or an Argo CD Helm source asks Helm for.
+type helmSource struct {
+	chartDir    string         // repository directory holding Chart.yaml
+	releaseName string         // the release's name
+	namespace   string         // the namespace namespaced objects without one go into
+	values      map[string]any // the release's values, over the chart's values.yaml
+}
+
+// fluxHelmSpec is the part of a HelmRelease (helm.toolkit.fluxcd.io/v2) discovery reads.
+type fluxHelmSpec struct {
+	ReleaseName     string `yaml:"releaseName"`
+	TargetNamespace string `yaml:"targetNamespace"`
+	Chart           struct {
+		Spec struct {
+			Chart     string `yaml:"chart"`
+			SourceRef struct {
+				Kind string `yaml:"kind"`
+			} `yaml:"sourceRef"`
+		} `yaml:"spec"`
+	} `yaml:"chart"`
+	ChartRef *struct {
+		Kind string `yaml:"kind"`
+	} `yaml:"chartRef"`
+	Values     map[string]any `yaml:"values"`
+	ValuesFrom []any          `yaml:"valuesFrom"`
+}
+
+// argoHelm is an Argo CD source's helm section.
+type argoHelm struct {
+	ReleaseName  string         `yaml:"releaseName"`
+	ValueFiles   []string       `yaml:"valueFiles"`
+	Values       string         `yaml:"values"`
+	ValuesObject map[string]any `yaml:"valuesObject"`
+	Parameters   []struct {
+		Name  string `yaml:"name"`
+		Value string `yaml:"value"`
+	} `yaml:"parameters"`
+}
+
+// fluxHelmRelease reads a HelmRelease: the release of a chart in this repository, or why it is
+// not rendered.
+func (d *discovery) fluxHelmRelease(file string, doc document) (*helmSource, error) {
+	var s fluxHelmSpec
+	if spec := field(doc.node, "spec"); spec != nil {
+		if err := spec.Decode(&s); err != nil {
+			return nil, fmt.Errorf("spec: %w", err)
+		}
+	}
+	if s.ChartRef != nil {
+		return nil, fmt.Errorf("its chart comes from a %s (spec.chartRef), which Parley does not fetch: its objects are not rendered", s.ChartRef.Kind)
+	}
+	if k := s.Chart.Spec.SourceRef.Kind; k != "GitRepository" {
+		return nil, fmt.Errorf("its chart %q comes from a %s, which Parley does not fetch: its objects are not rendered", s.Chart.Spec.Chart, k)
+	}
+	dir := repoDir(s.Chart.Spec.Chart)
+	if _, ok := d.files[path.Join(dir, "Chart.yaml")]; !ok {
+		return nil, fmt.Errorf("its chart %s has no Chart.yaml in this repository: its objects are not rendered", dir)
+	}
+	if len(s.ValuesFrom) > 0 {
+		d.problem("%s: HelmRelease %s/%s: spec.valuesFrom is read from the cluster, which Parley cannot; rendered with spec.values only", file, doc.key.namespace, doc.key.name)
+	}
+	ns := doc.key.namespace
+	if s.TargetNamespace != "" {
+		ns = s.TargetNamespace
+	}
+	name := s.ReleaseName
+	if name == "" {
+		// helm-controller's default: the HelmRelease's name, prefixed with the target namespace.
+		name = doc.key.name
+		if s.TargetNamespace != "" {
+			name = s.TargetNamespace + "-" + doc.key.name
+		}
+	}
+	return &helmSource{chartDir: dir, releaseName: name, namespace: ns, values: s.Values}, nil
+}
+
+// argoHelmSource reads an Argo CD source whose path is a chart in this repository.
+func (d *discovery) argoHelmSource(app string, src argoSource, destNS string) (*helmSource, error) {
+	dir := repoDir(src.Path)
+	vals := map[string]any{}
+	for _, vf := range src.Helm.ValueFiles {
+		p := path.Join(dir, vf)
+		b, ok := d.files[p]
+		if !ok {
+			return nil, fmt.Errorf("value file %s is not in the repository", p)
+		}
+		var m map[string]any
+		if err := yamlv3.Unmarshal(b, &m); err != nil {
+			return nil, fmt.Errorf("value file %s: %w", p, err)
+		}
+		vals = chartutil.CoalesceTables(m, vals)
+	}
+	if src.Helm.Values != "" {
+		var m map[string]any
+		if err := yamlv3.Unmarshal([]byte(src.Helm.Values), &m); err != nil {
+			return nil, fmt.Errorf("helm.values: %w", err)
+		}
+		vals = chartutil.CoalesceTables(m, vals)
+	}
+	if src.Helm.ValuesObject != nil {
+		vals = chartutil.CoalesceTables(src.Helm.ValuesObject, vals)
+	}
+	if len(src.Helm.Parameters) > 0 {
+		return nil, fmt.Errorf("helm.parameters are not applied by Parley's rendering")
+	}
+	name := src.Helm.ReleaseName
+	if name == "" {
+		name = app
+	}
+	return &helmSource{chartDir: dir, releaseName: name, namespace: destNS, values: vals}, nil
+}
+
+// renderedDoc is one object a chart renders, with the template that produced it.
+type renderedDoc struct {
+	template string // repository path of the template
+	doc      document
+}
+
+// render renders a release of a chart in the repository.
+func (d *discovery) render(h *helmSource) ([]renderedDoc, error) {
+	var files []*loader.BufferedFile
+	prefix := h.chartDir + "/"
+	if h.chartDir == "." {
+		prefix = ""
+	}
+	for name, b := range d.files {
+		if strings.HasPrefix(name, prefix) {
+			files = append(files, &loader.BufferedFile{Name: strings.TrimPrefix(name, prefix), Data: b})
+		}
+	}
+	sort.Slice(files, func(i, j int) bool { return files[i].Name < files[j].Name })
+	chrt, err := loader.LoadFiles(files)
+	if err != nil {
+		return nil, fmt.Errorf("load chart %s: %w", h.chartDir, err)
+	}
+	vals, err := chartutil.ToRenderValues(chrt, h.values, chartutil.ReleaseOptions{Name: h.releaseName, Namespace: h.namespace, IsInstall: true, Revision: 1}, chartutil.DefaultCapabilities)
+	if err != nil {
+		return nil, fmt.Errorf("values for chart %s: %w", h.chartDir, err)
+	}
+	out, err := engine.Render(chrt, vals)
+	if err != nil {
+		return nil, fmt.Errorf("render chart %s: %w", h.chartDir, err)
+	}
+	names := make([]string, 0, len(out))
+	for n := range out {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var docs []renderedDoc
+	for _, n := range names {
+		if !strings.HasSuffix(n, ".yaml") && !strings.HasSuffix(n, ".yml") {
+			continue // NOTES.txt and the like
+		}
+		if strings.HasPrefix(path.Base(n), "_") || strings.TrimSpace(out[n]) == "" {
+			continue
+		}
+		// Engine keys are <chart name>/templates/...; subcharts <chart>/charts/<sub>/templates/...
+		rel := n
+		if i := strings.IndexByte(n, '/'); i >= 0 {
+			rel = n[i+1:]
+		}
+		tmpl := path.Join(h.chartDir, rel)
+		parsed, err := readDocuments([]byte(out[n]))
+		if err != nil {
+			return nil, fmt.Errorf("chart %s: %s renders YAML that does not parse: %w", h.chartDir, tmpl, err)
+		}
+		for _, doc := range parsed {
+			if doc.key.namespace == "" && !clusterScoped(doc.key.group, doc.key.kind) {
+				doc.key.namespace = h.namespace
+			}
+			docs = append(docs, renderedDoc{template: tmpl, doc: doc})
+		}
+	}
+	return docs, nil
+}
