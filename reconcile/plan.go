@@ -247,6 +247,10 @@ func (p *planner) planAdopt(v core.Verdict) (*Change, string) {
 		if !ok {
 			return nil, fmt.Sprintf("adopted, but no manifest in the repository defines %s: nothing to write", objectName(f))
 		}
+		if pl.Built != "" && pl.Built != "." && !strings.HasPrefix(pl.Manifest, pl.Built+"/") {
+			return nil, fmt.Sprintf("adopted, but %s comes from %s, outside the overlay %s that builds it, and other builds may share it: Parley writes an adoption only into the overlay's own files and does not write overlay patches yet, so nothing is written",
+				objectName(f), pl.Manifest, pl.Built)
+		}
 		if pl.Chart != "" {
 			return nil, fmt.Sprintf("adopted, but %s is rendered from the Helm chart %s (%s): Parley does not write release values yet, so nothing is written; set the value in the release's values by hand",
 				objectName(f), pl.Chart, pl.Manifest)

@@ -581,3 +581,59 @@ func TestHelmReleaseObjectGatesInDriftDetection(t *testing.T) {
 		t.Fatalf("resume did not give back the HelmRelease's bytes:\n%s\nwant:\n%s", got, original)
 	}
 }
+
+// A staging overlay renames the prod Deployment (namePrefix) into its own namespace: the HPA
+// scaling staging/staging-web is gated in the staging Kustomization under the name the cluster
+// knows, and the resume gives back its bytes.
+func TestOverlayObjectGatesUnderItsBuiltName(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	files := map[string]string{
+		"k8s/staging/kustomization.yaml": "namePrefix: staging-\nnamespace: staging\nresources:\n  - ../prod/web.yaml\n",
+		"clusters/staging/apps.yaml": "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: staging\n  namespace: flux-system\n" +
+			"spec:\n  interval: 10m\n  path: ./k8s/staging\n  prune: true\n  sourceRef:\n    kind: GitRepository\n    name: flux-system\n",
+	}
+	for p, c := range files {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(e.dir, p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(e.dir, p), []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.git.Run("add", "-A")
+	e.git.Run("commit", "--quiet", "-m", "Add a staging overlay")
+	staging := core.K8sField("apps", "Deployment", "staging", "staging-web", "/spec/replicas")
+	pl, ok := e.snapshot().inventory().Locate(staging)
+	if !ok || pl.Manifest != "k8s/prod/web.yaml" || pl.Built != "k8s/staging" || len(pl.Managers) != 1 || pl.Managers[0].Target.Name != "staging" {
+		t.Fatalf("placement of the staging Deployment: %+v, %v", pl, ok)
+	}
+	original, prod := e.file("clusters/staging/apps.yaml"), e.file("clusters/prod/apps.yaml")
+	ev := strings.ReplaceAll(scale("hpa-stg-1", hpaUser, t0, 5), "namespaces/prod/deployments/web/scale", "namespaces/staging/deployments/staging-web/scale")
+	ev = strings.ReplaceAll(ev, `"namespace":"prod","name":"web"`, `"namespace":"staging","name":"staging-web"`)
+	rep := e.ingest(events.SourceK8sAudit, auditList(ev))
+	r := only(t, rep, staging)
+	if r.Verdict.Decision != core.DecisionYield || r.Change == nil || r.Change.Action != ActionGate || r.Landed == nil || !r.Landed.Committed {
+		t.Fatalf("HPA on staging-web: %s (%s), change %v: %s", r.Verdict.Decision, r.Verdict.Rule, r.Change != nil, r.Note)
+	}
+	gated := e.file("clusters/staging/apps.yaml")
+	for _, want := range []string{"ignore:", "- /spec/replicas", "name: staging-web", "namespace: staging"} {
+		if !strings.Contains(gated, want) {
+			t.Fatalf("the staging Kustomization lacks %q:\n%s", want, gated)
+		}
+	}
+	if e.file("clusters/prod/apps.yaml") != prod {
+		t.Fatal("the prod Kustomization changed")
+	}
+	e.now = r.Verdict.Until.Add(time.Minute)
+	rep, err := e.rec.Recheck(ctx, e.snapshot(), []core.Field{staging})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := only(t, rep, staging); r.Change == nil || r.Change.Action != ActionResume || !r.Landed.Committed {
+		t.Fatalf("after the claim ended: %s (%s), change %v: %s", r.Verdict.Decision, r.Verdict.Rule, r.Change != nil, r.Note)
+	}
+	if got := e.file("clusters/staging/apps.yaml"); got != original {
+		t.Fatalf("resume did not give back the Kustomization's bytes:\n%s\nwant:\n%s", got, original)
+	}
+}

@@ -30,6 +30,10 @@ type Placement struct {
 	// release (a HelmRelease, an Argo CD Helm source): the object's fields come from the template
 	// and the release's values, not from Manifest as written.
 	Chart string
+	// Built is the directory whose kustomization build defines the object as the cluster gets it
+	// (name prefixes, patches and generators applied); Manifest is the file it comes from, or for a
+	// generated object the kustomization that generates it.
+	Built string
 }
 
 // Inventory is what Discover found. Immutable, safe for concurrent use.
@@ -62,7 +66,8 @@ type placed struct {
 	doc      int // index among the file's object documents
 	managers []int
 	chart    string       // set for an object rendered from a Helm chart
-	node     *yamlv3.Node // the rendered object, for an object rendered from a Helm chart
+	built    string       // set for an object a kustomization build defines: the directory built
+	node     *yamlv3.Node // the rendered or built object
 }
 
 // Discover reads a repository's files (repository-relative slash path -> content; non-YAML files are ignored except as noted)
@@ -121,6 +126,7 @@ func Discover(files map[string][]byte) (inv *Inventory, problems []error) {
 		kustomize:    map[string]*kustomizeFile{},
 		applications: map[string][]applying{},
 		patchFiles:   map[string]bool{},
+		builtFiles:   map[string]bool{},
 	}
 	for name, content := range files {
 		clean := path.Clean(strings.TrimPrefix(name, "/"))
@@ -169,7 +175,7 @@ func (inv *Inventory) Locate(obj core.Field) (Placement, bool) {
 	if p == nil {
 		return Placement{}, false
 	}
-	out := Placement{Manifest: p.file, Chart: p.chart}
+	out := Placement{Manifest: p.file, Chart: p.chart, Built: p.built}
 	for _, i := range p.managers {
 		out.Managers = append(out.Managers, inv.managers[i].clone())
 	}
@@ -289,6 +295,8 @@ type discovery struct {
 	// applications: for each applied file, how each manager applies it.
 	applications map[string][]applying
 	patchFiles   map[string]bool
+	built        []builtDoc      // objects of kustomization builds
+	builtFiles   map[string]bool // files those objects come from: not objects of their own
 
 	problems []error
 }
@@ -717,9 +725,17 @@ type walker struct {
 	manager int
 	fill    string
 	visited map[string]bool // directory and override already walked: kustomizations may form cycles
+	// noAdd: a kustomization build placed the objects; the walk only marks its patch files.
+	noAdd bool
+	// depth counts the kustomizations being followed: only the outermost is built, as its
+	// controller builds it; what it includes is part of that build.
+	depth int
 }
 
 func (w *walker) add(file, override string) {
+	if w.noAdd {
+		return
+	}
 	if _, ok := w.d.docs[file]; !ok {
 		return // not a manifest of objects
 	}
@@ -750,6 +766,12 @@ func (w *walker) dir(dir, override string, r root) {
 	}
 	w.visited[key] = true
 	if k := w.kustomizationIn(dir); k != "" {
+		if w.depth == 0 && !w.d.kustomize[k].broken && w.d.buildKustomization(dir, k, override, w.fill, w.manager) {
+			w.noAdd = true
+			w.kustomization(k, override)
+			w.noAdd = false
+			return
+		}
 		w.kustomization(k, override)
 		return
 	}
@@ -791,6 +813,8 @@ func (w *walker) plain(dir, override string) {
 
 // kustomization follows a kustomization file's resources.
 func (w *walker) kustomization(file, override string) {
+	w.depth++
+	defer func() { w.depth-- }()
 	k := w.d.kustomize[file]
 	if k.broken {
 		return
@@ -814,7 +838,7 @@ func (w *walker) kustomization(file, override string) {
 	}
 	for _, list := range [][]string{k.Resources, k.Bases, k.Components} {
 		for _, entry := range list {
-			if strings.Contains(entry, "://") || strings.HasPrefix(entry, "git@") || strings.HasPrefix(entry, "github.com/") {
+			if isRemote(entry) {
 				continue // remote: not in this repository
 			}
 			p := path.Join(dir, entry)
@@ -850,6 +874,9 @@ func (d *discovery) build() *Inventory {
 		for i, doc := range d.docs[name] {
 			apps := d.applications[name]
 			if len(apps) == 0 {
+				if d.builtFiles[name] {
+					continue // a build placed its objects under the identity they get
+				}
 				d.place(inv, doc.key, name, i, -1)
 				continue
 			}
@@ -858,6 +885,7 @@ func (d *discovery) build() *Inventory {
 			}
 		}
 	}
+	d.placeBuilt(inv)
 	for i, m := range d.managers {
 		for _, h := range m.helm {
 			docs, err := d.render(h)

@@ -237,6 +237,31 @@ func TestDiscoverCases(t *testing.T) {
 				{core.K8sField("apps", "Deployment", "prod", "app", ""), "base/deploy.yaml", 1},
 				{core.K8sField("apps", "Deployment", "", "app", ""), "", 0},
 			},
+			// kustomize refuses the cycle (and so would kustomize-controller); the files are read as written.
+			problems: []string{"overlays/prod/kustomization.yml: does not build with kustomize"},
+		},
+		{
+			name: "an overlay's name prefix, namespace, patch, component and generator: objects under the identity they get",
+			files: map[string]string{
+				"flux.yaml": flux("staging", "./overlays/staging", ""),
+				"overlays/staging/kustomization.yaml": "namePrefix: staging-\nnamespace: staging\nresources: [../../base]\n" +
+					"components: [../../components/debug]\npatches:\n  - path: replicas.yaml\n" +
+					"configMapGenerator:\n  - name: settings\n    literals: [LOG_LEVEL=debug]\n",
+				"overlays/staging/replicas.yaml":      "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: app\nspec:\n  replicas: 1\n",
+				"components/debug/kustomization.yaml": "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\nresources: [job.yaml]\n",
+				"components/debug/job.yaml":           "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: debug\n",
+				"base/kustomization.yaml":             "resources: [deploy.yaml]\n",
+				"base/deploy.yaml":                    deploy("app", ""),
+			},
+			paths: map[string][]string{"staging": {"overlays/staging"}},
+			want: []want{
+				{core.K8sField("apps", "Deployment", "staging", "staging-app", ""), "base/deploy.yaml", 1},
+				{core.K8sField("batch", "Job", "staging", "staging-debug", ""), "components/debug/job.yaml", 1},
+				{core.K8sField("", "ConfigMap", "staging", "staging-settings-47668c6k28", ""), "overlays/staging/kustomization.yaml", 1},
+				// Not under the names the files give, nor the patch as an object of its own.
+				{core.K8sField("apps", "Deployment", "staging", "app", ""), "", 0},
+				{core.K8sField("apps", "Deployment", "", "app", ""), "", 0},
+			},
 		},
 		{
 			name: "one base under two overlays is two objects",
@@ -254,7 +279,8 @@ func TestDiscoverCases(t *testing.T) {
 				{core.K8sField("apps", "Deployment", "dev", "app", ""), "base/deploy.yaml", 1},
 				{core.K8sField("apps", "Deployment", "", "never", ""), "base/plain/not-a-kustomization.yml", 0},
 			},
-			problems: []string{"base/kustomization.yaml: resource plain is a directory without a kustomization file"},
+			problems: []string{"base/kustomization.yaml: resource plain is a directory without a kustomization file",
+				"overlays/dev/kustomization.yaml: does not build with kustomize", "overlays/prod/kustomization.yaml: does not build with kustomize"},
 		},
 		{
 			name: "two managers applying one file",
