@@ -86,8 +86,8 @@ type placed struct {
 //     such instead. spec.targetNamespace and a kustomization's namespace set the namespace of the
 //     namespaced objects below them; the outermost one wins, as kustomize applies them.
 //   - An Argo CD Application (argoproj.io/v1alpha1) applies spec.source.path and every
-//     spec.sources[].path, except Helm sources (those with chart, or a directory holding
-//     Chart.yaml) and sources that only provide a ref. A plain directory is the YAML files directly
+//     spec.sources[].path, except remote Helm sources (those with chart) and sources that only
+//     provide a ref; a directory holding Chart.yaml is rendered (below). A plain directory is the YAML files directly
 //     in it, or under it with spec.source.directory.recurse (directory.include and exclude are
 //     not applied); a kustomization file is followed as above, spec.source.kustomize.namespace
 //     overriding like a kustomization's namespace. spec.destination.namespace fills in the
@@ -100,9 +100,15 @@ type placed struct {
 //     substituted; a path still templated after that is taken to be the matched directory, and a
 //     destination namespace still templated fills in nothing.
 //   - Every source is assumed to be this repository: Discover cannot tell which Git URL it reads.
-//   - Objects are found under the name and kind their manifest gives: kustomize's namePrefix,
-//     nameSuffix, replacements and generators (configMapGenerator and the like), and Helm
-//     rendering, are not reproduced.
+//   - A manager's directory with a kustomization file is built with the Kustomize API (see
+//     buildKustomization): objects get the names, namespaces and contents the build gives them
+//     (namePrefix, nameSuffix, patches, components, replacements, generators), each mapped to the
+//     file it comes from. A kustomization using a remote resource, or one kustomize refuses, is
+//     followed as written instead, as the rules above say, and reported.
+//   - A Flux HelmRelease whose chart is in the repository (a GitRepository source), and an Argo CD
+//     source whose path holds Chart.yaml, are rendered with the Helm SDK (see render): their objects
+//     are placed at the template that renders them, applied by that manager. Charts from chart
+//     repositories are not fetched, and their objects are not in the inventory.
 //   - Files a kustomization uses as patches are not objects. Neither are the kustomization files,
 //     Helm chart templates (files under the templates directory of a directory holding Chart.yaml,
 //     which are not YAML before rendering), documents without apiVersion, kind or metadata.name,

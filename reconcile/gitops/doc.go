@@ -2,8 +2,10 @@
 // resume) reverting exactly one field, or so Git adopts a live value:
 //
 //   - a yield adds a per-field entry: Argo CD `spec.ignoreDifferences` (plus the
-//     RespectIgnoreDifferences=true sync option, without which sync still applies Git's value) or
-//     Flux `spec.ignore` (kustomize-controller v1.9 and later);
+//     RespectIgnoreDifferences=true sync option, without which sync still applies Git's value),
+//     Flux `spec.ignore` (kustomize-controller v1.9 and later), Flux HelmRelease
+//     `spec.driftDetection.ignore` (helmgate.go), or a Terraform resource's lifecycle
+//     `ignore_changes` (tfgate.go);
 //   - a resume removes exactly that entry;
 //   - an adoption writes a live value into a manifest or a Terraform attribute.
 //
@@ -35,10 +37,11 @@
 // # Discovery
 //
 // Discover reads a repository and finds its managers (Argo CD Applications and ApplicationSets,
-// Flux Kustomizations), the directories each applies, and for every object the manifest that
-// defines it and the managers that apply it, under the namespace it is applied into. Its doc
-// comment lists the rules: kustomization files and their resources, kustomize-controller's
-// generator for plain directories, Flux targetNamespace and kustomize namespace overrides, Argo
-// CD's directory recursion and destination namespace, ApplicationSet git directory generators,
-// Helm sources (skipped), duplicates and unparseable files (reported, not fatal).
+// Flux Kustomizations and HelmReleases), the directories each applies, and for every object the
+// file that defines it and the managers that apply it, under the identity it gets in the cluster.
+// Kustomizations are built with the Kustomize API and charts in the repository rendered with the
+// Helm SDK; nothing is fetched. Its doc comment lists the rules: kustomization files and their
+// resources, kustomize-controller's generator for plain directories, Flux targetNamespace and
+// kustomize namespace overrides, Argo CD's directory recursion and destination namespace,
+// ApplicationSet git directory generators, duplicates and unparseable files (reported, not fatal).
 package gitops
