@@ -568,3 +568,31 @@ func FuzzDiscover(f *testing.F) {
 		inv.Managers()
 	})
 }
+
+// A kustomization that would make kustomize fetch something (a remote base, a patch by URL) is
+// never built: Parley reads no network.
+func TestDiscoverFetchesNothing(t *testing.T) {
+	for _, k := range []string{
+		"resources:\n  - https://github.com/acme/shared//base?ref=v1\n  - deploy.yaml\n",
+		"resources: [deploy.yaml]\npatches:\n  - path: http://127.0.0.1:1/patch.yaml\n",
+		"resources: [deploy.yaml]\ncomponents:\n  - git@github.com:acme/components.git//debug\n",
+	} {
+		files := map[string][]byte{
+			"flux.yaml": []byte("apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: app\n" +
+				"  namespace: flux-system\nspec:\n  path: ./app\n"),
+			"app/kustomization.yaml": []byte(k),
+			"app/deploy.yaml":        []byte("apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: prod\n"),
+		}
+		inv, problems := Discover(files)
+		found := false
+		for _, p := range problems {
+			found = found || strings.Contains(p.Error(), "which Parley does not fetch")
+		}
+		if !found {
+			t.Errorf("%q: problems %v, want the remote named", k, problems)
+		}
+		if pl, ok := inv.Locate(core.K8sField("apps", "Deployment", "prod", "web", "")); !ok || pl.Built != "" {
+			t.Errorf("%q: the files are read as written instead: %+v %v", k, pl, ok)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package gitops
 
 import (
 	"path"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -110,6 +111,11 @@ func (d *discovery) remoteResource(kfile string, seen map[string]bool) string {
 	if k == nil {
 		return ""
 	}
+	// kustomize also loads patches, generator files and the like over HTTP: any URL or SSH remote
+	// anywhere in a kustomization keeps it from being built.
+	if m := remoteRef.Find(d.files[kfile]); m != nil {
+		return string(m)
+	}
 	dir := path.Dir(kfile)
 	for _, list := range [][]string{k.Resources, k.Bases, k.Components} {
 		for _, entry := range list {
@@ -126,6 +132,8 @@ func (d *discovery) remoteResource(kfile string, seen map[string]bool) string {
 	}
 	return ""
 }
+
+var remoteRef = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^\s"']*|git@[^\s"']+`)
 
 // isRemote reports whether a kustomization entry names something outside the repository.
 func isRemote(entry string) bool {
