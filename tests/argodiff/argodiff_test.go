@@ -638,3 +638,79 @@ func setString(t *testing.T, u *unstructured.Unstructured, v string, path ...str
 		t.Fatal(err)
 	}
 }
+
+// helmApplication installs a chart that lives in the repository: Argo CD renders it with Helm, so
+// no manifest in Git names the Deployment; Parley renders it too to find which Application applies
+// it.
+const helmApplication = `apiVersion: argoproj.io/v1alpha1
+kind: Application
+metadata:
+  name: web
+  namespace: argocd
+spec:
+  project: default
+  source:
+    repoURL: https://github.com/acme/infra
+    targetRevision: main
+    path: charts/web
+    helm:
+      valuesObject:
+        replicas: 3
+  destination:
+    server: https://kubernetes.default.svc
+    namespace: prod
+  syncPolicy:
+    automated:
+      selfHeal: true
+`
+
+// TestGateOnHelmRenderedObject: Parley's discovery renders the chart, finds the Application that
+// applies the rendered Deployment, and the gate it writes there makes Argo CD's diff ignore the
+// HPA's replicas on that object while an image change still shows.
+func TestGateOnHelmRenderedObject(t *testing.T) {
+	tmpl := strings.NewReplacer("name: web\n", "name: {{ .Release.Name }}\n", "  namespace: prod\n", "", "replicas: 3\n", "replicas: {{ .Values.replicas }}\n").Replace(deployment)
+	files := map[string][]byte{
+		"clusters/prod/web.yaml":           []byte(helmApplication),
+		"charts/web/Chart.yaml":            []byte("apiVersion: v2\nname: web\nversion: 0.3.0\n"),
+		"charts/web/values.yaml":           []byte("replicas: 1\n"),
+		"charts/web/templates/deploy.yaml": []byte(tmpl),
+	}
+	inv, problems := gitops.Discover(files)
+	if len(problems) > 0 {
+		t.Fatalf("discovery problems: %v", problems)
+	}
+	f := replicasField(t)
+	pl, ok := inv.Locate(f)
+	if !ok || pl.Chart != "charts/web" || pl.Manifest != "charts/web/templates/deploy.yaml" || len(pl.Managers) != 1 || pl.Managers[0].Target.Kind != "Application" {
+		t.Fatalf("the rendered Deployment: %+v %v", pl, ok)
+	}
+	if v, ok := inv.RenderedValue(f); !ok || v.JSON() != "3" {
+		t.Fatalf("rendered replicas %s %v, want the release's 3", v, ok)
+	}
+	m := pl.Managers[0]
+	out, changed, err := gitops.AddGate(m.File, files[m.File], m.Target, gitops.Gate{Field: f, Rule: "hpa-owns-replicas"})
+	if err != nil || !changed {
+		t.Fatalf("AddGate: %v %v", changed, err)
+	}
+	spec := appSpec(t, out)
+	const gitImage, otherImage = "ghcr.io/acme/web:1.4.2", "ghcr.io/acme/web:1.5.0-hotfix"
+	for _, c := range []struct {
+		name     string
+		replicas int64
+		image    string
+		modified bool
+	}{
+		{"the HPA's replicas, gated: in sync", 7, gitImage, false},
+		{"an image change on the gated object: still shows", 7, otherImage, true},
+	} {
+		for _, style := range clientSide {
+			got := controllerDiff(t, spec, []*unstructured.Unstructured{live(t, "web", c.replicas, c.image, style)}, []*unstructured.Unstructured{config(t, "web")})
+			if got != c.modified {
+				t.Errorf("%s (%s): Modified = %v, want %v", c.name, style, got, c.modified)
+			}
+		}
+	}
+	if !controllerDiff(t, appSpec(t, []byte(helmApplication)), []*unstructured.Unstructured{live(t, "web", 7, gitImage, plain)}, []*unstructured.Unstructured{config(t, "web")}) {
+		t.Error("without the gate the HPA's replicas must show")
+	}
+}
