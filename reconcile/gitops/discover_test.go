@@ -264,6 +264,18 @@ func TestDiscoverCases(t *testing.T) {
 			},
 		},
 		{
+			name: "a kustomization at the repository root is built too",
+			files: map[string]string{
+				"clusters/flux.yaml": flux("root", "./", ""),
+				"kustomization.yaml": "namePrefix: root-\nresources: [app/deploy.yaml]\n",
+				"app/deploy.yaml":    deploy("app", "apps"),
+			},
+			paths: map[string][]string{"root": {"."}},
+			want: []want{
+				{core.K8sField("apps", "Deployment", "apps", "root-app", ""), "app/deploy.yaml", 1},
+			},
+		},
+		{
 			name: "one base under two overlays is two objects",
 			files: map[string]string{
 				"flux.yaml":                          flux("prod", "./overlays/prod", "") + "---\n" + flux("dev", "./overlays/dev", ""),

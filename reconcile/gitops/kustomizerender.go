@@ -64,7 +64,7 @@ func (d *discovery) buildKustomization(dir, kfile, override, fill string, manage
 	}
 	opts := krusty.MakeDefaultOptions()
 	opts.LoadRestrictions = types.LoadRestrictionsNone // as kustomize-controller builds
-	m, err := krusty.MakeKustomizer(opts).Run(fs, "/"+dir)
+	m, err := krusty.MakeKustomizer(opts).Run(fs, path.Join("/", dir))
 	if err != nil {
 		d.problem("%s: does not build with kustomize (%v); its files are read as written", kfile, err)
 		return false

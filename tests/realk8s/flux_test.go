@@ -119,7 +119,7 @@ func TestFluxYieldsToHPA(t *testing.T) {
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fluxNS}}, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create namespace %s: %v", fluxNS, err)
 	}
-	publishArtifact(t, ctx, dyn)
+	publishArtifact(t, ctx, dyn, "web", map[string]string{"deployment.yaml": deploymentYAML})
 	applyKustomization(t, ctx, dyn, []byte(kustomizationYAML))
 
 	kcPorts := [2]int{freePort(t), freePort(t)}
@@ -164,15 +164,15 @@ func TestFluxYieldsToHPA(t *testing.T) {
 			}
 			return true, nil
 		})
-		waitGenerationReady(t, ctx, dyn)
+		waitGenerationReady(t, ctx, dyn, "web")
 		t.Logf("a: Flux applied web with replicas 3 owned by kustomize-controller (Apply) after %s", time.Since(began).Round(time.Millisecond))
 	})
 
 	// b. An HPA-style write through the scale subresource takes the field over.
 	var hpaManager string
 	step("b/hpa-scales", func(t *testing.T) {
-		scaleAsHPA(t, ctx, hpa, 7)
-		d := getDeployment(t, ctx, kube)
+		scaleAsHPA(t, ctx, hpa, "web", 7)
+		d := getDeployment(t, ctx, kube, "web")
 		owners, err := replicasOwners(d)
 		if err != nil {
 			t.Fatal(err)
@@ -226,8 +226,8 @@ func TestFluxYieldsToHPA(t *testing.T) {
 
 	// d. Without a gate, a Flux reconcile takes the field back: the fight.
 	step("d/flux-reverts", func(t *testing.T) {
-		reconcile(t, ctx, dyn)
-		if got := replicas(getDeployment(t, ctx, kube)); got != 3 {
+		reconcile(t, ctx, dyn, "web")
+		if got := replicas(getDeployment(t, ctx, kube, "web")); got != 3 {
 			t.Fatalf("replicas after an ungated Flux reconcile: %d, want 3 (Flux restoring Git)", got)
 		}
 		t.Log("d: an ungated reconcile put replicas back to 3")
@@ -245,13 +245,13 @@ func TestFluxYieldsToHPA(t *testing.T) {
 		}
 		t.Logf("e: Parley's gated Kustomization:\n%s", gated)
 		applyKustomization(t, ctx, dyn, gated)
-		if got := liveIgnore(t, ctx, dyn); len(got) != 1 {
+		if got := liveIgnore(t, ctx, dyn, "web"); len(got) != 1 {
 			t.Fatalf("live spec.ignore after applying Parley's YAML: %v, want its one entry", got)
 		}
-		waitGenerationReady(t, ctx, dyn)
-		scaleAsHPA(t, ctx, hpa, 7)
-		reconcile(t, ctx, dyn)
-		d := getDeployment(t, ctx, kube)
+		waitGenerationReady(t, ctx, dyn, "web")
+		scaleAsHPA(t, ctx, hpa, "web", 7)
+		reconcile(t, ctx, dyn, "web")
+		d := getDeployment(t, ctx, kube, "web")
 		if replicas(d) != 7 {
 			t.Fatalf("replicas after a gated Flux reconcile: %d, want the HPA's 7", replicas(d))
 		}
@@ -269,14 +269,80 @@ func TestFluxYieldsToHPA(t *testing.T) {
 			t.Fatalf("resume must give back the committed bytes; got:\n%s\nwant:\n%s", back, kustomizationYAML)
 		}
 		applyKustomization(t, ctx, dyn, back)
-		if got := liveIgnore(t, ctx, dyn); len(got) != 0 {
+		if got := liveIgnore(t, ctx, dyn, "web"); len(got) != 0 {
 			t.Fatalf("live spec.ignore after applying the resumed YAML: %v, want none", got)
 		}
-		reconcile(t, ctx, dyn)
-		if got := replicas(getDeployment(t, ctx, kube)); got != 3 {
+		reconcile(t, ctx, dyn, "web")
+		if got := replicas(getDeployment(t, ctx, kube, "web")); got != 3 {
 			t.Fatalf("replicas after resuming and reconciling: %d, want 3", got)
 		}
 		t.Logf("f: resumed; replicas back to 3 (whole test %s)", time.Since(began).Round(time.Millisecond))
+	})
+
+	// g. An overlay renames the Deployment (namePrefix): Parley's discovery builds the overlay with
+	// the Kustomize API, finds the object under the name the cluster knows and the Kustomization
+	// that applies it, and the gate it writes there holds on the real controller.
+	overlayFiles := map[string]string{
+		"kustomization.yaml": "namePrefix: staging-\nresources:\n  - deployment.yaml\n",
+		"deployment.yaml":    deploymentYAML,
+	}
+	overlayYAML := strings.ReplaceAll(kustomizationYAML, "name: web\n", "name: overlay\n")
+	renamed := core.K8sField("apps", "Deployment", "default", "staging-web", "/spec/replicas")
+	step("g/overlay-name-prefix", func(t *testing.T) {
+		publishArtifact(t, ctx, dyn, "overlay", overlayFiles)
+		applyKustomization(t, ctx, dyn, []byte(overlayYAML))
+		waitFor(t, 120*time.Second, "Flux to apply the overlay's Deployment default/staging-web", func() (bool, error) {
+			d, err := kube.AppsV1().Deployments("default").Get(ctx, "staging-web", metav1.GetOptions{})
+			if err != nil {
+				return false, notYet("get deployment: %v", err)
+			}
+			return replicas(d) == 3, nil
+		})
+		waitGenerationReady(t, ctx, dyn, "overlay")
+		scaleAsHPA(t, ctx, hpa, "staging-web", 7)
+		reconcile(t, ctx, dyn, "overlay")
+		if got := replicas(getDeployment(t, ctx, kube, "staging-web")); got != 3 {
+			t.Fatalf("replicas of staging-web after an ungated reconcile: %d, want 3", got)
+		}
+
+		repo := map[string][]byte{"clusters/e2e/overlay.yaml": []byte(overlayYAML)}
+		for n, c := range overlayFiles {
+			repo[n] = []byte(c)
+		}
+		inv, problems := gitops.Discover(repo)
+		if len(problems) > 0 {
+			t.Fatalf("discovery problems: %v", problems)
+		}
+		pl, ok := inv.Locate(renamed)
+		if !ok || pl.Manifest != "deployment.yaml" || len(pl.Managers) != 1 || pl.Managers[0].Target.Name != "overlay" {
+			t.Fatalf("placement of staging-web: %+v %v", pl, ok)
+		}
+		m := pl.Managers[0]
+		gatedOverlay, changed, err := gitops.AddGate(m.File, repo[m.File], m.Target, gitops.Gate{Field: renamed, Rule: "e2e: the HPA owns replicas"})
+		if err != nil || !changed {
+			t.Fatalf("gitops.AddGate: changed %v, err %v", changed, err)
+		}
+		applyKustomization(t, ctx, dyn, gatedOverlay)
+		ignore := liveIgnore(t, ctx, dyn, "overlay")
+		if len(ignore) != 1 || !strings.Contains(fmt.Sprint(ignore), "staging-web") {
+			t.Fatalf("live spec.ignore %v, want one entry for staging-web", ignore)
+		}
+		waitGenerationReady(t, ctx, dyn, "overlay")
+		scaleAsHPA(t, ctx, hpa, "staging-web", 7)
+		reconcile(t, ctx, dyn, "overlay")
+		if got := replicas(getDeployment(t, ctx, kube, "staging-web")); got != 7 {
+			t.Fatalf("replicas of staging-web after a gated reconcile: %d, want the HPA's 7", got)
+		}
+		back, _, err := gitops.RemoveGate(m.File, gatedOverlay, m.Target, renamed)
+		if err != nil || string(back) != overlayYAML {
+			t.Fatalf("resume: %v; got\n%s", err, back)
+		}
+		applyKustomization(t, ctx, dyn, back)
+		reconcile(t, ctx, dyn, "overlay")
+		if got := replicas(getDeployment(t, ctx, kube, "staging-web")); got != 3 {
+			t.Fatalf("replicas of staging-web after resuming: %d, want 3", got)
+		}
+		t.Logf("g: the overlay's staging-web kept the HPA's 7 under Parley's gate and went back to 3 on resume (whole test %s)", time.Since(began).Round(time.Millisecond))
 	})
 }
 
@@ -314,19 +380,26 @@ func installCRDs(t *testing.T, ctx context.Context, dyn dynamic.Interface, dir s
 	}
 }
 
-// publishArtifact serves a tarball of the application manifest and publishes it as the status of
-// an ExternalArtifact, the way a source controller would.
-func publishArtifact(t *testing.T, ctx context.Context, dyn dynamic.Interface) {
+// publishArtifact serves a tarball of the given files and publishes it as the status of an
+// ExternalArtifact named name, the way a source controller would.
+func publishArtifact(t *testing.T, ctx context.Context, dyn dynamic.Interface, name string, files map[string]string) {
 	t.Helper()
 	var buf bytes.Buffer
 	gz := gzip.NewWriter(&buf)
 	tw := tar.NewWriter(gz)
 	now := time.Now().UTC().Truncate(time.Second)
-	if err := tw.WriteHeader(&tar.Header{Name: "deployment.yaml", Mode: 0o644, Size: int64(len(deploymentYAML)), ModTime: now, Typeflag: tar.TypeReg}); err != nil {
-		t.Fatalf("tar header: %v", err)
+	names := make([]string, 0, len(files))
+	for n := range files {
+		names = append(names, n)
 	}
-	if _, err := tw.Write([]byte(deploymentYAML)); err != nil {
-		t.Fatalf("tar body: %v", err)
+	slices.Sort(names)
+	for _, n := range names {
+		if err := tw.WriteHeader(&tar.Header{Name: n, Mode: 0o644, Size: int64(len(files[n])), ModTime: now, Typeflag: tar.TypeReg}); err != nil {
+			t.Fatalf("tar header: %v", err)
+		}
+		if _, err := tw.Write([]byte(files[n])); err != nil {
+			t.Fatalf("tar body: %v", err)
+		}
 	}
 	if err := tw.Close(); err != nil {
 		t.Fatalf("close tar: %v", err)
@@ -348,19 +421,19 @@ func publishArtifact(t *testing.T, ctx context.Context, dyn dynamic.Interface) {
 	ea := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "source.toolkit.fluxcd.io/v1",
 		"kind":       "ExternalArtifact",
-		"metadata":   map[string]any{"name": "web", "namespace": fluxNS},
+		"metadata":   map[string]any{"name": name, "namespace": fluxNS},
 		"spec":       map[string]any{},
 	}}
 	created, err := eas.Create(ctx, ea, metav1.CreateOptions{})
 	if err != nil {
-		t.Fatalf("create ExternalArtifact: %v", err)
+		t.Fatalf("create ExternalArtifact %s: %v", name, err)
 	}
 	created.Object["status"] = map[string]any{
 		"artifact": map[string]any{
-			"url":            srv.URL + "/web.tar.gz",
+			"url":            srv.URL + "/" + name + ".tar.gz",
 			"digest":         digest,
 			"revision":       "latest@" + digest,
-			"path":           "externalartifact/" + fluxNS + "/web/" + hex.EncodeToString(sum[:]) + ".tar.gz",
+			"path":           "externalartifact/" + fluxNS + "/" + name + "/" + hex.EncodeToString(sum[:]) + ".tar.gz",
 			"size":           int64(len(tarball)),
 			"lastUpdateTime": now.Format(time.RFC3339),
 		},
@@ -392,9 +465,9 @@ func applyKustomization(t *testing.T, ctx context.Context, dyn dynamic.Interface
 }
 
 // liveIgnore returns the Kustomization's spec.ignore as stored by the apiserver.
-func liveIgnore(t *testing.T, ctx context.Context, dyn dynamic.Interface) []any {
+func liveIgnore(t *testing.T, ctx context.Context, dyn dynamic.Interface, ks string) []any {
 	t.Helper()
-	u, err := dyn.Resource(ksGVR).Namespace(fluxNS).Get(ctx, "web", metav1.GetOptions{})
+	u, err := dyn.Resource(ksGVR).Namespace(fluxNS).Get(ctx, ks, metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("get Kustomization: %v", err)
 	}
@@ -404,15 +477,15 @@ func liveIgnore(t *testing.T, ctx context.Context, dyn dynamic.Interface) []any 
 
 // reconcile asks Flux for a reconcile, as `flux reconcile` does, and waits until the status shows
 // that this very request was handled and the Kustomization is Ready at its current generation.
-func reconcile(t *testing.T, ctx context.Context, dyn dynamic.Interface) {
+func reconcile(t *testing.T, ctx context.Context, dyn dynamic.Interface, ks string) {
 	t.Helper()
 	at := time.Now().UTC().Format(time.RFC3339Nano)
 	patch := fmt.Sprintf(`{"metadata":{"annotations":{"reconcile.fluxcd.io/requestedAt":%q}}}`, at)
-	if _, err := dyn.Resource(ksGVR).Namespace(fluxNS).Patch(ctx, "web", types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: "flux"}); err != nil {
+	if _, err := dyn.Resource(ksGVR).Namespace(fluxNS).Patch(ctx, ks, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: "flux"}); err != nil {
 		t.Fatalf("request a reconcile: %v", err)
 	}
 	waitFor(t, 60*time.Second, "Flux to handle the reconcile requested at "+at, func() (bool, error) {
-		u, err := dyn.Resource(ksGVR).Namespace(fluxNS).Get(ctx, "web", metav1.GetOptions{})
+		u, err := dyn.Resource(ksGVR).Namespace(fluxNS).Get(ctx, ks, metav1.GetOptions{})
 		if err != nil {
 			return false, notYet("get Kustomization: %v", err)
 		}
@@ -425,10 +498,10 @@ func reconcile(t *testing.T, ctx context.Context, dyn dynamic.Interface) {
 }
 
 // waitGenerationReady waits until Flux has reconciled the Kustomization's current spec.
-func waitGenerationReady(t *testing.T, ctx context.Context, dyn dynamic.Interface) {
+func waitGenerationReady(t *testing.T, ctx context.Context, dyn dynamic.Interface, ks string) {
 	t.Helper()
-	waitFor(t, 60*time.Second, "the Kustomization to be Ready at its generation", func() (bool, error) {
-		u, err := dyn.Resource(ksGVR).Namespace(fluxNS).Get(ctx, "web", metav1.GetOptions{})
+	waitFor(t, 60*time.Second, "Kustomization "+ks+" to be Ready at its generation", func() (bool, error) {
+		u, err := dyn.Resource(ksGVR).Namespace(fluxNS).Get(ctx, ks, metav1.GetOptions{})
 		if err != nil {
 			return false, notYet("get Kustomization: %v", err)
 		}
@@ -450,27 +523,27 @@ func readyAtGeneration(u *unstructured.Unstructured) (bool, error) {
 // scaleAsHPA updates the scale subresource the way the HPA controller does: an update (not an
 // apply) of autoscaling/v1 Scale, as the HPA's service account, with kube-controller-manager's
 // User-Agent.
-func scaleAsHPA(t *testing.T, ctx context.Context, hpa kubernetes.Interface, n int32) {
+func scaleAsHPA(t *testing.T, ctx context.Context, hpa kubernetes.Interface, name string, n int32) {
 	t.Helper()
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		s, err := hpa.AppsV1().Deployments("default").GetScale(ctx, "web", metav1.GetOptions{})
+		s, err := hpa.AppsV1().Deployments("default").GetScale(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
 		s.Spec.Replicas = n
-		_, err = hpa.AppsV1().Deployments("default").UpdateScale(ctx, "web", s, metav1.UpdateOptions{})
+		_, err = hpa.AppsV1().Deployments("default").UpdateScale(ctx, name, s, metav1.UpdateOptions{})
 		return err
 	})
 	if err != nil {
-		t.Fatalf("scale deployment default/web to %d as the HPA: %v", n, err)
+		t.Fatalf("scale deployment default/%s to %d as the HPA: %v", name, n, err)
 	}
 }
 
-func getDeployment(t *testing.T, ctx context.Context, kube kubernetes.Interface) *appsv1.Deployment {
+func getDeployment(t *testing.T, ctx context.Context, kube kubernetes.Interface, name string) *appsv1.Deployment {
 	t.Helper()
-	d, err := kube.AppsV1().Deployments("default").Get(ctx, "web", metav1.GetOptions{})
+	d, err := kube.AppsV1().Deployments("default").Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
-		t.Fatalf("get deployment default/web: %v", err)
+		t.Fatalf("get deployment default/%s: %v", name, err)
 	}
 	return d
 }
