@@ -252,8 +252,34 @@ func (p *planner) planAdopt(v core.Verdict) (*Change, string) {
 				objectName(f), pl.Manifest, pl.Built)
 		}
 		if pl.Chart != "" {
-			return nil, fmt.Sprintf("adopted, but %s is rendered from the Helm chart %s (%s): Parley does not write release values yet, so nothing is written; set the value in the release's values by hand",
-				objectName(f), pl.Chart, pl.Manifest)
+			// Adoption at the source: the release's values key that produces the field.
+			key, mapping, m, err := p.inv.HelmValuesKey(f, val)
+			switch {
+			case err != nil:
+				return nil, fmt.Sprintf("adopted, but %s is rendered from the Helm chart %s: %v; nothing is written", objectName(f), pl.Chart, err)
+			case key == nil && len(mapping) == 0:
+				return nil, fmt.Sprintf("adopted, but no key of the release's values renders %s as %s (the template %s sets it some other way); nothing is written: set it in the chart by hand",
+					f, val, pl.Manifest)
+			case key == nil:
+				keys := make([]string, len(mapping))
+				for i, k := range mapping {
+					keys[i] = k.String()
+				}
+				return nil, fmt.Sprintf("adopted, but several keys of the release's values render %s as %s (%s); nothing is guessed: set the one meant by hand",
+					f, val, strings.Join(keys, ", "))
+			case m.Target.Kind != gitops.KindHelmRelease:
+				return nil, fmt.Sprintf("adopted: the value belongs in %s's Helm values at %s, which Parley writes only into a Flux HelmRelease; nothing is written", m.Target, key)
+			}
+			steps = append(steps, editStep{file: m.File, fn: func(path string, b []byte) ([]byte, bool, error) {
+				return gitops.AdoptHelmValue(path, b, m.Target, key, val)
+			}})
+			for _, l := range p.gated[f] {
+				l := l
+				steps = append(steps, editStep{file: l.File, fn: func(path string, b []byte) ([]byte, bool, error) {
+					return gitops.RemoveGate(path, b, l.Target, f)
+				}})
+			}
+			return p.change(v, ActionAdopt, steps)
 		}
 		steps = append(steps, editStep{file: pl.Manifest, fn: func(path string, b []byte) ([]byte, bool, error) {
 			return gitops.AdoptYAML(path, b, f, val)

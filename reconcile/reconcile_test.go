@@ -637,3 +637,34 @@ func TestOverlayObjectGatesUnderItsBuiltName(t *testing.T) {
 		t.Fatalf("resume did not give back the Kustomization's bytes:\n%s\nwant:\n%s", got, original)
 	}
 }
+
+// On-call's lasting change to the image of a Deployment a chart renders is adopted at the source:
+// into the HelmRelease's values, at the key that renders the image, found by rendering.
+func TestHelmReleaseObjectAdoptsIntoValues(t *testing.T) {
+	e := newEnv(t)
+	addShopChart(t, e, "")
+	image := core.K8sField("apps", "Deployment", "prod", "shop-api", "/spec/template/spec/containers/0/image")
+	ev := setImage("edit-shop-1", "alice@parley.example", t0, "registry.example.com/shop/api:2.0.1", "")
+	for _, r := range [][2]string{
+		{"deployments/web", "deployments/shop-api"}, {`"name":"web","namespace":"prod"`, `"name":"shop-api","namespace":"prod"`},
+		{`"namespace":"prod","name":"web"`, `"namespace":"prod","name":"shop-api"`},
+		{`"replicas":8`, `"replicas":4`}, {`{"name":"web","image"`, `{"name":"api","image"`},
+	} {
+		ev = strings.ReplaceAll(ev, r[0], r[1])
+	}
+	rep := e.ingest(events.SourceK8sAudit, auditList(ev))
+	r := only(t, rep, image)
+	if r.Verdict.Decision != core.DecisionAdopt || r.Change == nil || r.Change.Action != ActionAdopt || r.Landed == nil || !r.Landed.Committed {
+		t.Fatalf("on-call's image: %s (%s), change %v: %s", r.Verdict.Decision, r.Verdict.Rule, r.Change != nil, r.Note)
+	}
+	if got := e.file("clusters/prod/shop.yaml"); !strings.Contains(got, "  values:\n    replicaCount: 4\n    image: registry.example.com/shop/api:2.0.1\n") {
+		t.Fatalf("the HelmRelease's values:\n%s", got)
+	}
+	if got := e.file("charts/shop/values.yaml"); !strings.Contains(got, "image: registry.example.com/shop/api:2.0.0") {
+		t.Fatalf("the chart's own values changed:\n%s", got)
+	}
+	// Git now renders the adopted image: the same change again writes nothing.
+	if v, ok := e.snapshot().inventory().RenderedValue(image); !ok || v.JSON() != `"registry.example.com/shop/api:2.0.1"` {
+		t.Fatalf("rendered image after adoption: %s %v", v, ok)
+	}
+}

@@ -40,6 +40,7 @@ type Placement struct {
 type Inventory struct {
 	managers []Manager
 	objects  map[objectKey]*placed
+	files    map[string][]byte // the repository's files, to render a release again (HelmValuesKey)
 }
 
 // objectKey is an object's identity as the cluster sees it once its manager applied it: the API
@@ -67,6 +68,7 @@ type placed struct {
 	managers []int
 	chart    string       // set for an object rendered from a Helm chart
 	built    string       // set for an object a kustomization build defines: the directory built
+	release  *helmSource  // set for an object rendered from a chart: the release
 	node     *yamlv3.Node // the rendered or built object
 }
 
@@ -869,7 +871,7 @@ func (w *walker) kustomization(file, override string) {
 
 // build indexes every object under the identity it gets once applied.
 func (d *discovery) build() *Inventory {
-	inv := &Inventory{objects: map[objectKey]*placed{}}
+	inv := &Inventory{objects: map[objectKey]*placed{}, files: d.files}
 	for _, m := range d.managers {
 		inv.managers = append(inv.managers, m.Manager)
 	}
@@ -901,7 +903,7 @@ func (d *discovery) build() *Inventory {
 			}
 			perTemplate := map[string]int{}
 			for _, r := range docs {
-				d.placeRendered(inv, r, perTemplate[r.template], i, h.chartDir)
+				d.placeRendered(inv, r, perTemplate[r.template], i, h)
 				perTemplate[r.template]++
 			}
 		}
@@ -913,10 +915,10 @@ func (d *discovery) build() *Inventory {
 }
 
 // placeRendered indexes an object a chart rendered for a manager's release.
-func (d *discovery) placeRendered(inv *Inventory, r renderedDoc, doc, manager int, chart string) {
+func (d *discovery) placeRendered(inv *Inventory, r renderedDoc, doc, manager int, h *helmSource) {
 	p := inv.objects[r.doc.key]
 	if p == nil {
-		inv.objects[r.doc.key] = &placed{file: r.template, doc: doc, managers: []int{manager}, chart: chart, node: r.doc.node}
+		inv.objects[r.doc.key] = &placed{file: r.template, doc: doc, managers: []int{manager}, chart: h.chartDir, node: r.doc.node, release: h}
 		return
 	}
 	if p.file != r.template || p.doc != doc {

@@ -79,3 +79,84 @@ func TestHelmReleaseGateRefusals(t *testing.T) {
 		}
 	}
 }
+
+// The values key behind a rendered field is found by rendering, and the value lands in the
+// HelmRelease's spec.values, comments kept.
+func TestHelmValuesKeyAndAdoption(t *testing.T) {
+	release := strings.Replace(helmRelease, "%s", "", 1)
+	files := map[string][]byte{
+		"flux/web.yaml":         []byte(release),
+		"charts/web/Chart.yaml": []byte("apiVersion: v2\nname: web\nversion: 1.0.0\n"),
+		"charts/web/values.yaml": []byte("replicaCount: 1\nresources:\n  requests:\n    cpu: 100m\n    memory: 128Mi\n" +
+			"image:\n  repository: registry.example/web\n  tag: \"1.0\"\nlimits: 128Mi\n"),
+		"charts/web/templates/deploy.yaml": []byte(`apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {{ .Release.Name }}
+spec:
+  replicas: {{ .Values.replicaCount }}
+  template:
+    spec:
+      containers:
+        - name: web
+          image: "{{ .Values.image.repository }}:{{ .Values.image.tag }}"
+          resources:
+            requests:
+              cpu: {{ .Values.resources.requests.cpu }}
+              memory: {{ .Values.resources.requests.memory }}
+            limits:
+              memory: {{ .Values.limits }}
+`),
+	}
+	// A HelmRelease in flux-system installing into prod: release name prod-web.
+	files["flux/web.yaml"] = []byte(strings.Replace(release, "chart: ./charts/web", "chart: ./charts/web", 1))
+	inv, problems := Discover(files)
+	if len(problems) > 0 {
+		t.Fatalf("problems %v", problems)
+	}
+	obj := func(ptr string) core.Field { return core.K8sField("apps", "Deployment", "prod", "prod-web", ptr) }
+	if v, ok := inv.RenderedValue(obj("/spec/replicas")); !ok || v.JSON() != "3" {
+		t.Fatalf("rendered replicas %s %v, want the release's 3", v, ok)
+	}
+	val := func(s string) core.Value { v, _ := core.ParseJSONValue([]byte(s)); return v }
+	for _, tt := range []struct {
+		ptr, value, key string
+		several         bool
+	}{
+		{"/spec/replicas", "5", "replicaCount", false},
+		{"/spec/template/spec/containers/0/resources/requests/cpu", `"250m"`, "resources.requests.cpu", false},
+		// 128Mi is both the request and the limit: setting the request's key to 256Mi moves the
+		// request alone, so one key maps.
+		{"/spec/template/spec/containers/0/resources/requests/memory", `"256Mi"`, "resources.requests.memory", false},
+		// The image is built from two keys: no single key renders the whole new value.
+		{"/spec/template/spec/containers/0/image", `"registry.example/web:2.0"`, "", false},
+	} {
+		key, mapping, m, err := inv.HelmValuesKey(obj(tt.ptr), val(tt.value))
+		if err != nil {
+			t.Fatalf("%s: %v", tt.ptr, err)
+		}
+		if key.String() != tt.key || (tt.key == "" && len(mapping) != 0) {
+			t.Errorf("%s = %s: key %q (mapping %v), want %q", tt.ptr, tt.value, key, mapping, tt.key)
+		}
+		if m.Target.Kind != KindHelmRelease || m.Target.Name != "web" {
+			t.Errorf("%s: manager %+v", tt.ptr, m.Target)
+		}
+	}
+	out, changed, err := AdoptHelmValue("flux/web.yaml", files["flux/web.yaml"], Target{Kind: KindHelmRelease, Name: "web", Namespace: "flux-system"},
+		ValuesKey{"resources", "requests", "cpu"}, val(`"250m"`))
+	if err != nil || !changed {
+		t.Fatalf("AdoptHelmValue: %v %v", changed, err)
+	}
+	if !strings.Contains(string(out), "    replicaCount: 3 # the HPA scales from here\n    resources:\n      requests:\n        cpu: 250m\n") {
+		t.Fatalf("values after adoption:\n%s", out)
+	}
+	files["flux/web.yaml"] = out
+	inv, _ = Discover(files)
+	if v, _ := inv.RenderedValue(obj("/spec/template/spec/containers/0/resources/requests/cpu")); v.JSON() != `"250m"` {
+		t.Fatalf("after adoption the chart renders cpu %s", v)
+	}
+	if again, changed, err := AdoptHelmValue("flux/web.yaml", out, Target{Kind: KindHelmRelease, Name: "web", Namespace: "flux-system"},
+		ValuesKey{"resources", "requests", "cpu"}, val(`"250m"`)); err != nil || changed || string(again) != string(out) {
+		t.Fatalf("adopting again: %v %v", changed, err)
+	}
+}
