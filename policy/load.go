@@ -90,6 +90,7 @@ var rootSchema = &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{
 	{Type: "oscillation"},
 	{Type: "escalation"},
 	{Type: "ledger"},
+	{Type: "gitops"},
 }}
 
 func attrs(names ...string) []hcl.AttributeSchema {
@@ -115,6 +116,7 @@ var (
 	oscillationSchema = &hcl.BodySchema{Attributes: attrs("flips", "window", "hold")}
 	escalationSchema  = &hcl.BodySchema{Attributes: attrs("ask", "timeout", "fallback")}
 	ledgerSchema      = &hcl.BodySchema{Attributes: attrs("include", "exclude")}
+	gitopsSchema      = &hcl.BodySchema{Attributes: attrs("enable_helm_drift_detection")}
 )
 
 // matcherSources maps actor attributes to the identity source they match.
@@ -155,7 +157,7 @@ func (c *compiler) compile(body hcl.Body) {
 		return false
 	}
 	// Declarations first, so that rules may refer to anything regardless of order.
-	var osc, esc, led *hcl.Block
+	var osc, esc, led, gitops *hcl.Block
 	for _, b := range content.Blocks {
 		if dup(b) {
 			continue
@@ -173,6 +175,8 @@ func (c *compiler) compile(body hcl.Body) {
 			esc = b
 		case "ledger":
 			led = b
+		case "gitops":
+			gitops = b
 		}
 	}
 	if c.p.GitActor() == nil {
@@ -204,6 +208,10 @@ func (c *compiler) compile(body hcl.Body) {
 	c.p.Ledger = core.PathFilter{}.WithDefaults()
 	if led != nil {
 		c.ledger(led)
+	}
+	if gitops != nil {
+		as := c.content(gitops, gitopsSchema)
+		c.p.GitOps.EnableHelmDriftDetection = c.boolean(as, "enable_helm_drift_detection")
 	}
 	for _, r := range pend.actorRefs {
 		if c.p.Actor(r.name) == nil {

@@ -30,6 +30,8 @@ type Policy struct {
 	Escalation  Escalation
 	// Ledger is which files the ledger reads (the ledger block), with the defaults filled in.
 	Ledger core.PathFilter
+	// GitOps is what Parley may change in GitOps objects besides its gates (the gitops block).
+	GitOps GitOps
 
 	actorsByName map[string]*Actor
 	base         *hcl.EvalContext // stdlib functions; parent of every evaluation context
@@ -258,4 +260,13 @@ func (ds Diagnostics) Error() string {
 		lines[i] = d.String()
 	}
 	return strings.Join(lines, "\n")
+}
+
+// GitOps holds the gitops block's settings.
+type GitOps struct {
+	// EnableHelmDriftDetection lets a gate on a HelmRelease turn its drift detection on
+	// (spec.driftDetection.mode: enabled) when it is off or warns only: without it helm-controller
+	// reverts nothing, so every other field of the release goes unenforced. The last resume puts the
+	// mode back as it was.
+	EnableHelmDriftDetection bool
 }

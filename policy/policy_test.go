@@ -70,6 +70,17 @@ func TestLedgerPaths(t *testing.T) {
 	}
 }
 
+func TestGitOpsBlock(t *testing.T) {
+	p, err := Parse([]byte("gitops {\n  enable_helm_drift_detection = true\n}\n"), "p.hcl")
+	if err != nil || !p.GitOps.EnableHelmDriftDetection {
+		t.Fatalf("gitops block: %+v, %v", p.GitOps, err)
+	}
+	p, err = Parse([]byte("intent \"cost\" { rank = 1 }\n"), "p.hcl")
+	if err != nil || p.GitOps.EnableHelmDriftDetection {
+		t.Fatalf("default: %+v, %v", p.GitOps, err)
+	}
+}
+
 func TestParseErrors(t *testing.T) {
 	tests := []struct {
 		name string
@@ -99,6 +110,9 @@ func TestParseErrors(t *testing.T) {
 		{"bad pattern", "field \"f\" {\n match = [\"k8s:apps/Deployment\"]\n}", `p.hcl:2:11: match: field address "k8s:apps/Deployment": want k8s:<group>/<Kind>/[<namespace>/]<name>, got 2 segments`},
 		{"bad duration", "motivation \"m\" {\n default_lifetime = \"4 hours\"\n}", `p.hcl:2:21: default_lifetime: duration "4 hours"`},
 		{"bad ledger pattern", "ledger {\n include = [\"clusters/**\", \"apps/[prod\"]\n}", `p.hcl:2:28: ledger include: path pattern "apps/[prod" is not a valid glob`},
+		{"two gitops blocks", "gitops {}\ngitops {}\n", `p.hcl:2:1: duplicate gitops block`},
+		{"unknown gitops setting", "gitops {\n enable_argo = true\n}\n", `p.hcl:2:2: Unsupported argument; An argument named "enable_argo" is not expected here`},
+		{"gitops setting of the wrong type", "gitops {\n enable_helm_drift_detection = \"yes\"\n}\n", `p.hcl:2`},
 		{"ledger pattern with a slash", "ledger {\n exclude = [\"/tmp/**\"]\n}", `p.hcl:2:13: ledger exclude: path pattern "/tmp/**": repository paths have no leading slash`},
 		{"default over max", "motivation \"m\" {\n default_lifetime = \"4h\"\n max_lifetime = \"1h\"\n}", `p.hcl:2:21: default_lifetime 4h0m0s is longer than max_lifetime 1h0m0s`},
 		{"duplicate", "intent \"a\" { rank = 1 }\nintent \"a\" { rank = 2 }", `p.hcl:2:1: duplicate intent block "a" (first declared at line 1)`},

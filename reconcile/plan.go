@@ -192,6 +192,9 @@ func (p *planner) planYield(v core.Verdict) (*Change, string) {
 		return nil, fmt.Sprintf("yielded, but no Argo CD Application or Flux Kustomization applies %s: nothing to gate", pl.Manifest)
 	}
 	g := gitops.Gate{Field: f, Until: v.Until, Rule: v.Rule}
+	if p.snap.Policy != nil {
+		g.EnableDriftDetection = p.snap.Policy.GitOps.EnableHelmDriftDetection
+	}
 	var steps []editStep
 	for _, m := range pl.Managers {
 		m := m

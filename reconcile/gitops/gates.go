@@ -72,6 +72,13 @@ type Gate struct {
 	// Form is how the gate was written into a Flux Kustomization: FormIgnore, FormPatch or
 	// FormPatchesJSON6902. AddGate sets it; a caller's value is ignored.
 	Form string `json:"form,omitempty"`
+	// EnableDriftDetection asks AddGate to turn a HelmRelease's drift detection on if it is not
+	// (the policy's gitops.enable_helm_drift_detection). Not recorded.
+	EnableDriftDetection bool `json:"-"`
+	// EnabledDriftDetection records that Parley set spec.driftDetection.mode: enabled, and
+	// DriftModeWas the mode before ("" when unset), so the last resume puts it back.
+	EnabledDriftDetection bool   `json:"enabled_drift_detection,omitempty"`
+	DriftModeWas          string `json:"drift_mode_was,omitempty"`
 }
 
 // UnmarshalJSON reads a gate, also in the annotation Parley wrote before its JSON became snake_case
@@ -142,7 +149,12 @@ func AddGate(path string, content []byte, t Target, g Gate) (out []byte, changed
 				g.AddedSyncOption = added || syncOptionAddedBefore(gates)
 			}
 		case KindHelmRelease:
-			err = addHelmIgnore(obj, g.Field)
+			if g.EnableDriftDetection && !driftDetectionEnabledBefore(gates) {
+				g.EnabledDriftDetection, g.DriftModeWas, err = enableHelmDriftDetection(obj)
+			}
+			if err == nil {
+				err = addHelmIgnore(obj, g.Field)
+			}
 		case "Kustomization":
 			for _, x := range gates {
 				if x.Field == g.Field && x.Form != g.Form {
@@ -217,7 +229,16 @@ func RemoveGate(path string, content []byte, t Target, f core.Field) (out []byte
 		case "Kustomization":
 			err = removeFlux(obj, gone.Form, f)
 		case KindHelmRelease:
-			err = removeHelmIgnore(obj, f)
+			if gone.EnabledDriftDetection {
+				if len(kept) > 0 { // the remaining gates still need it on; the last one puts it back
+					kept[0].EnabledDriftDetection, kept[0].DriftModeWas = true, gone.DriftModeWas
+				} else {
+					err = restoreHelmDriftMode(obj, gone.DriftModeWas)
+				}
+			}
+			if err == nil {
+				err = removeHelmIgnore(obj, f)
+			}
 		}
 		return kept, true, err
 	}, nil)

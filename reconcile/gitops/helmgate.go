@@ -18,8 +18,8 @@ import (
 //
 // helm-controller corrects drift only when spec.driftDetection.mode is "enabled"; with "warn" or
 // the default "disabled" it reverts nothing, so the rule changes nothing until drift detection is
-// enabled. Parley does not change the mode: whether Helm releases are held to Git is the owner's
-// choice (see docs/drift.md).
+// enabled. Parley turns it on only where the policy allows (gitops { enable_helm_drift_detection =
+// true }), recording the mode it found so that the last resume puts it back.
 
 // KindHelmRelease is a Flux HelmRelease's kind.
 const KindHelmRelease = "HelmRelease"
@@ -112,4 +112,40 @@ func removeHelmIgnore(obj *yaml.RNode, f core.Field) error {
 		return clearField(obj, []string{"spec"}, "driftDetection")
 	}
 	return nil
+}
+
+func driftDetectionEnabledBefore(gates []Gate) bool {
+	for _, g := range gates {
+		if g.EnabledDriftDetection {
+			return true
+		}
+	}
+	return false
+}
+
+// enableHelmDriftDetection sets spec.driftDetection.mode: enabled unless it is; it returns whether
+// it changed the mode and the mode it found ("" when unset).
+func enableHelmDriftDetection(obj *yaml.RNode) (changed bool, was string, err error) {
+	dd, err := obj.Pipe(yaml.LookupCreate(yaml.MappingNode, "spec", "driftDetection"))
+	if err != nil {
+		return false, "", err
+	}
+	was = str(dd, "mode")
+	if was == string(helmv2.DriftDetectionEnabled) {
+		return false, "", nil
+	}
+	return true, was, dd.PipeE(yaml.SetField("mode", yaml.NewStringRNode(string(helmv2.DriftDetectionEnabled))))
+}
+
+// restoreHelmDriftMode puts spec.driftDetection.mode back as Parley found it.
+func restoreHelmDriftMode(obj *yaml.RNode, was string) error {
+	dd, err := obj.Pipe(yaml.Lookup("spec", "driftDetection"))
+	if err != nil || dd == nil {
+		return err
+	}
+	if was == "" {
+		_, err = dd.Pipe(yaml.Clear("mode"))
+		return err
+	}
+	return dd.PipeE(yaml.SetField("mode", yaml.NewStringRNode(was)))
 }

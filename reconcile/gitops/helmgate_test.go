@@ -160,3 +160,42 @@ spec:
 		t.Fatalf("adopting again: %v %v", changed, err)
 	}
 }
+
+// Where the policy allows it, a gate turns a HelmRelease's drift detection on, and the last
+// resume puts the mode back as it was: unset, or warn.
+func TestHelmReleaseGateEnablesDriftDetection(t *testing.T) {
+	tgt := Target{Kind: KindHelmRelease, Name: "web", Namespace: "flux-system"}
+	a := core.K8sField("apps", "Deployment", "prod", "web", "/spec/replicas")
+	b := core.K8sField("apps", "Deployment", "prod", "web", "/spec/template/spec/containers/0/image")
+	for _, drift := range []string{"", "  driftDetection:\n    mode: warn\n", "  driftDetection:\n    mode: enabled\n"} {
+		src := []byte(strings.Replace(helmRelease, "%s", drift, 1))
+		out, _, err := AddGate("flux/web.yaml", src, tgt, Gate{Field: a, Rule: "owner", EnableDriftDetection: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _, err = AddGate("flux/web.yaml", out, tgt, Gate{Field: b, Rule: "rank", EnableDriftDetection: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m, _ := HelmDriftMode("flux/web.yaml", out, tgt); m != "enabled" {
+			t.Fatalf("%q: mode %q after the gates, want enabled\n%s", drift, m, out)
+		}
+		out, _, err = RemoveGate("flux/web.yaml", out, tgt, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m, _ := HelmDriftMode("flux/web.yaml", out, tgt); m != "enabled" {
+			t.Fatalf("%q: mode %q while a gate remains, want enabled", drift, m)
+		}
+		back, _, err := RemoveGate("flux/web.yaml", out, tgt, b)
+		if err != nil || string(back) != string(src) {
+			t.Fatalf("%q: the last resume did not give back the bytes (%v):\n%s\n--- want\n%s", drift, err, back, src)
+		}
+	}
+	// Without the policy's leave the mode is the owner's.
+	src := []byte(strings.Replace(helmRelease, "%s", "", 1))
+	out, _, err := AddGate("flux/web.yaml", src, tgt, Gate{Field: a})
+	if m, _ := HelmDriftMode("flux/web.yaml", out, tgt); err != nil || m != "disabled" {
+		t.Fatalf("mode %q (%v), want disabled", m, err)
+	}
+}
