@@ -7,7 +7,8 @@
 #     kube-apiserver-v1.36.3/kube-apiserver        k8s.io/kubernetes, built from the Go module proxy
 #     etcd-v3.6.8/etcd                             a tiny launcher around go.etcd.io/etcd/server/v3/embed
 #     kustomize-controller-v1.9.4/kustomize-controller
-#     crds-kustomize-controller-v1.9.4-source-controller-v1.9.0/*.yaml
+#     helm-controller-v1.6.0/helm-controller
+#     crds-kustomize-controller-v1.9.4-helm-controller-v1.6.0-source-controller-v1.9.0/*.yaml
 #
 # Each artifact is built in its own generated wrapper module inside its cache directory (nothing is
 # written to the checkout) and moved into place only when complete, so an interrupted run leaves no
@@ -23,6 +24,7 @@ KUBERNETES_VERSION=v1.36.3
 STAGING_VERSION=v0.36.3 # k8s.io/kubernetes v1.X.Y ships its staging modules as v0.X.Y
 ETCD_VERSION=v3.6.8     # the etcd server k8s.io/kubernetes v1.36.3 itself requires
 KUSTOMIZE_CONTROLLER_VERSION=v1.9.4
+HELM_CONTROLLER_VERSION=v1.6.0   # the newest whose go.mod this toolchain accepts (v1.7 needs Go 1.27)
 SOURCE_CONTROLLER_VERSION=v1.9.0 # the source API kustomize-controller v1.9.4 is built against
 
 CACHE="${PARLEY_CACHE:-$HOME/.cache/parley}/real-controllers"
@@ -190,11 +192,27 @@ build_kustomize_controller() {
 	go build -trimpath -ldflags "-s -w" -o kustomize-controller github.com/fluxcd/kustomize-controller
 }
 
+build_helm_controller() {
+	local hcdir
+	hcdir=$(module_dir "github.com/fluxcd/helm-controller@$1")
+	go mod init parley.local/hcbuild
+	go mod edit -go="$(go mod edit -json "$hcdir/go.mod" | "$MODJSON" go)"
+	go mod edit -require="github.com/fluxcd/helm-controller@$1"
+	copy_replaces "$hcdir/go.mod" "$1"
+	# v1.6.0 asks for fluxcd/pkg/chartutil v1.27.0, which the module proxy here does not serve; the
+	# patch release v1.27.2 is API-compatible (same minor).
+	go mod edit -require=github.com/fluxcd/pkg/chartutil@v1.27.2
+	printf '//go:build tools\n\npackage tools\n\nimport _ "github.com/fluxcd/helm-controller"\n' >tools.go
+	go mod tidy
+	go build -trimpath -ldflags "-s -w" -o helm-controller github.com/fluxcd/helm-controller
+}
+
 crds() {
-	local dir="$CACHE/crds-kustomize-controller-$KUSTOMIZE_CONTROLLER_VERSION-source-controller-$SOURCE_CONTROLLER_VERSION"
-	local want=(kustomize.toolkit.fluxcd.io_kustomizations.yaml source.toolkit.fluxcd.io_externalartifacts.yaml
-		source.toolkit.fluxcd.io_gitrepositories.yaml source.toolkit.fluxcd.io_ocirepositories.yaml
-		source.toolkit.fluxcd.io_buckets.yaml)
+	local dir="$CACHE/crds-kustomize-controller-$KUSTOMIZE_CONTROLLER_VERSION-helm-controller-$HELM_CONTROLLER_VERSION-source-controller-$SOURCE_CONTROLLER_VERSION"
+	local want=(kustomize.toolkit.fluxcd.io_kustomizations.yaml helm.toolkit.fluxcd.io_helmreleases.yaml
+		source.toolkit.fluxcd.io_externalartifacts.yaml source.toolkit.fluxcd.io_gitrepositories.yaml
+		source.toolkit.fluxcd.io_ocirepositories.yaml source.toolkit.fluxcd.io_buckets.yaml
+		source.toolkit.fluxcd.io_helmcharts.yaml source.toolkit.fluxcd.io_helmrepositories.yaml)
 	local f missing=0
 	for f in "${want[@]}"; do
 		[[ -s "$dir/$f" ]] || missing=1
@@ -203,13 +221,15 @@ crds() {
 		echo "cached  $dir"
 		return
 	fi
-	local kc sc tmp
+	local kc hc sc tmp
 	kc=$(module_dir "github.com/fluxcd/kustomize-controller@$KUSTOMIZE_CONTROLLER_VERSION")
+	hc=$(module_dir "github.com/fluxcd/helm-controller@$HELM_CONTROLLER_VERSION")
 	sc=$(module_dir "github.com/fluxcd/source-controller@$SOURCE_CONTROLLER_VERSION")
 	tmp=$(mktemp -d "$CACHE/crds.XXXXXX")
 	for f in "${want[@]}"; do
 		local src="$kc/config/crd/bases/$f"
 		[[ "$f" == source.* ]] && src="$sc/config/crd/bases/$f"
+		[[ "$f" == helm.* ]] && src="$hc/config/crd/bases/$f"
 		[[ -s "$src" ]] || { rm -rf "$tmp"; die "CRD $f not found at $src"; }
 		cp "$src" "$tmp/$f"
 	done
@@ -223,4 +243,5 @@ crds() {
 build etcd "$ETCD_VERSION" etcd
 build kube-apiserver "$KUBERNETES_VERSION" kube-apiserver
 build kustomize-controller "$KUSTOMIZE_CONTROLLER_VERSION" kustomize-controller
+build helm-controller "$HELM_CONTROLLER_VERSION" helm-controller
 crds

@@ -30,6 +30,7 @@ const (
 	kubernetesVersion          = "v1.36.3"
 	etcdVersion                = "v3.6.8"
 	kustomizeControllerVersion = "v1.9.4"
+	helmControllerVersion      = "v1.6.0"
 	sourceControllerVersion    = "v1.9.0"
 )
 
@@ -44,7 +45,7 @@ const (
 
 // binaries are the cached artifacts the test runs.
 type binaries struct {
-	etcd, apiserver, kustomizeController, crdDir string
+	etcd, apiserver, kustomizeController, helmController, crdDir string
 }
 
 // findBinaries locates the artifacts in the cache. A missing artifact fails the test: skipping
@@ -64,9 +65,11 @@ func findBinaries(t *testing.T) binaries {
 		etcd:                filepath.Join(dir, "etcd-"+etcdVersion, "etcd"),
 		apiserver:           filepath.Join(dir, "kube-apiserver-"+kubernetesVersion, "kube-apiserver"),
 		kustomizeController: filepath.Join(dir, "kustomize-controller-"+kustomizeControllerVersion, "kustomize-controller"),
-		crdDir:              filepath.Join(dir, "crds-kustomize-controller-"+kustomizeControllerVersion+"-source-controller-"+sourceControllerVersion),
+		helmController:      filepath.Join(dir, "helm-controller-"+helmControllerVersion, "helm-controller"),
+		crdDir: filepath.Join(dir, "crds-kustomize-controller-"+kustomizeControllerVersion+"-helm-controller-"+helmControllerVersion+
+			"-source-controller-"+sourceControllerVersion),
 	}
-	for _, p := range []string{b.etcd, b.apiserver, b.kustomizeController, b.crdDir} {
+	for _, p := range []string{b.etcd, b.apiserver, b.kustomizeController, b.helmController, b.crdDir} {
 		if _, err := os.Stat(p); err != nil {
 			t.Fatalf("%s is missing (%v): run scripts/real-controllers.sh first", p, err)
 		}
