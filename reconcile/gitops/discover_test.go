@@ -581,6 +581,26 @@ func FuzzDiscover(f *testing.F) {
 	})
 }
 
+// A URL in a comment (an editor's schema) or in a value kustomize does not load (an annotation)
+// fetches nothing: such a kustomization is built.
+func TestDiscoverBuildsDespiteURLsThatLoadNothing(t *testing.T) {
+	files := map[string][]byte{
+		"flux.yaml": []byte("apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: app\n" +
+			"  namespace: flux-system\nspec:\n  path: ./app\n"),
+		"app/kustomization.yaml": []byte("# yaml-language-server: $schema=https://json.schemastore.org/kustomization\n" +
+			"apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamePrefix: x-\n" +
+			"commonAnnotations:\n  docs: https://wiki.example.com/app\nresources: [deploy.yaml]\n"),
+		"app/deploy.yaml": []byte("apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: prod\n"),
+	}
+	inv, problems := Discover(files)
+	if len(problems) > 0 {
+		t.Fatalf("problems %v", problems)
+	}
+	if pl, ok := inv.Locate(core.K8sField("apps", "Deployment", "prod", "x-web", "")); !ok || pl.Built != "app" {
+		t.Fatalf("x-web: %+v %v", pl, ok)
+	}
+}
+
 // A kustomization that would make kustomize fetch something (a remote base, a patch by URL) is
 // never built: Parley reads no network.
 func TestDiscoverFetchesNothing(t *testing.T) {
@@ -606,5 +626,44 @@ func TestDiscoverFetchesNothing(t *testing.T) {
 		if pl, ok := inv.Locate(core.K8sField("apps", "Deployment", "prod", "web", "")); !ok || pl.Built != "" {
 			t.Errorf("%q: the files are read as written instead: %+v %v", k, pl, ok)
 		}
+	}
+}
+
+// BenchmarkDiscoverRepo times Discover on a real repository's files (what a drift snapshot
+// derives once per commit): PARLEY_BENCH_REPO=/path/to/repo go test ./reconcile/gitops -bench DiscoverRepo -run '^$'
+func BenchmarkDiscoverRepo(b *testing.B) {
+	dir := os.Getenv("PARLEY_BENCH_REPO")
+	if dir == "" {
+		b.Skip("set PARLEY_BENCH_REPO to a repository (a snapshot from the search tool's fetch)")
+	}
+	files := map[string][]byte{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if d.Name() == ".git" {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		n := strings.ToLower(d.Name())
+		if strings.HasSuffix(n, ".yaml") || strings.HasSuffix(n, ".yml") || strings.HasSuffix(n, ".tpl") || n == "kustomization" {
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			rel, _ := filepath.Rel(dir, p)
+			files[filepath.ToSlash(rel)] = data
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		inv, _ := Discover(files)
+		b.ReportMetric(float64(len(inv.Managers())), "managers")
 	}
 }

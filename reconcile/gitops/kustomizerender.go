@@ -111,10 +111,11 @@ func (d *discovery) remoteResource(kfile string, seen map[string]bool) string {
 	if k == nil {
 		return ""
 	}
-	// kustomize also loads patches, generator files and the like over HTTP: any URL or SSH remote
-	// anywhere in a kustomization keeps it from being built.
-	if m := remoteRef.Find(d.files[kfile]); m != nil {
-		return string(m)
+	// kustomize also loads patches, generator files and the like over HTTP: a URL or SSH remote in
+	// any entry that names something to load keeps it from being built. Comments (a schema URL for
+	// the editor) and values (an annotation holding a link) load nothing.
+	if r := remoteLoad(d.files[kfile]); r != "" {
+		return r
 	}
 	dir := path.Dir(kfile)
 	for _, list := range [][]string{k.Resources, k.Bases, k.Components} {
@@ -134,6 +135,47 @@ func (d *discovery) remoteResource(kfile string, seen map[string]bool) string {
 }
 
 var remoteRef = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^\s"']*|git@[^\s"']+`)
+
+// loadKeys are the kustomization keys whose strings name something kustomize loads.
+var loadKeys = map[string]bool{"resources": true, "bases": true, "components": true, "patches": true, "path": true,
+	"patchesStrategicMerge": true, "patchesJson6902": true, "files": true, "envs": true, "env": true, "generators": true,
+	"transformers": true, "validators": true, "crds": true, "openapi": true, "replacements": true, "configurations": true}
+
+// remoteLoad returns a remote reference among the strings a kustomization loads, or "".
+func remoteLoad(content []byte) string {
+	var root any
+	if yamlv3.Unmarshal(content, &root) != nil {
+		return ""
+	}
+	var walk func(v any, loading bool) string
+	walk = func(v any, loading bool) string {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, e := range x {
+				if r := walk(e, loading || loadKeys[k]); r != "" {
+					return r
+				}
+			}
+		case []any:
+			for _, e := range x {
+				if r := walk(e, loading); r != "" {
+					return r
+				}
+			}
+		case string:
+			if _, after, ok := strings.Cut(x, "="); ok && !strings.Contains(x, "://") {
+				x = after // a generator's key=path
+			}
+			if loading && !strings.Contains(x, "\n") {
+				if m := remoteRef.FindString(x); m != "" {
+					return m
+				}
+			}
+		}
+		return ""
+	}
+	return walk(root, false)
+}
 
 // isRemote reports whether a kustomization entry names something outside the repository.
 func isRemote(entry string) bool {
