@@ -58,6 +58,9 @@ type Snapshot struct {
 	Git    GitState
 	Policy *policy.Policy
 	Head   string // the commit the files and ledger were read at, for logs
+	// HeadTime is that commit's time: when Git last said anything, as far as a value Git holds but
+	// no ledger entry dates (a chart's rendering) goes.
+	HeadTime time.Time
 
 	derive *derived // what is computed from Files, shared while the commit is the same; may be nil
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
@@ -137,6 +138,10 @@ func (c *SnapshotCache) Load(ctx context.Context, dir, branch, policyPath string
 	if _, err := led.Update(ctx, branch); err != nil {
 		return Snapshot{}, fmt.Errorf("update the ledger of %s: %w", branch, err)
 	}
+	var headTime time.Time
+	if c, err := repo.CommitObject(hash); err == nil {
+		headTime = c.Committer.When.UTC()
+	}
 	key := dir + "\x00" + branch + "\x00" + policyPath + "\x00" + hash.String()
 	if c != nil {
 		c.mu.Lock()
@@ -147,7 +152,7 @@ func (c *SnapshotCache) Load(ctx context.Context, dir, branch, policyPath string
 			if pol == nil {
 				pol = cached
 			}
-			return Snapshot{Files: files, Git: led, Policy: pol, Head: hash.String(), derive: d}, nil
+			return Snapshot{Files: files, Git: led, Policy: pol, Head: hash.String(), HeadTime: headTime, derive: d}, nil
 		}
 	}
 	files, err := readTree(repo, hash)
@@ -160,7 +165,7 @@ func (c *SnapshotCache) Load(ctx context.Context, dir, branch, policyPath string
 			return Snapshot{}, fmt.Errorf("%s at %s: %w", dir, branch, err)
 		}
 	}
-	snap := Snapshot{Files: files, Git: led, Policy: pol, Head: hash.String(), derive: &derived{}}
+	snap := Snapshot{Files: files, Git: led, Policy: pol, Head: hash.String(), HeadTime: headTime, derive: &derived{}}
 	if c != nil && fromBranch {
 		c.mu.Lock()
 		c.key, c.files, c.policy, c.derive = key, files, pol, snap.derive
@@ -194,7 +199,7 @@ func (s Snapshot) gitClaim(f core.Field) (core.Claim, bool, error) {
 		return core.Claim{}, false, nil
 	}
 	pl, _ := inv.Locate(f)
-	return core.Claim{Field: f, Value: v, Intent: core.IntentBaseline,
+	return core.Claim{Field: f, Value: v, Intent: core.IntentBaseline, At: s.HeadTime,
 		Actor:    core.Actor{Identity: core.Identity{Source: core.SourceGitAuthor, Name: "rendered from " + pl.Manifest}},
 		Evidence: core.Evidence{Source: "git", Commit: s.Head}}, true, nil
 }
