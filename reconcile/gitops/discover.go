@@ -405,6 +405,9 @@ type argoGenerator struct {
 type argoSetSpec struct {
 	Generators []argoGenerator `yaml:"generators"`
 	Template   struct {
+		Metadata struct {
+			Name string `yaml:"name"`
+		} `yaml:"metadata"`
 		Spec argoAppSpec `yaml:"spec"`
 	} `yaml:"template"`
 }
@@ -575,6 +578,31 @@ func (d *discovery) readManager(file string, doc document) error {
 			}
 		}
 		m.roots = d.setRoots(s)
+		// A generated Application whose path holds a chart renders it, released under the
+		// Application's name (the template's, with the generator's parameters filled in).
+		for _, r := range m.roots {
+			if _, chart := d.files[path.Join(r.dir, "Chart.yaml")]; !chart {
+				continue
+			}
+			app := literal(substitutePath(s.Template.Metadata.Name, r.dir))
+			if app == "" {
+				d.problem("%s: ApplicationSet %s/%s: the generated Application's name %q is templated beyond the git generator's parameters; the chart %s is not rendered",
+					file, doc.key.namespace, doc.key.name, s.Template.Metadata.Name, r.dir)
+				continue
+			}
+			for _, src := range s.Template.Spec.sources() {
+				if repoDir(substitutePath(src.Path, r.dir)) != r.dir && !strings.Contains(substitutePath(src.Path, r.dir), "{{") {
+					continue
+				}
+				h, err := d.argoHelmSource(app, argoSource{Path: r.dir, Helm: src.Helm}, r.fill)
+				if err != nil {
+					d.problem("%s: ApplicationSet %s/%s: Helm source %s: %v; its objects are not rendered", file, doc.key.namespace, doc.key.name, r.dir, err)
+					continue
+				}
+				m.helm = append(m.helm, h)
+				break
+			}
+		}
 	default:
 		return nil
 	}

@@ -276,6 +276,24 @@ func TestDiscoverCases(t *testing.T) {
 			},
 		},
 		{
+			name: "an ApplicationSet's git directory generator over charts: each generated Application renders its chart",
+			files: map[string]string{
+				"set.yaml": "apiVersion: argoproj.io/v1alpha1\nkind: ApplicationSet\nmetadata:\n  name: charts\n  namespace: argocd\n" +
+					"spec:\n  generators:\n    - git:\n        directories:\n          - path: charts/*\n" +
+					"  template:\n    metadata:\n      name: '{{path.basename}}'\n    spec:\n      source:\n        path: '{{path}}'\n" +
+					"        helm:\n          valuesObject:\n            replicas: 2\n      destination:\n        namespace: shop\n",
+				"charts/cart/Chart.yaml":          "apiVersion: v2\nname: cart\nversion: 0.1.0\n",
+				"charts/cart/templates/app.yaml":  "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {{ .Release.Name }}-api\nspec:\n  replicas: {{ .Values.replicas }}\n",
+				"charts/front/Chart.yaml":         "apiVersion: v2\nname: front\nversion: 0.1.0\n",
+				"charts/front/templates/app.yaml": "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {{ .Release.Name }}-web\nspec:\n  replicas: 1\n",
+			},
+			paths: map[string][]string{"charts": {"charts/cart", "charts/front"}},
+			want: []want{
+				{core.K8sField("apps", "Deployment", "shop", "cart-api", ""), "charts/cart/templates/app.yaml", 1},
+				{core.K8sField("apps", "Deployment", "shop", "front-web", ""), "charts/front/templates/app.yaml", 1},
+			},
+		},
+		{
 			name: "one base under two overlays is two objects",
 			files: map[string]string{
 				"flux.yaml":                          flux("prod", "./overlays/prod", "") + "---\n" + flux("dev", "./overlays/dev", ""),
