@@ -484,6 +484,21 @@ func TestTerraformYieldGatesWithIgnoreChanges(t *testing.T) {
 	}
 }
 
+// commitFiles writes files into the demo repository and commits them.
+func commitFiles(t *testing.T, e *env, files map[string]string, msg string) {
+	t.Helper()
+	for p, c := range files {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(e.dir, p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(e.dir, p), []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.git.Run("add", "-A")
+	e.git.Run("commit", "--quiet", "-m", msg)
+}
+
 // addShopChart commits a chart in the repository and a Flux HelmRelease installing it into prod:
 // the release's Deployment is named by the chart (shop-api), not by any manifest in Git.
 func addShopChart(t *testing.T, e *env, driftDetection string) {
@@ -525,16 +540,7 @@ spec:
     replicaCount: 4
 `,
 	}
-	for p, c := range files {
-		if err := os.MkdirAll(filepath.Dir(filepath.Join(e.dir, p)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(e.dir, p), []byte(c), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	e.git.Run("add", "-A")
-	e.git.Run("commit", "--quiet", "-m", "Install the shop chart")
+	commitFiles(t, e, files, "Install the shop chart")
 }
 
 // A Deployment that only a chart in the repository defines: the HPA scales it, the verdict yields,
@@ -593,16 +599,7 @@ func TestOverlayObjectGatesUnderItsBuiltName(t *testing.T) {
 		"clusters/staging/apps.yaml": "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: staging\n  namespace: flux-system\n" +
 			"spec:\n  interval: 10m\n  path: ./k8s/staging\n  prune: true\n  sourceRef:\n    kind: GitRepository\n    name: flux-system\n",
 	}
-	for p, c := range files {
-		if err := os.MkdirAll(filepath.Dir(filepath.Join(e.dir, p)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(e.dir, p), []byte(c), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	e.git.Run("add", "-A")
-	e.git.Run("commit", "--quiet", "-m", "Add a staging overlay")
+	commitFiles(t, e, files, "Add a staging overlay")
 	staging := core.K8sField("apps", "Deployment", "staging", "staging-web", "/spec/replicas")
 	pl, ok := e.snapshot().inventory().Locate(staging)
 	if !ok || pl.Manifest != "k8s/prod/web.yaml" || pl.Built != "k8s/staging" || len(pl.Managers) != 1 || pl.Managers[0].Target.Name != "staging" {

@@ -193,24 +193,15 @@ func AdoptHelmValue(path string, content []byte, t Target, key ValuesKey, v core
 	if err := json.Unmarshal([]byte(v.JSON()), &decoded); err != nil || v.IsExpr() || v.Absent() {
 		return nil, false, fmt.Errorf("%s: only a literal value can be written into values, not %s", path, v)
 	}
-	nodes, err := readNodes(content)
-	if err != nil {
-		return nil, false, fmt.Errorf("%s: %w", path, err)
-	}
-	for _, n := range nodes {
-		if n.GetKind() != t.Kind || n.GetName() != t.Name || n.GetNamespace() != t.Namespace {
-			continue
-		}
-		if _, err := decodeHelm(n); err != nil {
-			return nil, false, fmt.Errorf("%s: %s: %w", path, t, err)
-		}
-		fieldPath := append([]string{"spec", "values"}, key...)
+	fieldPath := append([]string{"spec", "values"}, key...)
+	// edit finds the HelmRelease, decodes it with helm-controller's types before and after, and
+	// writes the file only when something changed; the gates are not touched.
+	return edit(path, content, t, func(n *yaml.RNode, gates []Gate) ([]Gate, bool, error) {
 		if cur, _ := n.Pipe(yaml.Lookup(fieldPath...)); cur != nil {
 			var have any
 			if s, err := cur.String(); err == nil && yamlv3.Unmarshal([]byte(s), &have) == nil {
-				hj, _ := json.Marshal(have)
-				if string(hj) == v.JSON() {
-					return content, false, nil
+				if hj, _ := json.Marshal(have); string(hj) == v.JSON() {
+					return gates, false, nil
 				}
 			}
 		}
@@ -220,21 +211,13 @@ func AdoptHelmValue(path string, content []byte, t Target, key ValuesKey, v core
 		}
 		parent, err := n.Pipe(yaml.LookupCreate(yaml.MappingNode, fieldPath[:len(fieldPath)-1]...))
 		if err != nil {
-			return nil, false, fmt.Errorf("%s: %s: spec.values.%s: %w", path, t, key, err)
+			return nil, false, fmt.Errorf("spec.values.%s: %w", key, err)
 		}
 		if err := parent.PipeE(yaml.SetField(fieldPath[len(fieldPath)-1], yaml.NewRNode(newNode))); err != nil {
-			return nil, false, fmt.Errorf("%s: %s: spec.values.%s: %w", path, t, key, err)
+			return nil, false, fmt.Errorf("spec.values.%s: %w", key, err)
 		}
-		if _, err := decodeHelm(n); err != nil {
-			return nil, false, fmt.Errorf("%s: %s: refusing the edit, which helm-controller would not read: %w", path, t, err)
-		}
-		out, err := writeNodes(nodes)
-		if err != nil {
-			return nil, false, fmt.Errorf("%s: %w", path, err)
-		}
-		return out, true, nil
-	}
-	return nil, false, fmt.Errorf("%s: no %s in the file", path, t)
+		return gates, true, nil
+	}, nil)
 }
 
 // objectName is "Deployment prod/web".
