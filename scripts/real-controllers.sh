@@ -180,32 +180,30 @@ EOF
 	go build -trimpath -ldflags "-s -w" -o etcd .
 }
 
-build_kustomize_controller() {
-	local kcdir
-	kcdir=$(module_dir "github.com/fluxcd/kustomize-controller@$1")
-	go mod init parley.local/kcbuild
-	go mod edit -go="$(go mod edit -json "$kcdir/go.mod" | "$MODJSON" go)"
-	go mod edit -require="github.com/fluxcd/kustomize-controller@$1"
-	copy_replaces "$kcdir/go.mod" "$1"
-	printf '//go:build tools\n\npackage tools\n\nimport _ "github.com/fluxcd/kustomize-controller"\n' >tools.go
+# flux_controller NAME VERSION [MODULE@VERSION...]: builds a Flux controller's main package, with
+# its own replaces, and any further requirements given.
+flux_controller() {
+	local name=$1 version=$2 dir
+	shift 2
+	dir=$(module_dir "github.com/fluxcd/$name@$version")
+	go mod init "parley.local/$name-build"
+	go mod edit -go="$(go mod edit -json "$dir/go.mod" | "$MODJSON" go)"
+	go mod edit -require="github.com/fluxcd/$name@$version"
+	copy_replaces "$dir/go.mod" "$version"
+	local req
+	for req in "$@"; do
+		go mod edit -require="$req"
+	done
+	printf '//go:build tools\n\npackage tools\n\nimport _ "github.com/fluxcd/%s"\n' "$name" >tools.go
 	go mod tidy
-	go build -trimpath -ldflags "-s -w" -o kustomize-controller github.com/fluxcd/kustomize-controller
+	go build -trimpath -ldflags "-s -w" -o "$name" "github.com/fluxcd/$name"
 }
 
-build_helm_controller() {
-	local hcdir
-	hcdir=$(module_dir "github.com/fluxcd/helm-controller@$1")
-	go mod init parley.local/hcbuild
-	go mod edit -go="$(go mod edit -json "$hcdir/go.mod" | "$MODJSON" go)"
-	go mod edit -require="github.com/fluxcd/helm-controller@$1"
-	copy_replaces "$hcdir/go.mod" "$1"
-	# v1.6.0 asks for fluxcd/pkg/chartutil v1.27.0, which the module proxy here does not serve; the
-	# patch release v1.27.2 is API-compatible (same minor).
-	go mod edit -require=github.com/fluxcd/pkg/chartutil@v1.27.2
-	printf '//go:build tools\n\npackage tools\n\nimport _ "github.com/fluxcd/helm-controller"\n' >tools.go
-	go mod tidy
-	go build -trimpath -ldflags "-s -w" -o helm-controller github.com/fluxcd/helm-controller
-}
+build_kustomize_controller() { flux_controller kustomize-controller "$1"; }
+
+# helm-controller v1.6.0 asks for fluxcd/pkg/chartutil v1.27.0, which the module proxy here does not
+# serve; the patch release v1.27.2 is API-compatible (same minor).
+build_helm_controller() { flux_controller helm-controller "$1" github.com/fluxcd/pkg/chartutil@v1.27.2; }
 
 crds() {
 	local dir="$CACHE/crds-kustomize-controller-$KUSTOMIZE_CONTROLLER_VERSION-helm-controller-$HELM_CONTROLLER_VERSION-source-controller-$SOURCE_CONTROLLER_VERSION"

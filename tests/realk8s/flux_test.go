@@ -120,18 +120,9 @@ func TestFluxYieldsToHPA(t *testing.T) {
 		t.Fatalf("create namespace %s: %v", fluxNS, err)
 	}
 	publishArtifact(t, ctx, dyn, "web", map[string]string{"deployment.yaml": deploymentYAML})
-	applyKustomization(t, ctx, dyn, []byte(kustomizationYAML))
+	applyFlux(t, ctx, dyn, ksGVR, []byte(kustomizationYAML))
 
-	kcPorts := [2]int{freePort(t), freePort(t)}
-	kc := start(t, c.dir, "kustomize-controller",
-		[]string{"KUBECONFIG=" + c.kubeconfig(t), "RUNTIME_NAMESPACE=" + fluxNS},
-		bins.kustomizeController,
-		fmt.Sprintf("--metrics-addr=127.0.0.1:%d", kcPorts[0]),
-		fmt.Sprintf("--health-addr=127.0.0.1:%d", kcPorts[1]),
-		"--events-addr=",
-		"--feature-gates=ExternalArtifact=true",
-		"--log-encoding=console",
-	)
+	kc := startFluxController(t, c, "kustomize-controller", bins.kustomizeController)
 
 	field := core.K8sField("apps", "Deployment", "default", "web", "/spec/replicas")
 	if _, err := core.ParseField(field.String()); err != nil || field.String() != "k8s:apps/Deployment/default/web#/spec/replicas" {
@@ -164,7 +155,7 @@ func TestFluxYieldsToHPA(t *testing.T) {
 			}
 			return true, nil
 		})
-		waitGenerationReady(t, ctx, dyn, "web")
+		waitGenerationReady(t, ctx, dyn, ksGVR, "web")
 		t.Logf("a: Flux applied web with replicas 3 owned by kustomize-controller (Apply) after %s", time.Since(began).Round(time.Millisecond))
 	})
 
@@ -226,7 +217,7 @@ func TestFluxYieldsToHPA(t *testing.T) {
 
 	// d. Without a gate, a Flux reconcile takes the field back: the fight.
 	step("d/flux-reverts", func(t *testing.T) {
-		reconcile(t, ctx, dyn, "web")
+		reconcile(t, ctx, dyn, ksGVR, "web")
 		if got := replicas(getDeployment(t, ctx, kube, "web")); got != 3 {
 			t.Fatalf("replicas after an ungated Flux reconcile: %d, want 3 (Flux restoring Git)", got)
 		}
@@ -244,13 +235,13 @@ func TestFluxYieldsToHPA(t *testing.T) {
 			t.Fatalf("gitops.AddGate: changed %v, err %v", changed, err)
 		}
 		t.Logf("e: Parley's gated Kustomization:\n%s", gated)
-		applyKustomization(t, ctx, dyn, gated)
+		applyFlux(t, ctx, dyn, ksGVR, gated)
 		if got := liveIgnore(t, ctx, dyn, "web"); len(got) != 1 {
 			t.Fatalf("live spec.ignore after applying Parley's YAML: %v, want its one entry", got)
 		}
-		waitGenerationReady(t, ctx, dyn, "web")
+		waitGenerationReady(t, ctx, dyn, ksGVR, "web")
 		scaleAsHPA(t, ctx, hpa, "web", 7)
-		reconcile(t, ctx, dyn, "web")
+		reconcile(t, ctx, dyn, ksGVR, "web")
 		d := getDeployment(t, ctx, kube, "web")
 		if replicas(d) != 7 {
 			t.Fatalf("replicas after a gated Flux reconcile: %d, want the HPA's 7", replicas(d))
@@ -268,11 +259,11 @@ func TestFluxYieldsToHPA(t *testing.T) {
 		if string(back) != kustomizationYAML {
 			t.Fatalf("resume must give back the committed bytes; got:\n%s\nwant:\n%s", back, kustomizationYAML)
 		}
-		applyKustomization(t, ctx, dyn, back)
+		applyFlux(t, ctx, dyn, ksGVR, back)
 		if got := liveIgnore(t, ctx, dyn, "web"); len(got) != 0 {
 			t.Fatalf("live spec.ignore after applying the resumed YAML: %v, want none", got)
 		}
-		reconcile(t, ctx, dyn, "web")
+		reconcile(t, ctx, dyn, ksGVR, "web")
 		if got := replicas(getDeployment(t, ctx, kube, "web")); got != 3 {
 			t.Fatalf("replicas after resuming and reconciling: %d, want 3", got)
 		}
@@ -290,7 +281,7 @@ func TestFluxYieldsToHPA(t *testing.T) {
 	renamed := core.K8sField("apps", "Deployment", "default", "staging-web", "/spec/replicas")
 	step("g/overlay-name-prefix", func(t *testing.T) {
 		publishArtifact(t, ctx, dyn, "overlay", overlayFiles)
-		applyKustomization(t, ctx, dyn, []byte(overlayYAML))
+		applyFlux(t, ctx, dyn, ksGVR, []byte(overlayYAML))
 		waitFor(t, 120*time.Second, "Flux to apply the overlay's Deployment default/staging-web", func() (bool, error) {
 			d, err := kube.AppsV1().Deployments("default").Get(ctx, "staging-web", metav1.GetOptions{})
 			if err != nil {
@@ -298,9 +289,9 @@ func TestFluxYieldsToHPA(t *testing.T) {
 			}
 			return replicas(d) == 3, nil
 		})
-		waitGenerationReady(t, ctx, dyn, "overlay")
+		waitGenerationReady(t, ctx, dyn, ksGVR, "overlay")
 		scaleAsHPA(t, ctx, hpa, "staging-web", 7)
-		reconcile(t, ctx, dyn, "overlay")
+		reconcile(t, ctx, dyn, ksGVR, "overlay")
 		if got := replicas(getDeployment(t, ctx, kube, "staging-web")); got != 3 {
 			t.Fatalf("replicas of staging-web after an ungated reconcile: %d, want 3", got)
 		}
@@ -322,14 +313,14 @@ func TestFluxYieldsToHPA(t *testing.T) {
 		if err != nil || !changed {
 			t.Fatalf("gitops.AddGate: changed %v, err %v", changed, err)
 		}
-		applyKustomization(t, ctx, dyn, gatedOverlay)
+		applyFlux(t, ctx, dyn, ksGVR, gatedOverlay)
 		ignore := liveIgnore(t, ctx, dyn, "overlay")
 		if len(ignore) != 1 || !strings.Contains(fmt.Sprint(ignore), "staging-web") {
 			t.Fatalf("live spec.ignore %v, want one entry for staging-web", ignore)
 		}
-		waitGenerationReady(t, ctx, dyn, "overlay")
+		waitGenerationReady(t, ctx, dyn, ksGVR, "overlay")
 		scaleAsHPA(t, ctx, hpa, "staging-web", 7)
-		reconcile(t, ctx, dyn, "overlay")
+		reconcile(t, ctx, dyn, ksGVR, "overlay")
 		if got := replicas(getDeployment(t, ctx, kube, "staging-web")); got != 7 {
 			t.Fatalf("replicas of staging-web after a gated reconcile: %d, want the HPA's 7", got)
 		}
@@ -337,13 +328,27 @@ func TestFluxYieldsToHPA(t *testing.T) {
 		if err != nil || string(back) != overlayYAML {
 			t.Fatalf("resume: %v; got\n%s", err, back)
 		}
-		applyKustomization(t, ctx, dyn, back)
-		reconcile(t, ctx, dyn, "overlay")
+		applyFlux(t, ctx, dyn, ksGVR, back)
+		reconcile(t, ctx, dyn, ksGVR, "overlay")
 		if got := replicas(getDeployment(t, ctx, kube, "staging-web")); got != 3 {
 			t.Fatalf("replicas of staging-web after resuming: %d, want 3", got)
 		}
 		t.Logf("g: the overlay's staging-web kept the HPA's 7 under Parley's gate and went back to 3 on resume (whole test %s)", time.Since(began).Round(time.Millisecond))
 	})
+}
+
+// startFluxController runs a Flux controller out of cluster against the test's apiserver, with
+// ExternalArtifact sources allowed and no event recorder.
+func startFluxController(t *testing.T, c *cluster, name, bin string) *process {
+	t.Helper()
+	ports := [2]int{freePort(t), freePort(t)}
+	return start(t, c.dir, name, []string{"KUBECONFIG=" + c.kubeconfig(t), "RUNTIME_NAMESPACE=" + fluxNS}, bin,
+		fmt.Sprintf("--metrics-addr=127.0.0.1:%d", ports[0]),
+		fmt.Sprintf("--health-addr=127.0.0.1:%d", ports[1]),
+		"--events-addr=",
+		"--feature-gates=ExternalArtifact=true",
+		"--log-encoding=console",
+	)
 }
 
 // installCRDs creates the Flux CRDs and waits until each is established.
@@ -451,16 +456,17 @@ func publishArtifact(t *testing.T, ctx context.Context, dyn dynamic.Interface, n
 	}
 }
 
-// applyKustomization server-side applies the Kustomization YAML as committed to Git.
-func applyKustomization(t *testing.T, ctx context.Context, dyn dynamic.Interface, content []byte) {
+// applyFlux server-side applies a Flux object's YAML (a Kustomization, a HelmRelease) as committed
+// to Git.
+func applyFlux(t *testing.T, ctx context.Context, dyn dynamic.Interface, gvr schema.GroupVersionResource, content []byte) {
 	t.Helper()
 	var obj map[string]any
 	if err := yaml.Unmarshal(content, &obj); err != nil {
-		t.Fatalf("decode Kustomization YAML: %v\n%s", err, content)
+		t.Fatalf("decode %s YAML: %v\n%s", gvr.Resource, err, content)
 	}
 	u := &unstructured.Unstructured{Object: obj}
-	if _, err := dyn.Resource(ksGVR).Namespace(u.GetNamespace()).Apply(ctx, u.GetName(), u, metav1.ApplyOptions{FieldManager: gitManager, Force: true}); err != nil {
-		t.Fatalf("apply Kustomization %s/%s: %v", u.GetNamespace(), u.GetName(), err)
+	if _, err := dyn.Resource(gvr).Namespace(u.GetNamespace()).Apply(ctx, u.GetName(), u, metav1.ApplyOptions{FieldManager: gitManager, Force: true}); err != nil {
+		t.Fatalf("apply %s %s/%s: %v", u.GetKind(), u.GetNamespace(), u.GetName(), err)
 	}
 }
 
@@ -475,35 +481,36 @@ func liveIgnore(t *testing.T, ctx context.Context, dyn dynamic.Interface, ks str
 	return ignore
 }
 
-// reconcile asks Flux for a reconcile, as `flux reconcile` does, and waits until the status shows
-// that this very request was handled and the Kustomization is Ready at its current generation.
-func reconcile(t *testing.T, ctx context.Context, dyn dynamic.Interface, ks string) {
+// reconcile asks Flux for a reconcile of a Kustomization or HelmRelease in flux-system, as `flux
+// reconcile` does, and waits until the status shows that this very request was handled and the
+// object is Ready at its current generation.
+func reconcile(t *testing.T, ctx context.Context, dyn dynamic.Interface, gvr schema.GroupVersionResource, name string) {
 	t.Helper()
 	at := time.Now().UTC().Format(time.RFC3339Nano)
 	patch := fmt.Sprintf(`{"metadata":{"annotations":{"reconcile.fluxcd.io/requestedAt":%q}}}`, at)
-	if _, err := dyn.Resource(ksGVR).Namespace(fluxNS).Patch(ctx, ks, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: "flux"}); err != nil {
-		t.Fatalf("request a reconcile: %v", err)
+	if _, err := dyn.Resource(gvr).Namespace(fluxNS).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: "flux"}); err != nil {
+		t.Fatalf("request a reconcile of %s %s: %v", gvr.Resource, name, err)
 	}
-	waitFor(t, 60*time.Second, "Flux to handle the reconcile requested at "+at, func() (bool, error) {
-		u, err := dyn.Resource(ksGVR).Namespace(fluxNS).Get(ctx, ks, metav1.GetOptions{})
+	waitFor(t, 90*time.Second, "Flux to handle the reconcile of "+name+" requested at "+at, func() (bool, error) {
+		u, err := dyn.Resource(gvr).Namespace(fluxNS).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
-			return false, notYet("get Kustomization: %v", err)
+			return false, notYet("get %s %s: %v", gvr.Resource, name, err)
 		}
 		handled, _, _ := unstructured.NestedString(u.Object, "status", "lastHandledReconcileAt")
 		if handled != at {
-			return false, notYet("lastHandledReconcileAt %q", handled)
+			return false, notYet("lastHandledReconcileAt %q (Ready: %s)", handled, conditionMessage(u, "Ready"))
 		}
 		return readyAtGeneration(u)
 	})
 }
 
-// waitGenerationReady waits until Flux has reconciled the Kustomization's current spec.
-func waitGenerationReady(t *testing.T, ctx context.Context, dyn dynamic.Interface, ks string) {
+// waitGenerationReady waits until Flux has reconciled the object's current spec.
+func waitGenerationReady(t *testing.T, ctx context.Context, dyn dynamic.Interface, gvr schema.GroupVersionResource, name string) {
 	t.Helper()
-	waitFor(t, 60*time.Second, "Kustomization "+ks+" to be Ready at its generation", func() (bool, error) {
-		u, err := dyn.Resource(ksGVR).Namespace(fluxNS).Get(ctx, ks, metav1.GetOptions{})
+	waitFor(t, 120*time.Second, gvr.Resource+" "+name+" to be Ready at its generation", func() (bool, error) {
+		u, err := dyn.Resource(gvr).Namespace(fluxNS).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
-			return false, notYet("get Kustomization: %v", err)
+			return false, notYet("get %s %s: %v", gvr.Resource, name, err)
 		}
 		return readyAtGeneration(u)
 	})

@@ -1,20 +1,14 @@
 package realk8s
 
 import (
-	"context"
-	"fmt"
-	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/yaml"
 
 	"github.com/parleyhq/parley/core"
 	"github.com/parleyhq/parley/reconcile/gitops"
@@ -99,17 +93,8 @@ func TestHelmControllerYieldsToHPA(t *testing.T) {
 		t.Fatal(err)
 	}
 	publishArtifact(t, ctx, dyn, "shop-chart", shopChart)
-	applyHelmRelease(t, ctx, dyn, []byte(helmReleaseYAML))
-	ports := [2]int{freePort(t), freePort(t)}
-	hc := start(t, c.dir, "helm-controller",
-		[]string{"KUBECONFIG=" + c.kubeconfig(t), "RUNTIME_NAMESPACE=" + fluxNS},
-		bins.helmController,
-		fmt.Sprintf("--metrics-addr=127.0.0.1:%d", ports[0]),
-		fmt.Sprintf("--health-addr=127.0.0.1:%d", ports[1]),
-		"--events-addr=",
-		"--feature-gates=ExternalArtifact=true",
-		"--log-encoding=console",
-	)
+	applyFlux(t, ctx, dyn, hrGVR, []byte(helmReleaseYAML))
+	hc := startFluxController(t, c, "helm-controller", bins.helmController)
 	const name = "shop-api"
 	field := core.K8sField("apps", "Deployment", "default", name, "/spec/replicas")
 	step := func(n string, f func(t *testing.T)) {
@@ -133,12 +118,12 @@ func TestHelmControllerYieldsToHPA(t *testing.T) {
 			}
 			return replicas(d) == 3, nil
 		})
-		waitHelmReady(t, ctx, dyn)
+		waitGenerationReady(t, ctx, dyn, hrGVR, "shop")
 		t.Logf("a: helm-controller installed shop-api with replicas 3 after %s", time.Since(began).Round(time.Millisecond))
 	})
 	step("b/helm-corrects-drift", func(t *testing.T) {
 		scaleAsHPA(t, ctx, hpa, name, 7)
-		reconcileHelm(t, ctx, dyn)
+		reconcile(t, ctx, dyn, hrGVR, "shop")
 		if got := replicas(getDeployment(t, ctx, kube, name)); got != 3 {
 			t.Fatalf("replicas after an ungated reconcile: %d, want 3 (helm-controller correcting the drift)", got)
 		}
@@ -154,10 +139,10 @@ func TestHelmControllerYieldsToHPA(t *testing.T) {
 			t.Fatalf("gitops.AddGate: %v %v", changed, err)
 		}
 		t.Logf("c: Parley's gated HelmRelease:\n%s", gated)
-		applyHelmRelease(t, ctx, dyn, gated)
-		waitHelmReady(t, ctx, dyn)
+		applyFlux(t, ctx, dyn, hrGVR, gated)
+		waitGenerationReady(t, ctx, dyn, hrGVR, "shop")
 		scaleAsHPA(t, ctx, hpa, name, 7)
-		reconcileHelm(t, ctx, dyn) // a correction is part of the reconcile, so it has happened by now
+		reconcile(t, ctx, dyn, hrGVR, "shop") // a correction is part of the reconcile, so it has happened by now
 		if got := replicas(getDeployment(t, ctx, kube, name)); got != 7 {
 			t.Fatalf("replicas after a gated reconcile: %d, want the HPA's 7", got)
 		}
@@ -168,61 +153,12 @@ func TestHelmControllerYieldsToHPA(t *testing.T) {
 		if err != nil || !changed || string(back) != helmReleaseYAML {
 			t.Fatalf("resume (%v, %v) must give back the committed bytes; got\n%s", changed, err, back)
 		}
-		applyHelmRelease(t, ctx, dyn, back)
-		waitHelmReady(t, ctx, dyn)
-		reconcileHelm(t, ctx, dyn)
+		applyFlux(t, ctx, dyn, hrGVR, back)
+		waitGenerationReady(t, ctx, dyn, hrGVR, "shop")
+		reconcile(t, ctx, dyn, hrGVR, "shop")
 		waitFor(t, 60*time.Second, "helm-controller to correct replicas back to 3 after the resume", func() (bool, error) {
 			return replicas(getDeployment(t, ctx, kube, name)) == 3, nil
 		})
 		t.Logf("d: resumed; replicas back to 3 (whole test %s)", time.Since(began).Round(time.Millisecond))
-	})
-}
-
-func applyHelmRelease(t *testing.T, ctx context.Context, dyn dynamic.Interface, content []byte) {
-	t.Helper()
-	var obj map[string]any
-	if err := yaml.Unmarshal(content, &obj); err != nil {
-		t.Fatalf("decode HelmRelease YAML: %v\n%s", err, content)
-	}
-	u := &unstructured.Unstructured{Object: obj}
-	if _, err := dyn.Resource(hrGVR).Namespace(u.GetNamespace()).Apply(ctx, u.GetName(), u, metav1.ApplyOptions{FieldManager: gitManager, Force: true}); err != nil {
-		t.Fatalf("apply HelmRelease: %v", err)
-	}
-}
-
-// reconcileHelm requests a reconcile, as `flux reconcile helmrelease` does, and waits until it was
-// handled.
-func reconcileHelm(t *testing.T, ctx context.Context, dyn dynamic.Interface) {
-	t.Helper()
-	at := time.Now().UTC().Format(time.RFC3339Nano)
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{"reconcile.fluxcd.io/requestedAt":%q}}}`, at)
-	if _, err := dyn.Resource(hrGVR).Namespace(fluxNS).Patch(ctx, "shop", types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: "flux"}); err != nil {
-		t.Fatalf("request a reconcile: %v", err)
-	}
-	waitFor(t, 90*time.Second, "helm-controller to handle the reconcile requested at "+at, func() (bool, error) {
-		u, err := dyn.Resource(hrGVR).Namespace(fluxNS).Get(ctx, "shop", metav1.GetOptions{})
-		if err != nil {
-			return false, notYet("get HelmRelease: %v", err)
-		}
-		handled, _, _ := unstructured.NestedString(u.Object, "status", "lastHandledReconcileAt")
-		if handled != at {
-			return false, notYet("lastHandledReconcileAt %q (Ready: %s)", handled, conditionMessage(u, "Ready"))
-		}
-		return readyAtGeneration(u)
-	})
-}
-
-func waitHelmReady(t *testing.T, ctx context.Context, dyn dynamic.Interface) {
-	t.Helper()
-	waitFor(t, 120*time.Second, "the HelmRelease to be Ready at its generation", func() (bool, error) {
-		u, err := dyn.Resource(hrGVR).Namespace(fluxNS).Get(ctx, "shop", metav1.GetOptions{})
-		if err != nil {
-			return false, notYet("get HelmRelease: %v", err)
-		}
-		ok, err := readyAtGeneration(u)
-		if err != nil && strings.Contains(conditionMessage(u, "Ready"), "failed") {
-			return false, notYet("%v", err)
-		}
-		return ok, err
 	})
 }
