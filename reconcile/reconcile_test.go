@@ -665,3 +665,39 @@ func TestHelmReleaseObjectAdoptsIntoValues(t *testing.T) {
 		t.Fatalf("rendered image after adoption: %s %v", v, ok)
 	}
 }
+
+// A kustomization whose generator reads a script builds from a snapshot: the snapshot loads the
+// files generators read besides the manifests, and the ConfigMap gets its hashed name.
+func TestSnapshotLoadsGeneratorInputs(t *testing.T) {
+	e := newEnv(t)
+	commitFiles(t, e, map[string]string{
+		"k8s/jobs/kustomization.yaml": "namespace: prod\nconfigMapGenerator:\n  - name: scripts\n    files:\n      - refresh.sh=./scripts/refresh.sh\n    envs: [settings.env]\n",
+		"k8s/jobs/scripts/refresh.sh": "#!/bin/sh\necho refresh\n",
+		"k8s/jobs/settings.env":       "LOG_LEVEL=debug\n",
+		"clusters/prod/jobs.yaml": "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: jobs\n  namespace: flux-system\n" +
+			"spec:\n  path: ./k8s/jobs\n  sourceRef:\n    kind: GitRepository\n    name: flux-system\n",
+	}, "Add the jobs' scripts")
+	files, _, err := ReadFiles(e.dir, "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(files["k8s/jobs/scripts/refresh.sh"]) != "#!/bin/sh\necho refresh\n" || files["k8s/jobs/settings.env"] == nil {
+		t.Fatalf("the generator's inputs were not loaded: %v", len(files))
+	}
+	inv, problems := gitops.Discover(files)
+	for _, p := range problems {
+		if strings.Contains(p.Error(), "k8s/jobs") {
+			t.Fatalf("problem: %v", p)
+		}
+	}
+	found := false
+	for _, m := range inv.Managers() {
+		found = found || m.Target.Name == "jobs"
+	}
+	if !found {
+		t.Fatal("no jobs Kustomization")
+	}
+	if got := gitops.GeneratorInputs("k8s/jobs/kustomization.yaml", files["k8s/jobs/kustomization.yaml"]); strings.Join(got, ",") != "k8s/jobs/scripts/refresh.sh,k8s/jobs/settings.env" {
+		t.Fatalf("GeneratorInputs = %v", got)
+	}
+}

@@ -79,7 +79,34 @@ func readTree(repo *git.Repository, hash plumbing.Hash) (map[string][]byte, erro
 		files[f.Name] = b
 		return nil
 	})
-	return files, err
+	if err != nil {
+		return nil, err
+	}
+	// The files kustomization generators read (a script in a ConfigMap, an .env file): without
+	// them the kustomization does not build.
+	var kustomizations []string
+	for name := range files {
+		if gitops.IsKustomizationFile(name) {
+			kustomizations = append(kustomizations, name)
+		}
+	}
+	for _, name := range kustomizations {
+		for _, p := range gitops.GeneratorInputs(name, files[name]) {
+			if _, ok := files[p]; ok {
+				continue
+			}
+			f, err := tree.File(p)
+			if err != nil || f.Size > maxFileBytes || !f.Mode.IsFile() {
+				continue // kustomize reports what is missing when it builds
+			}
+			content, err := f.Contents()
+			if err != nil {
+				return nil, fmt.Errorf("read %s: %w", p, err)
+			}
+			files[p] = []byte(content)
+		}
+	}
+	return files, nil
 }
 
 // wanted: manifests, Terraform, the policy, and what Helm needs to render a chart in the

@@ -274,6 +274,9 @@ var clusterScoped = func() func(group, kind string) bool {
 // kustomizationNames are the file names kustomize recognises, in the order it looks for them.
 var kustomizationNames = []string{"kustomization.yaml", "kustomization.yml", "Kustomization"}
 
+// IsKustomizationFile reports whether a repository path names a kustomization file.
+func IsKustomizationFile(name string) bool { return isKustomizationFile(name) }
+
 func isKustomizationFile(name string) bool {
 	base := path.Base(name)
 	for _, k := range kustomizationNames {

@@ -685,3 +685,17 @@ func BenchmarkDiscoverRepo(b *testing.B) {
 		b.ReportMetric(float64(len(inv.Managers())), "managers")
 	}
 }
+
+// FuzzGeneratorInputs: whatever a kustomization says, the inputs named are repository paths inside
+// the repository, never remote and never escaping it.
+func FuzzGeneratorInputs(f *testing.F) {
+	f.Add("apps/jobs/kustomization.yaml", "configMapGenerator:\n  - name: s\n    files: [a.sh, key=./b/c.txt]\n    envs: [x.env]\nsecretGenerator:\n  - name: t\n    env: ../shared/s.env\n")
+	f.Add("kustomization.yaml", "configMapGenerator:\n  - files: [../../etc/passwd, https://example.com/x, /abs]\n")
+	f.Fuzz(func(t *testing.T, kfile, content string) {
+		for _, p := range GeneratorInputs(kfile, []byte(content)) {
+			if p == ".." || strings.HasPrefix(p, "../") || strings.HasPrefix(p, "/") || strings.Contains(p, "://") {
+				t.Fatalf("%q names %q", content, p)
+			}
+		}
+	})
+}

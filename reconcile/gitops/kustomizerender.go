@@ -276,3 +276,53 @@ func containsInt(s []int, v int) bool {
 func inside(file, dir string) bool {
 	return dir == "." || file == dir || strings.HasPrefix(file, dir+"/")
 }
+
+// GeneratorInputs lists the repository files a kustomization's generators read (configMapGenerator
+// and secretGenerator files, envs and env), so that a snapshot can load them besides the manifests:
+// without them the kustomization does not build. Remote and escaping paths are left out.
+func GeneratorInputs(kfile string, content []byte) []string {
+	var k struct {
+		Generators []struct {
+			Files []string `yaml:"files"`
+			Envs  []string `yaml:"envs"`
+			Env   string   `yaml:"env"`
+		} `yaml:"configMapGenerator"`
+		Secrets []struct {
+			Files []string `yaml:"files"`
+			Envs  []string `yaml:"envs"`
+			Env   string   `yaml:"env"`
+		} `yaml:"secretGenerator"`
+	}
+	if yamlv3.Unmarshal(content, &k) != nil {
+		return nil
+	}
+	dir := path.Dir(kfile)
+	var out []string
+	add := func(p string) {
+		if _, after, ok := strings.Cut(p, "="); ok {
+			p = after // key=path
+		}
+		if p == "" || isRemote(p) || remoteRef.MatchString(p) {
+			return
+		}
+		full := path.Join(dir, p)
+		if full == ".." || strings.HasPrefix(full, "../") || strings.HasPrefix(p, "/") || strings.HasPrefix(full, "/") {
+			return
+		}
+		out = append(out, full)
+	}
+	for _, g := range k.Generators {
+		for _, f := range append(append([]string(nil), g.Files...), g.Envs...) {
+			add(f)
+		}
+		add(g.Env)
+	}
+	for _, g := range k.Secrets {
+		for _, f := range append(append([]string(nil), g.Files...), g.Envs...) {
+			add(f)
+		}
+		add(g.Env)
+	}
+	sort.Strings(out)
+	return out
+}
