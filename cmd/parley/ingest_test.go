@@ -171,3 +171,63 @@ func TestVerdictsListsWhatIngestRecorded(t *testing.T) {
 		}
 	}
 }
+
+// parley ingest gates where the layouts need it, as the server does: a Deployment only a chart in
+// the repository renders is gated in its HelmRelease, and a Terraform attribute on-call scaled during
+// an incident in the resource's lifecycle ignore_changes; parley gates lists both.
+func TestIngestGatesHelmAndTerraform(t *testing.T) {
+	dir, git := demoRepo(t)
+	for p, c := range map[string]string{
+		"charts/shop/Chart.yaml":  "apiVersion: v2\nname: shop\nversion: 1.2.0\n",
+		"charts/shop/values.yaml": "replicaCount: 2\n",
+		"charts/shop/templates/deployment.yaml": "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {{ .Chart.Name }}-api\n" +
+			"spec:\n  replicas: {{ .Values.replicaCount }}\n",
+		"clusters/prod/shop.yaml": "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: shop\n  namespace: flux-system\n" +
+			"spec:\n  interval: 10m\n  targetNamespace: prod\n  chart:\n    spec:\n      chart: ./charts/shop\n      sourceRef:\n        kind: GitRepository\n        name: flux-system\n" +
+			"  driftDetection:\n    mode: enabled\n  values:\n    replicaCount: 4\n",
+	} {
+		writeFile(t, filepath.Join(dir, p), c)
+	}
+	git.Run("add", "-A")
+	git.Run("commit", "--quiet", "-m", "Install the shop chart")
+	// In this repository on-call's live changes are incident responses.
+	polBytes, err := os.ReadFile(filepath.Join(dir, ".parley/policy.hcl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol := writeFile(t, filepath.Join(t.TempDir(), "policy.hcl"), strings.Replace(string(polBytes),
+		`aws_principals = ["arn:aws:sts::*:assumed-role/oncall/*"]`, `aws_principals = ["arn:aws:sts::*:assumed-role/oncall/*", "arn:aws:iam::*:role/oncall"]
+  motivation     = "incident"`, 1))
+	events := t.TempDir()
+	audit := writeFile(t, filepath.Join(events, "audit.json"), `{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[{"level":"Request",
+"auditID":"shop-hpa-1","stage":"ResponseComplete","requestURI":"/apis/apps/v1/namespaces/prod/deployments/shop-api/scale","verb":"update",
+"user":{"username":"system:serviceaccount:kube-system:horizontal-pod-autoscaler"},"userAgent":"kube-controller-manager/v1.36.3 (linux/amd64) kubernetes/2f1c8a7/system:serviceaccount:kube-system:horizontal-pod-autoscaler",
+"objectRef":{"resource":"deployments","namespace":"prod","name":"shop-api","apiGroup":"apps","apiVersion":"v1","subresource":"scale"},
+"responseStatus":{"metadata":{},"code":200},"requestObject":{"kind":"Scale","apiVersion":"autoscaling/v1","metadata":{"name":"shop-api","namespace":"prod"},"spec":{"replicas":9}},
+"requestReceivedTimestamp":"2026-11-20T10:00:00.000000Z","stageTimestamp":"2026-11-20T10:00:00.000000Z"}]}`)
+	trail, err := os.ReadFile("../../examples/drift/kafka-agent.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	oncall := strings.NewReplacer("kafka-scaling-agent/kafka-agent-1", "oncall/alice", `role/kafka-scaling-agent`, `role/oncall`,
+		`"desiredCapacity":24`, `"desiredCapacity":12`, "5d1a0c77-1111-4e0b-9a43-6f0d2e7c1a01", "5d1a0c77-2222-4e0b-9a43-6f0d2e7c1a01").
+		Replace(strings.SplitN(string(trail), "\n", 2)[0])
+	ct := writeFile(t, filepath.Join(events, "oncall.jsonl"), oncall+"\n")
+	code, out, errOut := runCLI(t, "ingest", "--repo", dir, "--policy", pol, "--apply", "--at", "2026-11-20T10:15:00Z", audit, ct)
+	if code != 0 {
+		t.Fatalf("exit %d: %s\n%s", code, errOut, out)
+	}
+	subjects := git.Run("log", "--format=%s", "-2")
+	for _, want := range []string{"parley: yield /spec/replicas of Deployment prod/shop-api to hpa", "parley: yield desired_capacity of aws_autoscaling_group.consumer to oncall"} {
+		if !strings.Contains(subjects, want) {
+			t.Fatalf("commits lack %q:\n%s\n%s", want, subjects, out)
+		}
+	}
+	code, out, _ = runCLI(t, "gates", "--repo", dir)
+	for _, want := range []string{"k8s:apps/Deployment/prod/shop-api#/spec/replicas", "HelmRelease flux-system/shop",
+		"tf:infra/kafka//aws_autoscaling_group.consumer#/desired_capacity", "resource aws_autoscaling_group.consumer"} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Fatalf("parley gates lacks %q (exit %d):\n%s", want, code, out)
+		}
+	}
+}
