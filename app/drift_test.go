@@ -316,3 +316,47 @@ func TestUnmergedYieldIsWithdrawnFromItsPullRequest(t *testing.T) {
 		t.Fatalf("the verdict record does not say the pull request was closed: %+v", recs)
 	}
 }
+
+// The server gates a Deployment that only a chart in the repository renders in the HelmRelease
+// that installs it, as parley ingest does: the rendering comes with the branch's snapshot.
+func TestDriftGatesAChartRenderedObjectInItsHelmRelease(t *testing.T) {
+	d, _, remote, _ := driftSetup(t, reconcile.ModeDirect)
+	work := filepath.Join(t.TempDir(), "work")
+	remote.Run("clone", "-q", remote.Dir, work)
+	w := gittest.New(t, work)
+	for p, c := range map[string]string{
+		"charts/shop/Chart.yaml": "apiVersion: v2\nname: shop\nversion: 1.2.0\n",
+		"charts/shop/templates/deployment.yaml": "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {{ .Chart.Name }}-api\n" +
+			"spec:\n  replicas: {{ .Values.replicaCount }}\n",
+		"clusters/prod/shop.yaml": "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: shop\n  namespace: flux-system\n" +
+			"spec:\n  targetNamespace: prod\n  chart:\n    spec:\n      chart: ./charts/shop\n      sourceRef:\n        kind: GitRepository\n        name: flux-system\n" +
+			"  values:\n    replicaCount: 4\n",
+	} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(work, p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(work, p), []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Run("add", "-A")
+	w.Run("commit", "-q", "-m", "Install the shop chart")
+	w.Run("push", "-q", "origin", "HEAD:main")
+	body := []byte(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[{"level":"Request","auditID":"shop-hpa-1","stage":"ResponseComplete",
+"requestURI":"/apis/apps/v1/namespaces/prod/deployments/shop-api/scale","verb":"update","user":{"username":"system:serviceaccount:kube-system:horizontal-pod-autoscaler"},
+"objectRef":{"resource":"deployments","namespace":"prod","name":"shop-api","apiGroup":"apps","apiVersion":"v1","subresource":"scale"},"responseStatus":{"metadata":{},"code":200},
+"requestObject":{"kind":"Scale","apiVersion":"autoscaling/v1","metadata":{"name":"shop-api","namespace":"prod"},"spec":{"replicas":9}},
+"requestReceivedTimestamp":"2026-11-20T10:05:00.000000Z","stageTimestamp":"2026-11-20T10:05:00.000000Z"}]}`)
+	err := d.Handle(context.Background(), store.Delivery{Source: store.SourceK8sAudit, ID: "shop-1", Event: webhooks.EventName, Body: body,
+		ReceivedAt: time.Date(2026, 11, 20, 10, 5, 30, 0, time.UTC)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := remote.Run("log", "-1", "--format=%s", "main"); got != "parley: yield /spec/replicas of Deployment prod/shop-api to hpa" {
+		t.Fatalf("main's tip: %q", got)
+	}
+	hr := remote.Run("show", "main:clusters/prod/shop.yaml")
+	if !strings.Contains(hr, "driftDetection:") || !strings.Contains(hr, "- /spec/replicas") || !strings.Contains(hr, "name: shop-api") {
+		t.Fatalf("the HelmRelease on main:\n%s", hr)
+	}
+}
