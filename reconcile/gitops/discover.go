@@ -201,7 +201,12 @@ func (inv *Inventory) RenderedValue(f core.Field) (core.Value, bool) {
 	if p == nil || p.node == nil {
 		return core.Value{}, false
 	}
-	n := p.node
+	return valueAt(p.node, f)
+}
+
+// valueAt returns the value at f's pointer in a rendered or built object.
+func valueAt(obj *yamlv3.Node, f core.Field) (core.Value, bool) {
+	n := obj
 	for _, tok := range f.PointerTokens() {
 		switch n.Kind {
 		case yamlv3.MappingNode:
@@ -275,9 +280,7 @@ var clusterScoped = func() func(group, kind string) bool {
 var kustomizationNames = []string{"kustomization.yaml", "kustomization.yml", "Kustomization"}
 
 // IsKustomizationFile reports whether a repository path names a kustomization file.
-func IsKustomizationFile(name string) bool { return isKustomizationFile(name) }
-
-func isKustomizationFile(name string) bool {
+func IsKustomizationFile(name string) bool {
 	base := path.Base(name)
 	for _, k := range kustomizationNames {
 		if base == k {
@@ -288,7 +291,7 @@ func isKustomizationFile(name string) bool {
 }
 
 func isYAML(name string) bool {
-	return strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml") || isKustomizationFile(name)
+	return strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml") || IsKustomizationFile(name)
 }
 
 // discovery is the state of one Discover call.
@@ -460,7 +463,7 @@ func (d *discovery) helmTemplate(name string) bool {
 func (d *discovery) parse() {
 	d.docs = map[string][]document{}
 	for _, name := range d.names {
-		if isKustomizationFile(name) {
+		if IsKustomizationFile(name) {
 			k := &kustomizeFile{}
 			if err := yamlv3.Unmarshal(d.files[name], k); err != nil {
 				d.problem("%s: not a readable kustomization, so its directory builds nothing: %w", name, err)
@@ -820,7 +823,7 @@ func (w *walker) dir(dir, override string, r root) {
 		}
 	}
 	for _, f := range w.d.dirFiles[dir] {
-		if !isKustomizationFile(f) {
+		if !IsKustomizationFile(f) {
 			w.add(f, override)
 		}
 	}
@@ -841,7 +844,7 @@ func (w *walker) dir(dir, override string, r root) {
 // plain applies every YAML file under dir, as Argo CD's recursive directory source does.
 func (w *walker) plain(dir, override string) {
 	for _, f := range w.d.dirFiles[dir] {
-		if !isKustomizationFile(f) {
+		if !IsKustomizationFile(f) {
 			w.add(f, override)
 		}
 	}

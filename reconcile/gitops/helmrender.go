@@ -2,7 +2,9 @@ package gitops
 
 import (
 	"fmt"
+	"maps"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 
@@ -161,13 +163,8 @@ func (d *discovery) render(h *helmSource) ([]renderedDoc, error) {
 	if err != nil {
 		return nil, fmt.Errorf("render chart %s: %w", h.chartDir, err)
 	}
-	names := make([]string, 0, len(out))
-	for n := range out {
-		names = append(names, n)
-	}
-	sort.Strings(names)
 	var docs []renderedDoc
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(out)) {
 		if !strings.HasSuffix(n, ".yaml") && !strings.HasSuffix(n, ".yml") {
 			continue // NOTES.txt and the like
 		}

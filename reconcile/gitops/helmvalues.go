@@ -3,7 +3,8 @@ package gitops
 import (
 	"encoding/json"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -60,7 +61,7 @@ func (inv *Inventory) HelmValuesKey(f core.Field, want core.Value) (key ValuesKe
 		if after == nil {
 			continue
 		}
-		if v, ok := (&Inventory{objects: map[objectKey]*placed{{f.Group, f.Kind, f.Namespace, f.Name}: {node: after}}}).RenderedValue(f); !ok || !v.Equal(want) {
+		if v, ok := valueAt(after, f); !ok || !v.Equal(want) {
 			continue
 		}
 		if !onlyFieldDiffers(before, after, f) {
@@ -95,12 +96,7 @@ func joinDir(dir, name string) string {
 // scalarKeys lists the paths to every scalar (or list) in a values tree, sorted.
 func scalarKeys(m map[string]any, prefix ValuesKey) []ValuesKey {
 	var out []ValuesKey
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		p := append(append(ValuesKey(nil), prefix...), k)
 		if sub, ok := m[k].(map[string]any); ok && len(sub) > 0 {
 			out = append(out, scalarKeys(sub, p)...)

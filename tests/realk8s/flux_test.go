@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -393,12 +394,7 @@ func publishArtifact(t *testing.T, ctx context.Context, dyn dynamic.Interface, n
 	gz := gzip.NewWriter(&buf)
 	tw := tar.NewWriter(gz)
 	now := time.Now().UTC().Truncate(time.Second)
-	names := make([]string, 0, len(files))
-	for n := range files {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(files)) {
 		if err := tw.WriteHeader(&tar.Header{Name: n, Mode: 0o644, Size: int64(len(files[n])), ModTime: now, Typeflag: tar.TypeReg}); err != nil {
 			t.Fatalf("tar header: %v", err)
 		}
