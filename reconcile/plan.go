@@ -164,7 +164,7 @@ func (p *planner) plan(v core.Verdict) (*Change, string) {
 
 func (p *planner) planYield(v core.Verdict) (*Change, string) {
 	f := v.Field
-	if _, ok, _ := (gitLookup{p.snap.Git}).GitValue(f); !ok && !p.rendered(f) {
+	if c, ok, _ := p.snap.gitClaim(f); !ok || c.Value.Absent() {
 		if f.Scheme == core.SchemeTerraform {
 			return nil, "yielded; Git does not set this attribute, so terraform apply does not revert it: nothing to gate"
 		}
@@ -304,15 +304,6 @@ func (p *planner) planAdopt(v core.Verdict) (*Change, string) {
 		}})
 	}
 	return p.change(v, ActionAdopt, steps)
-}
-
-// rendered reports whether a chart in the repository renders f with a value for a release.
-func (p *planner) rendered(f core.Field) bool {
-	if p.inv == nil {
-		return false
-	}
-	_, ok := p.inv.RenderedValue(f)
-	return ok
 }
 
 func (p *planner) locate(f core.Field) (gitops.Placement, bool) {
