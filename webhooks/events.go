@@ -22,13 +22,24 @@ import (
 	"github.com/parleyhq/parley/webhooks/store"
 )
 
-// Where the drift event sources POST; mount one EventReceiver at each.
+// Where the drift event sources POST; mount one EventReceiver at each, and the same receiver at
+// ClusterPattern of each.
 const (
 	FluxPath       = "/events/" + store.SourceFlux
 	ArgoCDPath     = "/events/" + store.SourceArgoCD
 	K8sAuditPath   = "/events/" + store.SourceK8sAudit
 	CloudTrailPath = "/events/" + store.SourceCloudTrail
 )
+
+// clusterWildcard is the name of the path wildcard ClusterPattern adds.
+const clusterWildcard = "cluster"
+
+// ClusterPattern returns the net/http.ServeMux pattern (Go 1.22 syntax) of the per-cluster
+// endpoint under a drift event path: path + "/{cluster}", e.g. "/events/flux/{cluster}". Mount
+// the same EventReceiver at both path and ClusterPattern(path): a delivery posted to
+// /events/<source>/<cluster> is stored with store.Delivery.Scope set to the cluster, so that it
+// can be routed to that cluster's repository; one posted to /events/<source> has no scope.
+func ClusterPattern(path string) string { return path + "/{" + clusterWildcard + "}" }
 
 // EventName is the store Delivery.Event of every drift event delivery, whatever its source: the
 // sources send one kind of body each, so the source alone says how to decode it. Register pool
@@ -80,6 +91,11 @@ type EventReceiverConfig struct {
 	PutTimeout time.Duration
 	// Now defaults to time.Now; it stamps ReceivedAt.
 	Now func() time.Time
+	// Clusters reports whether name is a cluster the server is configured for. It is asked
+	// only about requests to ClusterPattern(path) whose credentials were verified and whose
+	// cluster name is valid (store.ValidScope). Nil: no cluster is known, and every request
+	// to a per-cluster path is answered 404.
+	Clusters func(name string) bool
 }
 
 // EventMetrics are the drift receivers' own metrics, shared by the four receivers. The delivery
@@ -106,17 +122,34 @@ func NewEventMetrics(reg prometheus.Registerer) (*EventMetrics, error) {
 }
 
 // EventReceiver is the http.Handler for one drift event source (POST FluxPath, ArgoCDPath,
-// K8sAuditPath or CloudTrailPath). It stores each relevant body once, as it came, under the
-// source's own event ID (see DeliveryID), and processes nothing on the request's goroutine.
+// K8sAuditPath or CloudTrailPath, and the per-cluster ClusterPattern of each). It stores each
+// relevant body once, as it came, under the source's own event ID (see DeliveryID), and
+// processes nothing on the request's goroutine.
 //
-// The order of checks follows the GitHub Receiver: the method (405); whether the source is
-// enabled (403 naming the setting); a bearer token, or the presence and form of X-Signature
-// (401, before the body is read); the size (413); the X-Signature HMAC of the raw body against
-// every secret (401); application/json (415); a JSON object (400); the source's decoder, whose
-// error names what is wrong with the body (400); then the delivery ID and a durable Put: 202
-// when stored, 200 "duplicate" when that ID was stored before, 503 with Retry-After when the
-// store cannot commit. A body that decodes but holds no relevant event is answered 200
-// "ignored", counted in parley_events_ignored_total by reason, and not stored.
+// The order of checks follows the GitHub Receiver:
+//
+//  1. the method (405);
+//  2. whether the source is enabled (403 naming the setting);
+//  3. a bearer token, or the presence and form of X-Signature (401, before the body is read);
+//  4. the size (413);
+//  5. the X-Signature HMAC of the raw body against every secret (401);
+//  6. on a per-cluster path, the cluster name: its form (400, reason invalid_cluster), then
+//     whether the server knows the cluster (404, reason unknown_cluster, naming the
+//     configuration block to add). Only now, once the credentials are verified, so that an
+//     unauthenticated caller learns nothing of which clusters exist;
+//  7. application/json (415);
+//  8. a JSON object (400);
+//  9. the source's decoder, whose error names what is wrong with the body (400);
+//  10. then the delivery ID and a durable Put: 202 when stored, 200 "duplicate" when that ID
+//     was stored before, 503 with Retry-After when the store cannot commit.
+//
+// A body that decodes but holds no relevant event is answered 200 "ignored", counted in
+// parley_events_ignored_total by reason, and not stored.
+//
+// The cluster of a per-cluster path is stored as the delivery's Scope, and is not part of its
+// ID: deduplication is by source and delivery ID, so the same body posted under two clusters
+// (or under a cluster and the unscoped path) is one delivery. It keeps the scope of the first
+// post; the second is answered 200 "duplicate".
 type EventReceiver struct {
 	source     string
 	bearer     bool
@@ -131,6 +164,7 @@ type EventReceiver struct {
 	maxBody    int64
 	putTimeout time.Duration
 	now        func() time.Time
+	clusters   func(name string) bool
 }
 
 // NewEventReceiver checks cfg and returns an EventReceiver. No secret is not an error: the
@@ -148,6 +182,7 @@ func NewEventReceiver(cfg EventReceiverConfig) (*EventReceiver, error) {
 		maxBody:    cfg.MaxBodyBytes,
 		putTimeout: cfg.PutTimeout,
 		now:        cfg.Now,
+		clusters:   cfg.Clusters,
 	}
 	switch cfg.Source {
 	case store.SourceFlux:
@@ -207,10 +242,13 @@ func writeEventReply(w http.ResponseWriter, code int, rep eventReply) {
 
 // Reasons of the drift receivers, besides the GitHub receiver's.
 const (
-	reasonNotEnabled   = "not_enabled"
-	reasonInvalidEvent = "invalid_event"
+	reasonNotEnabled     = "not_enabled"
+	reasonInvalidEvent   = "invalid_event"
+	reasonInvalidCluster = "invalid_cluster"
+	reasonUnknownCluster = "unknown_cluster"
 )
 
+// ServeHTTP answers one delivery, checking it in the order the EventReceiver doc lists.
 func (r *EventReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	source := r.source
 	// Nothing from the request is logged before it is authenticated and its ID derived; the
@@ -291,7 +329,22 @@ func (r *EventReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 
-	// Authenticated from here on: the body may be looked at.
+	// Authenticated from here on: the cluster and the body may be looked at. A request to the
+	// unscoped path has no cluster wildcard, and PathValue returns "".
+	scope := req.PathValue(clusterWildcard)
+	if scope != "" {
+		if err := store.ValidScope(scope); err != nil {
+			refuse(http.StatusBadRequest, reasonInvalidCluster, err)
+			return
+		}
+		if r.clusters == nil || !r.clusters(scope) {
+			refuse(http.StatusNotFound, reasonUnknownCluster, fmt.Errorf(
+				`unknown cluster %q: add a cluster %q { repository = "owner/name" } block to the server configuration (docs/install.md)`,
+				scope, scope))
+			return
+		}
+		log = log.With(slog.String(LogKeyCluster, scope))
+	}
 	if err := checkContentType(req.Header.Get("Content-Type")); err != nil {
 		refuse(http.StatusUnsupportedMediaType, reasonContentType, err)
 		return
@@ -318,6 +371,9 @@ func (r *EventReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	id := DeliveryID(ids)
 	log = deliveryLogger(r.log, source, id, EventName)
+	if scope != "" {
+		log = log.With(slog.String(LogKeyCluster, scope))
+	}
 
 	switch put(req.Context(), r.store, r.putTimeout, r.metrics, log, "event", store.Delivery{
 		Source:     source,
@@ -325,6 +381,7 @@ func (r *EventReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		Event:      EventName,
 		Body:       body,
 		ReceivedAt: r.now(),
+		Scope:      scope,
 	}) {
 	case putFailed:
 		w.Header().Set("Retry-After", "5")
@@ -363,7 +420,8 @@ func readLimited(w http.ResponseWriter, req *http.Request, limit int64) ([]byte,
 // Deduplication is per body: an event that arrives again inside a different batch (the audit
 // backend regrouped it, or CloudTrail delivered it through both S3 and EventBridge) makes a new
 // delivery. Dropping such repeated events is the processing side's job (events.Deduper, by
-// event ID). ids must not be empty.
+// event ID). The cluster a body was posted under is not part of the ID either: the same body
+// posted under two clusters is one delivery. ids must not be empty.
 func DeliveryID(ids []string) string {
 	distinct := make([]string, 0, len(ids))
 	for _, id := range ids {

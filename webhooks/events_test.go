@@ -14,6 +14,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -67,8 +68,9 @@ type eventFixture struct {
 	secret   Secret
 }
 
-// newEventFixture serves the four receivers over one real store, as parley serve does. Every
-// source is enabled with secrets (default: the test token); cfg's limits apply to all of them.
+// newEventFixture serves the four receivers over one real store, as parley serve does, each at
+// its path and at the path's ClusterPattern. Every source is enabled with secrets (default: the
+// test token); cfg's limits and Clusters apply to all of them.
 func newEventFixture(t *testing.T, cfg EventReceiverConfig, secrets ...Secret) *eventFixture {
 	t.Helper()
 	f := &eventFixture{store: openStore(t, store.Options{}), secret: mustSecret(t, testTokenValue), rcv: map[string]*EventReceiver{}}
@@ -101,6 +103,7 @@ func newEventFixture(t *testing.T, cfg EventReceiverConfig, secrets ...Secret) *
 		}
 		f.rcv[source] = rcv
 		mux.Handle(s.path, rcv)
+		mux.Handle(ClusterPattern(s.path), rcv)
 	}
 	f.srv = httptest.NewServer(mux)
 	t.Cleanup(f.srv.Close)
@@ -117,7 +120,8 @@ type eventRequest struct {
 	authorization *string
 	signature     *string
 	signWith      Secret
-	useSignature  bool // sign with X-Signature instead of sending a bearer token
+	useSignature  bool   // sign with X-Signature instead of sending a bearer token
+	cluster       string // POST to /events/<source>/<cluster> (as written: may be escaped)
 }
 
 func (f *eventFixture) do(t *testing.T, source string, r eventRequest) (int, eventReply, http.Header) {
@@ -132,7 +136,11 @@ func (f *eventFixture) do(t *testing.T, source string, r eventRequest) (int, eve
 	if r.stream != nil {
 		body = io.MultiReader(r.stream) // hides the length: the client sends it chunked
 	}
-	req, err := http.NewRequest(r.method, f.srv.URL+"/events/"+source, body)
+	url := f.srv.URL + "/events/" + source
+	if r.cluster != "" {
+		url += "/" + r.cluster
+	}
+	req, err := http.NewRequest(r.method, url, body)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -427,6 +435,215 @@ func TestEventReceiverRotation(t *testing.T) {
 	f.rcv[store.SourceArgoCD].SetSecrets(newS)
 	if code, rep, _ := f.do(t, store.SourceArgoCD, eventRequest{body: argo, signWith: oldS}); code != http.StatusUnauthorized {
 		t.Errorf("old token after rotation = %d %+v, want 401", code, rep)
+	}
+}
+
+// knownClusters is the Clusters of the cluster tests: the server is configured for "prod" and
+// "staging". It counts the questions, so that a test can check who got to ask.
+type knownClusters struct{ asked atomic.Int64 }
+
+func (k *knownClusters) known(name string) bool {
+	k.asked.Add(1)
+	return name == "prod" || name == "staging"
+}
+
+// logRecords returns the JSON log records whose message is msg.
+func logRecords(t *testing.T, logs, msg string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for line := range strings.Lines(logs) {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("log line is not JSON: %q", line)
+		}
+		if rec["msg"] == msg {
+			out = append(out, rec)
+		}
+	}
+	return out
+}
+
+// TestEventReceiverClusterScope: an event posted to /events/<source>/<cluster> is stored with
+// the cluster as its Scope, by bearer token and by signature, and the "event stored" line names
+// the cluster. The same body posted again under another cluster is a duplicate (deduplication
+// is by source and delivery ID) and the first scope stands.
+func TestEventReceiverClusterScope(t *testing.T) {
+	for _, s := range eventSources {
+		for _, viaSignature := range []bool{false, true} {
+			if s.source == store.SourceFlux && !viaSignature {
+				continue // Flux signs
+			}
+			name := s.source + "/bearer"
+			if viaSignature {
+				name = s.source + "/signature"
+			}
+			t.Run(name, func(t *testing.T) {
+				var k knownClusters
+				f := newEventFixture(t, EventReceiverConfig{Clusters: k.known})
+				body := sample(t, s.sample)
+				code, rep, _ := f.do(t, s.source, eventRequest{body: body, cluster: "prod", useSignature: viaSignature})
+				if code != http.StatusAccepted || rep.Status != "accepted" {
+					t.Fatalf("POST /events/%s/prod = %d %+v, want 202 accepted", s.source, code, rep)
+				}
+				key := store.Key{Source: s.source, ID: rep.Delivery}
+				d, err := f.store.Get(context.Background(), key)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d.Scope != "prod" || !bytes.Equal(d.Body, body) {
+					t.Errorf("stored scope %q, %d bytes; want scope prod and the %d request bytes", d.Scope, len(d.Body), len(body))
+				}
+				stored := logRecords(t, f.logs.String(), "event stored")
+				if len(stored) != 1 || stored[0][LogKeyCluster] != "prod" || stored[0][LogKeyDeliveryID] != rep.Delivery {
+					t.Errorf(`"event stored" records = %v, want one with %s "prod"`, stored, LogKeyCluster)
+				}
+
+				code, again, _ := f.do(t, s.source, eventRequest{body: body, cluster: "staging", useSignature: viaSignature})
+				if code != http.StatusOK || again.Status != "duplicate" || again.Delivery != rep.Delivery {
+					t.Fatalf("same body under staging = %d %+v, want 200 duplicate %s", code, again, rep.Delivery)
+				}
+				if d, err := f.store.Get(context.Background(), key); err != nil || d.Scope != "prod" {
+					t.Errorf("after the duplicate: scope %q, %v; want the first scope, prod", d.Scope, err)
+				}
+				if f.pending(t) != 1 || f.notified.Load() != 1 || k.asked.Load() != 2 {
+					t.Errorf("pending %d, notified %d, clusters asked %d; want 1, 1, 2", f.pending(t), f.notified.Load(), k.asked.Load())
+				}
+				if strings.Contains(f.logs.String(), testTokenValue) {
+					t.Errorf("token in logs")
+				}
+			})
+		}
+	}
+}
+
+// TestEventReceiverUnscopedPath: with clusters configured, /events/<source> still stores events,
+// with Scope "", without asking about clusters and without a cluster in the log.
+func TestEventReceiverUnscopedPath(t *testing.T) {
+	for _, s := range eventSources {
+		t.Run(s.source, func(t *testing.T) {
+			var k knownClusters
+			f := newEventFixture(t, EventReceiverConfig{Clusters: k.known})
+			code, rep, _ := f.do(t, s.source, eventRequest{body: sample(t, s.sample)})
+			if code != http.StatusAccepted {
+				t.Fatalf("POST /events/%s = %d %+v, want 202", s.source, code, rep)
+			}
+			d, err := f.store.Get(context.Background(), store.Key{Source: s.source, ID: rep.Delivery})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Scope != "" || k.asked.Load() != 0 {
+				t.Errorf("scope %q, clusters asked %d; want no scope and no question", d.Scope, k.asked.Load())
+			}
+			stored := logRecords(t, f.logs.String(), "event stored")
+			if len(stored) != 1 {
+				t.Fatalf(`%d "event stored" records, want 1`, len(stored))
+			}
+			if c, ok := stored[0][LogKeyCluster]; ok {
+				t.Errorf(`"event stored" of an unscoped event has %s %v`, LogKeyCluster, c)
+			}
+		})
+	}
+}
+
+// TestEventReceiverUnknownCluster: an authenticated event for a cluster the server does not know
+// is refused with 404 naming the configuration to add, and nothing is stored. With no Clusters
+// at all, no cluster is known.
+func TestEventReceiverUnknownCluster(t *testing.T) {
+	var k knownClusters
+	for _, tc := range []struct {
+		name     string
+		clusters func(string) bool
+		cluster  string
+	}{
+		{"not configured", k.known, "nope"},
+		{"no clusters", nil, "prod"},
+	} {
+		for _, s := range eventSources {
+			t.Run(tc.name+"/"+s.source, func(t *testing.T) {
+				f := newEventFixture(t, EventReceiverConfig{Clusters: tc.clusters})
+				code, rep, _ := f.do(t, s.source, eventRequest{body: sample(t, s.sample), cluster: tc.cluster})
+				want := `unknown cluster "` + tc.cluster + `": add a cluster "` + tc.cluster +
+					`" { repository = "owner/name" } block to the server configuration (docs/install.md)`
+				if code != http.StatusNotFound || rep.Status != "refused" || rep.Error != want {
+					t.Fatalf("= %d %+v, want 404 refused %q", code, rep, want)
+				}
+				if f.pending(t) != 0 || f.notified.Load() != 0 {
+					t.Errorf("an event for an unknown cluster was stored (%d pending, %d notified)", f.pending(t), f.notified.Load())
+				}
+				if got := testutil.ToFloat64(f.metrics.rejected.WithLabelValues(s.source, reasonUnknownCluster)); got != 1 {
+					t.Errorf("rejected{%s,%s} = %v, want 1", s.source, reasonUnknownCluster, got)
+				}
+			})
+		}
+	}
+}
+
+// TestEventReceiverInvalidCluster: a cluster name that no configuration could hold is refused with
+// 400 naming it, without asking Clusters, and nothing is stored.
+func TestEventReceiverInvalidCluster(t *testing.T) {
+	long := strings.Repeat("c", 70)
+	for _, tc := range []struct{ path, name string }{
+		{"-x", "-x"},
+		{".x", ".x"},
+		{"_x", "_x"},
+		{long, long},
+		{strings.Repeat("d", 64), strings.Repeat("d", 64)},
+		{"a%2Fb", "a/b"}, // PathValue unescapes
+		{"a%20b", "a b"},
+		{"%C3%BC", "ü"},
+	} {
+		t.Run(tc.path, func(t *testing.T) {
+			var k knownClusters
+			f := newEventFixture(t, EventReceiverConfig{Clusters: k.known})
+			code, rep, _ := f.do(t, store.SourceArgoCD, eventRequest{body: sample(t, "argocd/out-of-sync.json"), cluster: tc.path})
+			if code != http.StatusBadRequest || rep.Status != "refused" || !strings.Contains(rep.Error, strconv.Quote(tc.name)) {
+				t.Fatalf("= %d %+v, want 400 refused naming %q", code, rep, tc.name)
+			}
+			if f.pending(t) != 0 || k.asked.Load() != 0 {
+				t.Errorf("pending %d, clusters asked %d; want 0, 0", f.pending(t), k.asked.Load())
+			}
+			if got := testutil.ToFloat64(f.metrics.rejected.WithLabelValues(store.SourceArgoCD, reasonInvalidCluster)); got != 1 {
+				t.Errorf("rejected{%s} = %v, want 1", reasonInvalidCluster, got)
+			}
+		})
+	}
+}
+
+// TestEventReceiverClusterAfterCredentials: the cluster is looked at only once the credentials are
+// verified, so a caller without them cannot tell a known cluster from an unknown or invalid one:
+// every such request is answered 401, and Clusters is never asked.
+func TestEventReceiverClusterAfterCredentials(t *testing.T) {
+	other := mustSecret(t, "not-the-token")
+	for _, s := range eventSources {
+		body := sample(t, s.sample)
+		for _, tc := range []struct {
+			name string
+			req  eventRequest
+		}{
+			{"wrong secret", eventRequest{body: body, signWith: other}},
+			{"wrong HMAC key", eventRequest{body: body, signWith: other, useSignature: true}},
+			{"signature of another body", eventRequest{body: body, signature: ptr(Sign(mustSecret(t, testTokenValue), []byte("{}"))), authorization: ptr("")}},
+			{"no credentials", eventRequest{body: body, signature: ptr(""), authorization: ptr("")}},
+		} {
+			for _, cluster := range []string{"nope", "prod", "-x", strings.Repeat("c", 70)} {
+				t.Run(s.source+"/"+tc.name+"/"+cluster[:min(len(cluster), 8)], func(t *testing.T) {
+					var k knownClusters
+					f := newEventFixture(t, EventReceiverConfig{Clusters: k.known})
+					req := tc.req
+					req.cluster = cluster
+					code, rep, _ := f.do(t, s.source, req)
+					if code != http.StatusUnauthorized || rep.Status != "unauthorized" {
+						t.Fatalf("= %d %+v, want 401", code, rep)
+					}
+					if strings.Contains(rep.Error, "cluster") || strings.Contains(f.logs.String(), cluster) {
+						t.Errorf("an unauthenticated request was told or logged about its cluster: %q\n%s", rep.Error, f.logs.String())
+					}
+					if k.asked.Load() != 0 || f.pending(t) != 0 {
+						t.Errorf("clusters asked %d times, %d stored; want 0, 0", k.asked.Load(), f.pending(t))
+					}
+				})
+			}
+		}
 	}
 }
 

@@ -12,6 +12,9 @@ const (
 	LogKeyAttempt    = "attempt"
 	LogKeyError      = "error"
 	LogKeyStatus     = "status"
+	// LogKeyCluster names the cluster of a drift event posted to a per-cluster path
+	// (ClusterPattern); it is absent from the lines about unscoped events.
+	LogKeyCluster = "cluster"
 )
 
 func deliveryLogger(l *slog.Logger, source, id, event string) *slog.Logger {

@@ -30,6 +30,8 @@ var migrations = []string{
 	CREATE INDEX deliveries_pending ON deliveries (seq) WHERE state = 0;
 	CREATE INDEX deliveries_leases  ON deliveries (lease_until) WHERE state = 0 AND lease_until IS NOT NULL;
 	CREATE INDEX deliveries_dead    ON deliveries (seq) WHERE state = 2;`,
+	// 2: the cluster a drift event came from (Delivery.Scope); '' for every earlier delivery.
+	`ALTER TABLE deliveries ADD COLUMN scope TEXT NOT NULL DEFAULT ''`,
 }
 
 // migrate brings the schema up to date. It refuses a database written by a newer Parley, whose

@@ -387,8 +387,8 @@ func (s *SQLite) commitBatch(batch []putRequest) ([]bool, error) {
 		return nil, fmt.Errorf("store %s: begin batch of %d: %w", s.path, len(batch), err)
 	}
 	stmt, err := tx.PrepareContext(ctx, `INSERT INTO deliveries
-		(source, id, event, body, received_at, next_attempt_at)
-		VALUES (?, ?, ?, ?, ?, ?)
+		(source, id, event, body, received_at, next_attempt_at, scope)
+		VALUES (?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (source, id) DO NOTHING`)
 	if err != nil {
 		_ = tx.Rollback()
@@ -402,7 +402,7 @@ func (s *SQLite) commitBatch(batch []putRequest) ([]bool, error) {
 			body = []byte{} // NOT NULL column; an empty body is still a body
 		}
 		at := d.ReceivedAt.UnixNano()
-		res, err := stmt.ExecContext(ctx, d.Source, d.ID, d.Event, body, at, at)
+		res, err := stmt.ExecContext(ctx, d.Source, d.ID, d.Event, body, at, at, d.Scope)
 		if err != nil {
 			_ = stmt.Close()
 			_ = tx.Rollback()
@@ -424,7 +424,7 @@ func (s *SQLite) commitBatch(batch []putRequest) ([]bool, error) {
 }
 
 const deliveryColumns = `source, id, event, body, received_at, state, attempts, next_attempt_at,
-	COALESCE(lease_owner, ''), COALESCE(lease_until, 0), last_error`
+	COALESCE(lease_owner, ''), COALESCE(lease_until, 0), last_error, scope`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -435,7 +435,7 @@ func scanDelivery(row scanner) (Delivery, error) {
 		state                      int
 	)
 	if err := row.Scan(&d.Source, &d.ID, &d.Event, &d.Body, &received, &state, &d.Attempts, &next,
-		&d.LeaseOwner, &leaseUntil, &d.LastError); err != nil {
+		&d.LeaseOwner, &leaseUntil, &d.LastError, &d.Scope); err != nil {
 		return Delivery{}, err
 	}
 	d.State = State(state)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -53,14 +54,19 @@ func (k Key) String() string { return k.Source + "/" + k.ID }
 
 // Delivery is one event received from a source.
 //
-// The caller of Put fills Source, ID, Event, Body and ReceivedAt; the remaining fields are
-// the store's bookkeeping and are ignored by Put.
+// The caller of Put fills Source, ID, Event, Body, ReceivedAt and Scope; the remaining fields
+// are the store's bookkeeping and are ignored by Put.
 type Delivery struct {
 	Source     string
 	ID         string
 	Event      string
 	Body       []byte
 	ReceivedAt time.Time
+	// Scope is the cluster a drift event came from, taken from the endpoint path
+	// /events/<source>/<cluster>; empty when the event was posted to /events/<source>.
+	// It is not part of the Key: a second Put with the same Key and another Scope is a
+	// duplicate, and the first Scope stands.
+	Scope string
 
 	State State
 	// Attempts counts claims: it is incremented when a worker claims the delivery, and
@@ -87,7 +93,47 @@ func (d Delivery) Validate() error {
 	case d.ReceivedAt.IsZero():
 		return fmt.Errorf("delivery %s/%s: received-at is zero", d.Source, d.ID)
 	}
+	if d.Scope != "" {
+		if err := ValidScope(d.Scope); err != nil {
+			return fmt.Errorf("delivery %s/%s: %w", d.Source, d.ID, err)
+		}
+	}
 	return nil
+}
+
+// maxScopeLen is the longest valid Delivery.Scope: a DNS label's length.
+const maxScopeLen = 63
+
+// ValidScope reports whether s is a valid Delivery.Scope (a cluster name): 1 to 63
+// characters of A-Z, a-z, 0-9, '.', '_' and '-', the first a letter or digit. The error names
+// the bad value (quoted, and cut short when it is very long).
+func ValidScope(s string) error {
+	bad := func(why string) error {
+		shown := strconv.Quote(s)
+		if len(s) > 2*maxScopeLen {
+			shown = strconv.Quote(s[:2*maxScopeLen]) + "..."
+		}
+		return fmt.Errorf("cluster name %s %s: want 1 to %d letters, digits, '.', '_' or '-', starting with a letter or digit",
+			shown, why, maxScopeLen)
+	}
+	switch {
+	case s == "":
+		return bad("is empty")
+	case len(s) > maxScopeLen:
+		return bad(fmt.Sprintf("is %d bytes long", len(s)))
+	case !isAlnum(s[0]):
+		return bad("does not start with a letter or digit")
+	}
+	for i, c := range s {
+		if c >= 0x80 || !isAlnum(byte(c)) && c != '.' && c != '_' && c != '-' {
+			return bad(fmt.Sprintf("has %q at byte %d", c, i))
+		}
+	}
+	return nil
+}
+
+func isAlnum(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
 }
 
 // Stats is a snapshot of the queue for metrics.
