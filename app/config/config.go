@@ -4,9 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/mail"
 	"net/url"
 	"os"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -61,18 +64,55 @@ type Config struct {
 	ShutdownGrace              time.Duration // how long SIGTERM waits for in-flight deliveries
 	PolicyPath                 string        // policy file, read from the default branch
 	WriteMode                  string        // "pull-request" (default) or "direct": how gate commits reach the default branch
-	// GitOpsRepository is the repository ("owner/name") the drift endpoints judge events against
-	// and write gates into; "" turns the drift loop off (events are stored, then dead-lettered).
+	// GitOpsRepository is the default repository ("owner/name") the drift endpoints judge events
+	// against and write gates into: the one for events that no cluster, AWS account or Argo CD
+	// repoURL routes. "" leaves such events unjudged (stored, then dead-lettered).
 	GitOpsRepository string
 	GitOpsBranch     string // "" = the repository's default branch
-	CommitAuthor     string // "Name <email>" of verdict commits
-	DriftState       string // the drift state database; "" = drift.db beside the store
+	// Clusters maps a cluster name (the <cluster> of POST /events/<source>/<cluster>) to the GitOps
+	// repository that applies that cluster's objects.
+	Clusters map[string]RepoRef
+	// AWSAccounts maps an AWS account ID (a CloudTrail record's recipientAccountId) to the repository
+	// holding the Terraform of that account.
+	AWSAccounts  map[string]RepoRef
+	CommitAuthor string // "Name <email>" of verdict commits
+	DriftState   string // the drift state database; "" = drift.db beside the store
 	// Event source credentials for drift endpoints.
 	FluxHMACSecret  Secret
 	ArgoCDToken     Secret
 	KubeAuditToken  Secret
 	CloudTrailToken Secret
 	LogLevel        slog.Level
+}
+
+// RepoRef names a GitOps repository and the branch drift events are judged against.
+type RepoRef struct {
+	Repository string // owner/name
+	Branch     string // "" = the repository's default branch
+}
+
+// Repositories lists every repository the configuration routes drift events to: the default
+// (GitOpsRepository and GitOpsBranch), if set, first, then the clusters' and AWS accounts'
+// repositories sorted by repository and branch. Each (repository, branch) pair appears once.
+func (c Config) Repositories() []RepoRef {
+	var out, routed []RepoRef
+	if c.GitOpsRepository != "" {
+		out = append(out, RepoRef{Repository: c.GitOpsRepository, Branch: c.GitOpsBranch})
+	}
+	for _, m := range []map[string]RepoRef{c.Clusters, c.AWSAccounts} {
+		for _, r := range m {
+			if !slices.Contains(out, r) && !slices.Contains(routed, r) {
+				routed = append(routed, r)
+			}
+		}
+	}
+	slices.SortFunc(routed, func(a, b RepoRef) int {
+		if n := strings.Compare(a.Repository, b.Repository); n != 0 {
+			return n
+		}
+		return strings.Compare(a.Branch, b.Branch)
+	})
+	return append(out, routed...)
 }
 
 // Key documents one configuration key for `parley serve --help`.
@@ -97,8 +137,10 @@ func Keys() []Key {
 		{"shutdown_grace", "PARLEY_SHUTDOWN_GRACE", "25s", "how long SIGTERM waits for deliveries in flight"},
 		{"policy_path", "PARLEY_POLICY_PATH", ".parley/policy.hcl", "policy file, always read from the default branch"},
 		{"write_mode", "PARLEY_WRITE_MODE", "pull-request", "how gate, resume and adopt commits land: pull-request (a branch and pull request per field) or direct (pushed to gitops_branch)"},
-		{"gitops_repository", "PARLEY_GITOPS_REPOSITORY", "(none: drift endpoints store events but judge nothing)", "owner/name of the GitOps repository drift events are judged against and gates are written to (the App must be installed on it)"},
+		{"gitops_repository", "PARLEY_GITOPS_REPOSITORY", "(none)", "owner/name of the default GitOps repository: drift events that no cluster, aws_account or Argo CD repoURL routes are judged against it and their gates written to it; without it such events are stored but not judged (the App must be installed on every repository named here)"},
 		{"gitops_branch", "PARLEY_GITOPS_BRANCH", "(the repository's default branch)", "branch holding the manifests, the policy and the gates"},
+		{`cluster "NAME" {...}`, "PARLEY_CLUSTERS", "(none)", `repository (owner/name) and optional branch applying the objects of cluster NAME, the <cluster> of POST /events/<source>/<cluster>; a block per cluster; environment: NAME=owner/name[@branch],... (replaces every cluster block)`},
+		{`aws_account "ID" {...}`, "PARLEY_AWS_ACCOUNTS", "(none)", `repository (owner/name) and optional branch holding the Terraform of the 12-digit AWS account ID (a CloudTrail record's recipientAccountId); a block per account; environment: ID=owner/name[@branch],... (replaces every aws_account block)`},
 		{"commit_author", "PARLEY_COMMIT_AUTHOR", "Parley <parley@users.noreply.github.com>", "author of gate, resume and adopt commits"},
 		{"drift_state", "PARLEY_DRIFT_STATE", "drift.db beside store", "SQLite file of drift claims, verdicts and expiry timers"},
 		{"", "PARLEY_FLUX_HMAC_SECRET", "", "secret of Flux's generic-hmac provider for POST /events/flux"},
@@ -126,24 +168,81 @@ func Help() string {
 // file is the HCL shape of the configuration file. Secrets other than the webhook secrets have no file
 // key on purpose: they belong in the environment (a Kubernetes Secret), not in a file.
 type file struct {
-	AppID                      *int64   `hcl:"app_id,optional"`
-	PrivateKeyFile             *string  `hcl:"private_key_file,optional"`
-	WebhookSecrets             []string `hcl:"webhook_secrets,optional"`
-	Listen                     *string  `hcl:"listen,optional"`
-	MetricsListen              *string  `hcl:"metrics_listen,optional"`
-	Store                      *string  `hcl:"store,optional"`
-	GitHubURL                  *string  `hcl:"github_url,optional"`
-	Workers                    *int     `hcl:"workers,optional"`
-	PerInstallationConcurrency *int     `hcl:"per_installation_concurrency,optional"`
-	MaxAttempts                *int     `hcl:"max_attempts,optional"`
-	ShutdownGrace              *string  `hcl:"shutdown_grace,optional"`
-	PolicyPath                 *string  `hcl:"policy_path,optional"`
-	WriteMode                  *string  `hcl:"write_mode,optional"`
-	GitOpsRepository           *string  `hcl:"gitops_repository,optional"`
-	GitOpsBranch               *string  `hcl:"gitops_branch,optional"`
-	CommitAuthor               *string  `hcl:"commit_author,optional"`
-	DriftState                 *string  `hcl:"drift_state,optional"`
-	LogLevel                   *string  `hcl:"log_level,optional"`
+	AppID                      *int64      `hcl:"app_id,optional"`
+	PrivateKeyFile             *string     `hcl:"private_key_file,optional"`
+	WebhookSecrets             []string    `hcl:"webhook_secrets,optional"`
+	Listen                     *string     `hcl:"listen,optional"`
+	MetricsListen              *string     `hcl:"metrics_listen,optional"`
+	Store                      *string     `hcl:"store,optional"`
+	GitHubURL                  *string     `hcl:"github_url,optional"`
+	Workers                    *int        `hcl:"workers,optional"`
+	PerInstallationConcurrency *int        `hcl:"per_installation_concurrency,optional"`
+	MaxAttempts                *int        `hcl:"max_attempts,optional"`
+	ShutdownGrace              *string     `hcl:"shutdown_grace,optional"`
+	PolicyPath                 *string     `hcl:"policy_path,optional"`
+	WriteMode                  *string     `hcl:"write_mode,optional"`
+	GitOpsRepository           *string     `hcl:"gitops_repository,optional"`
+	GitOpsBranch               *string     `hcl:"gitops_branch,optional"`
+	CommitAuthor               *string     `hcl:"commit_author,optional"`
+	DriftState                 *string     `hcl:"drift_state,optional"`
+	LogLevel                   *string     `hcl:"log_level,optional"`
+	Clusters                   []repoBlock `hcl:"cluster,block"`
+	AWSAccounts                []repoBlock `hcl:"aws_account,block"`
+}
+
+// repoBlock is a cluster or aws_account block: its label is the cluster name or account ID.
+type repoBlock struct {
+	Name       string    `hcl:"name,label"`
+	Repository string    `hcl:"repository"`
+	Branch     string    `hcl:"branch,optional"`
+	DefRange   hcl.Range `hcl:",def_range"`
+}
+
+// repoMap turns the blocks of one kind into a map, reporting every label defined twice.
+func repoMap(kind string, blocks []repoBlock) (map[string]RepoRef, []error) {
+	if len(blocks) == 0 {
+		return nil, nil
+	}
+	m := make(map[string]RepoRef, len(blocks))
+	first := make(map[string]hcl.Range, len(blocks))
+	var errs []error
+	for _, b := range blocks {
+		if r, dup := first[b.Name]; dup {
+			errs = append(errs, fmt.Errorf("%s:%d: %s %q is defined twice (first at line %d)",
+				b.DefRange.Filename, b.DefRange.Start.Line, kind, b.Name, r.Start.Line))
+			continue
+		}
+		first[b.Name] = b.DefRange
+		m[b.Name] = RepoRef{Repository: b.Repository, Branch: b.Branch}
+	}
+	return m, errs
+}
+
+// parseRepoMap parses NAME=owner/name[@branch],... from the environment. Items are trimmed and
+// empty ones skipped; an item without "=", with an empty name or branch, or a name given twice is
+// an error naming the item.
+func parseRepoMap(v string) (map[string]RepoRef, error) {
+	m := map[string]RepoRef{}
+	var errs []error
+	for _, item := range strings.Split(v, ",") {
+		if item = strings.TrimSpace(item); item == "" {
+			continue
+		}
+		name, ref, ok := strings.Cut(item, "=")
+		name, ref = strings.TrimSpace(name), strings.TrimSpace(ref)
+		repo, branch, hasBranch := strings.Cut(ref, "@")
+		switch _, dup := m[name]; {
+		case !ok || name == "":
+			errs = append(errs, fmt.Errorf("item %q: want NAME=owner/name[@branch]", item))
+		case hasBranch && branch == "":
+			errs = append(errs, fmt.Errorf("item %q: empty branch after @", item))
+		case dup:
+			errs = append(errs, fmt.Errorf("item %q: %q is given twice", item, name))
+		default:
+			m[name] = RepoRef{Repository: repo, Branch: branch}
+		}
+	}
+	return m, errors.Join(errs...)
 }
 
 // Load reads path (if not "") and then the environment through getenv, and validates the result.
@@ -187,6 +286,11 @@ func Load(path string, getenv func(string) string) (Config, error) {
 		setP(&c.GitOpsBranch, f.GitOpsBranch)
 		setP(&c.CommitAuthor, f.CommitAuthor)
 		setP(&c.DriftState, f.DriftState)
+		var dupErrs []error
+		c.Clusters, dupErrs = repoMap("cluster", f.Clusters)
+		errs = append(errs, dupErrs...)
+		c.AWSAccounts, dupErrs = repoMap("aws_account", f.AWSAccounts)
+		errs = append(errs, dupErrs...)
 		if f.ShutdownGrace != nil {
 			d, err := time.ParseDuration(*f.ShutdownGrace)
 			if err != nil {
@@ -248,6 +352,15 @@ func Load(path string, getenv func(string) string) (Config, error) {
 	env("PARLEY_WRITE_MODE", str(&c.WriteMode))
 	env("PARLEY_GITOPS_REPOSITORY", str(&c.GitOpsRepository))
 	env("PARLEY_GITOPS_BRANCH", str(&c.GitOpsBranch))
+	repos := func(dst *map[string]RepoRef) func(string) error {
+		return func(v string) error {
+			m, err := parseRepoMap(v)
+			*dst = m
+			return err
+		}
+	}
+	env("PARLEY_CLUSTERS", repos(&c.Clusters))
+	env("PARLEY_AWS_ACCOUNTS", repos(&c.AWSAccounts))
 	env("PARLEY_COMMIT_AUTHOR", str(&c.CommitAuthor))
 	env("PARLEY_DRIFT_STATE", str(&c.DriftState))
 	env("PARLEY_FLUX_HMAC_SECRET", sec(&c.FluxHMACSecret))
@@ -305,16 +418,50 @@ func (c *Config) validate() []error {
 	if c.Store == "" {
 		errs = append(errs, errors.New("store must name a database file"))
 	}
-	if c.GitOpsRepository != "" {
-		owner, name, ok := strings.Cut(c.GitOpsRepository, "/")
-		if !ok || owner == "" || name == "" || strings.Contains(name, "/") {
-			errs = append(errs, fmt.Errorf("gitops_repository = %q: want owner/name", c.GitOpsRepository))
+	if c.GitOpsRepository != "" && !isRepository(c.GitOpsRepository) {
+		errs = append(errs, fmt.Errorf("gitops_repository = %q: want owner/name", c.GitOpsRepository))
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Clusters)) {
+		if !clusterName.MatchString(name) {
+			errs = append(errs, fmt.Errorf("cluster %q (PARLEY_CLUSTERS): want a name of 1 to 63 characters A-Z a-z 0-9 . _ - starting with a letter or digit", name))
 		}
+		if r := c.Clusters[name].Repository; !isRepository(r) {
+			errs = append(errs, fmt.Errorf("cluster %q (PARLEY_CLUSTERS): repository = %q: want owner/name", name, r))
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(c.AWSAccounts)) {
+		if !awsAccountID.MatchString(id) {
+			errs = append(errs, fmt.Errorf("aws_account %q (PARLEY_AWS_ACCOUNTS): want a 12-digit AWS account ID", id))
+		}
+		if r := c.AWSAccounts[id].Repository; !isRepository(r) {
+			errs = append(errs, fmt.Errorf("aws_account %q (PARLEY_AWS_ACCOUNTS): repository = %q: want owner/name", id, r))
+		}
+	}
+	// One repository is served on one branch: its drift state, gates and timers are one per
+	// repository.
+	branches := map[string]string{}
+	for _, r := range c.Repositories() {
+		key := strings.ToLower(r.Repository)
+		if b, ok := branches[key]; ok && b != r.Branch {
+			errs = append(errs, fmt.Errorf("repository %s is configured with branches %q and %q (gitops_branch, cluster or aws_account blocks): one repository is served on one branch", r.Repository, b, r.Branch))
+		}
+		branches[key] = r.Branch
 	}
 	if a, err := mail.ParseAddress(c.CommitAuthor); err != nil || a.Name == "" {
 		errs = append(errs, fmt.Errorf("commit_author = %q: want \"Name <email>\"", c.CommitAuthor))
 	}
 	return errs
+}
+
+var (
+	clusterName  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
+	awsAccountID = regexp.MustCompile(`^[0-9]{12}$`)
+)
+
+// isRepository reports whether s has the form owner/name.
+func isRepository(s string) bool {
+	owner, name, ok := strings.Cut(s, "/")
+	return ok && owner != "" && name != "" && !strings.Contains(name, "/")
 }
 
 func setP[T any](dst *T, src *T) {

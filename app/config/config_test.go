@@ -3,8 +3,10 @@ package config
 import (
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -109,5 +111,204 @@ func TestHelpDescribesServedBehaviour(t *testing.T) {
 		if k.HCL == "write_mode" && !(strings.Contains(k.Help, "pull-request (") && strings.Contains(k.Help, "direct (")) {
 			t.Errorf("write_mode help %q does not say what each mode does", k.Help)
 		}
+		if k.HCL == "gitops_repository" && !(strings.Contains(k.Help, "default") && strings.Contains(k.Help, "cluster") &&
+			strings.Contains(k.Help, "aws_account") && strings.Contains(k.Help, "repoURL")) {
+			t.Errorf("gitops_repository help %q does not say it is the default for events nothing else routes", k.Help)
+		}
+	}
+}
+
+// required is the environment every Load below needs besides what it tests.
+var required = map[string]string{"PARLEY_APP_ID": "1", "PARLEY_PRIVATE_KEY": "pem", "PARLEY_WEBHOOK_SECRETS": "s"}
+
+func withRequired(m map[string]string) func(string) string {
+	all := map[string]string{}
+	for k, v := range required {
+		all[k] = v
+	}
+	for k, v := range m {
+		all[k] = v
+	}
+	return envMap(all)
+}
+
+func writeConfig(t *testing.T, src string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "parley.hcl")
+	if err := os.WriteFile(p, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestLoadClusterAndAccountBlocks(t *testing.T) {
+	p := writeConfig(t, `
+cluster "prod-eu" {
+  repository = "acme/prod-eu"
+  branch     = "main"
+}
+cluster "prod-us" {
+  repository = "acme/prod-us"
+}
+aws_account "123456789012" {
+  repository = "acme/infra"
+}
+`)
+	c, err := Load(p, withRequired(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantClusters := map[string]RepoRef{"prod-eu": {"acme/prod-eu", "main"}, "prod-us": {"acme/prod-us", ""}}
+	wantAccounts := map[string]RepoRef{"123456789012": {"acme/infra", ""}}
+	if !maps.Equal(c.Clusters, wantClusters) || !maps.Equal(c.AWSAccounts, wantAccounts) {
+		t.Errorf("clusters %v, accounts %v", c.Clusters, c.AWSAccounts)
+	}
+}
+
+func TestLoadClustersAndAccountsFromEnvironment(t *testing.T) {
+	p := writeConfig(t, `
+cluster "prod-eu" {
+  repository = "acme/from-file"
+}
+cluster "staging" {
+  repository = "acme/staging"
+}
+aws_account "123456789012" {
+  repository = "acme/infra"
+}
+`)
+	// PARLEY_CLUSTERS replaces every cluster block; the aws_account blocks stay.
+	c, err := Load(p, withRequired(map[string]string{"PARLEY_CLUSTERS": " prod-eu=acme/prod-eu , prod-us = acme/prod-us@release ,,"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantClusters := map[string]RepoRef{"prod-eu": {"acme/prod-eu", ""}, "prod-us": {"acme/prod-us", "release"}}
+	if !maps.Equal(c.Clusters, wantClusters) || c.AWSAccounts["123456789012"] != (RepoRef{"acme/infra", ""}) {
+		t.Errorf("clusters %v, accounts %v", c.Clusters, c.AWSAccounts)
+	}
+	c, err = Load("", withRequired(map[string]string{"PARLEY_AWS_ACCOUNTS": "123456789012=acme/infra@tf,210987654321=acme/other"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantAccounts := map[string]RepoRef{"123456789012": {"acme/infra", "tf"}, "210987654321": {"acme/other", ""}}
+	if !maps.Equal(c.AWSAccounts, wantAccounts) || c.Clusters != nil {
+		t.Errorf("clusters %v, accounts %v", c.Clusters, c.AWSAccounts)
+	}
+}
+
+func TestLoadClusterAndAccountErrors(t *testing.T) {
+	_, err := Load("", withRequired(map[string]string{
+		"PARLEY_CLUSTERS":     "-bad=acme/a,good=infra,noequals,x=acme/x@,dup=acme/d,dup=acme/e," + strings.Repeat("a", 64) + "=acme/long",
+		"PARLEY_AWS_ACCOUNTS": "12345=acme/infra,123456789012=acme/infra/extra,12345678901x=acme/x",
+	}))
+	if err == nil {
+		t.Fatal("want errors")
+	}
+	for _, want := range []string{
+		`cluster "-bad"`,
+		`cluster "good" (PARLEY_CLUSTERS): repository = "infra": want owner/name`,
+		`PARLEY_CLUSTERS: item "noequals"`,
+		`item "x=acme/x@": empty branch`,
+		`item "dup=acme/e": "dup" is given twice`,
+		`cluster "` + strings.Repeat("a", 64) + `"`,
+		`aws_account "12345" (PARLEY_AWS_ACCOUNTS): want a 12-digit`,
+		`aws_account "12345678901x"`,
+		`aws_account "123456789012" (PARLEY_AWS_ACCOUNTS): repository = "acme/infra/extra": want owner/name`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not mention %q:\n%v", want, err)
+		}
+	}
+	for _, ok := range []string{`cluster "dup" `, `cluster "x"`, `"acme/a"`} {
+		if strings.Contains(err.Error(), ok) {
+			t.Errorf("error should not mention %q:\n%v", ok, err)
+		}
+	}
+
+	p := writeConfig(t, `
+cluster "prod" {
+  repository = "acme/prod"
+}
+cluster "prod" {
+  repository = "acme/other"
+}
+cluster "Bad Name" {
+  repository = "acme/x"
+}
+aws_account "123456789012" {
+  repository = "acme/infra"
+}
+aws_account "123456789012" {
+  repository = "acme/infra"
+}
+aws_account "1" {
+  repository = "infra"
+}
+`)
+	_, err = Load(p, withRequired(nil))
+	if err == nil {
+		t.Fatal("want errors")
+	}
+	for _, want := range []string{
+		`parley.hcl:5: cluster "prod" is defined twice (first at line 2)`,
+		`parley.hcl:14: aws_account "123456789012" is defined twice (first at line 11)`,
+		`cluster "Bad Name" (PARLEY_CLUSTERS): want a name`,
+		`aws_account "1" (PARLEY_AWS_ACCOUNTS): want a 12-digit`,
+		`aws_account "1" (PARLEY_AWS_ACCOUNTS): repository = "infra"`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not mention %q:\n%v", want, err)
+		}
+	}
+
+	// A block without its repository is rejected by the decoder, naming the file and line.
+	p = writeConfig(t, "cluster \"prod\" {\n  branch = \"main\"\n}\n")
+	if _, err := Load(p, withRequired(nil)); err == nil || !strings.Contains(err.Error(), "parley.hcl:1") || !strings.Contains(err.Error(), "repository") {
+		t.Errorf("block without repository: want a file:line error naming repository, got %v", err)
+	}
+}
+
+func TestClusterNames(t *testing.T) {
+	for name, ok := range map[string]bool{
+		"a": true, "0": true, "prod-eu": true, "Prod_EU.1": true, strings.Repeat("a", 63): true,
+		"": false, "-a": false, ".a": false, "_a": false, "a b": false, "a/b": false, strings.Repeat("a", 64): false,
+	} {
+		if got := clusterName.MatchString(name); got != ok {
+			t.Errorf("cluster name %q: valid = %v, want %v", name, got, ok)
+		}
+	}
+}
+
+func TestRepositoriesDedupesAndOrders(t *testing.T) {
+	c := Config{
+		GitOpsRepository: "zeta/default", GitOpsBranch: "main",
+		Clusters: map[string]RepoRef{
+			"a": {"acme/prod", ""}, "b": {"acme/prod", "release"}, "c": {"acme/prod", ""},
+			"d": {"zeta/default", "main"}, "e": {"acme/apps", ""},
+		},
+		AWSAccounts: map[string]RepoRef{"123456789012": {"acme/prod", "release"}, "210987654321": {"acme/infra", ""}},
+	}
+	want := []RepoRef{{"zeta/default", "main"}, {"acme/apps", ""}, {"acme/infra", ""}, {"acme/prod", ""}, {"acme/prod", "release"}}
+	if got := c.Repositories(); !slices.Equal(got, want) {
+		t.Errorf("Repositories() = %v, want %v", got, want)
+	}
+	c.GitOpsRepository = ""
+	want = []RepoRef{{"acme/apps", ""}, {"acme/infra", ""}, {"acme/prod", ""}, {"acme/prod", "release"}, {"zeta/default", "main"}}
+	if got := c.Repositories(); !slices.Equal(got, want) {
+		t.Errorf("without a default: Repositories() = %v", got)
+	}
+	if got := (Config{}).Repositories(); len(got) != 0 {
+		t.Errorf("empty config: Repositories() = %v", got)
+	}
+}
+
+func TestOneRepositoryIsServedOnOneBranch(t *testing.T) {
+	env := withRequired(map[string]string{
+		"PARLEY_GITOPS_REPOSITORY": "acme/fleet",
+		"PARLEY_CLUSTERS":          "prod=acme/fleet@release,staging=acme/Fleet",
+	})
+	_, err := Load("", env)
+	if err == nil || !strings.Contains(err.Error(), `repository acme/fleet is configured with branches "" and "release"`) {
+		t.Fatalf("want the two branches named, got %v", err)
 	}
 }
