@@ -67,6 +67,12 @@ func TestShippedArgoCDTemplate(t *testing.T) {
 		if got := revertLines(b); len(got) != 1 || got[0] != c.want {
 			t.Errorf("%s: got %s, want %s", c.key, strings.Join(got, "; "), c.want)
 		}
+		// The Application's repoURL rides along, so a server serving many repositories can
+		// judge the notification in the one the Application reads.
+		o, err := OriginOf(SourceArgoCD, body.Bytes())
+		if err != nil || len(o.RepoURLs) != 1 || o.RepoURLs[0] != "https://github.com/acme/deploy.git" {
+			t.Errorf("%s: origin %+v, %v", c.key, o, err)
+		}
 	}
 	for _, trig := range []string{"trigger.parley-on-out-of-sync", "trigger.parley-on-sync-succeeded"} {
 		if !strings.Contains(cm.Data[trig], "when:") {

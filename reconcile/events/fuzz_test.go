@@ -89,3 +89,29 @@ func FuzzDecodeCloudTrail(f *testing.F) {
 		checkBatch(t, b, err)
 	})
 }
+
+// FuzzOriginOf: reading where an event's objects are kept never panics, agrees with the decoder on
+// what is JSON, and returns repoURLs and accounts without repeats or empty entries.
+func FuzzOriginOf(f *testing.F) {
+	seedFiles(f, "argocd")
+	seedFiles(f, "cloudtrail")
+	f.Add([]byte(`{"app":{"name":"w","sources":[{"repoURL":"git@github.com:a/b.git","ref":"v"},{"repoURL":"https://github.com/a/c","path":"x"}]}}`))
+	f.Add([]byte(`{"account":"123456789012","detail":{"recipientAccountId":""}}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		for _, src := range []string{SourceArgoCD, SourceCloudTrail} {
+			o, err := OriginOf(src, body)
+			if err != nil {
+				continue
+			}
+			for _, list := range [][]string{o.RepoURLs, o.Accounts} {
+				seen := map[string]bool{}
+				for _, s := range list {
+					if s == "" || seen[s] {
+						t.Fatalf("%s: empty or repeated entry in %q", src, list)
+					}
+					seen[s] = true
+				}
+			}
+		}
+	})
+}
