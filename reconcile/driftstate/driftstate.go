@@ -49,7 +49,9 @@ CREATE TABLE IF NOT EXISTS verdicts (
 CREATE INDEX IF NOT EXISTS verdicts_field ON verdicts (field, seq);
 CREATE TABLE IF NOT EXISTS timers (
 	field TEXT PRIMARY KEY, due INTEGER NOT NULL, why TEXT NOT NULL);
-CREATE INDEX IF NOT EXISTS timers_due ON timers (due);`
+CREATE INDEX IF NOT EXISTS timers_due ON timers (due);
+CREATE TABLE IF NOT EXISTS meta (
+	key TEXT PRIMARY KEY, value TEXT NOT NULL); -- "repository": the repository this state is about`
 
 // memCounter names in-memory databases apart: each Open(":memory:") is its own database.
 var memCounter atomic.Int64
@@ -70,6 +72,41 @@ func Open(ctx context.Context, path string) (*DB, error) {
 		return nil, fmt.Errorf("create drift state %s: %w", path, err)
 	}
 	return &DB{db: db, path: path}, nil
+}
+
+// Bind ties the state to a repository ("owner/name"): the first call records it, and later
+// calls with another repository fail, so that a server whose configuration moved to another
+// repository does not judge it with the claims and timers of the old one. A state written before
+// states were bound takes the first repository it is bound to. Names compare case-insensitively,
+// as GitHub's do.
+func (d *DB) Bind(ctx context.Context, repository string) error {
+	if repository == "" {
+		return errors.New("drift state: bind to an empty repository name")
+	}
+	if _, err := d.db.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES ('repository', ?) ON CONFLICT (key) DO NOTHING`, repository); err != nil {
+		return fmt.Errorf("drift state %s: bind to %s: %w", d.path, repository, err)
+	}
+	bound, err := d.Repository(ctx)
+	if err != nil {
+		return err
+	}
+	if !strings.EqualFold(bound, repository) {
+		return fmt.Errorf("drift state %s holds the claims, verdicts and timers of %s, not %s: move it aside (or point drift_state elsewhere) to start %s afresh", d.path, bound, repository, repository)
+	}
+	return nil
+}
+
+// Repository returns the repository the state is bound to, or "" when it is not bound.
+func (d *DB) Repository(ctx context.Context) (string, error) {
+	var repo string
+	err := d.db.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'repository'`).Scan(&repo)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("drift state %s: read its repository: %w", d.path, err)
+	}
+	return repo, nil
 }
 
 // Close closes the database.

@@ -257,3 +257,34 @@ func TestReadsClaimsAndVerdictsWrittenInTheV1Shape(t *testing.T) {
 		t.Errorf("a v1 record is not written in the current shape: %s", out)
 	}
 }
+
+func TestBindKeepsAStateToItsRepository(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "drift.db")
+	d, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if repo, err := d.Repository(ctx); err != nil || repo != "" {
+		t.Fatalf("a new state is bound to %q (%v)", repo, err)
+	}
+	if err := d.Bind(ctx, "acme/prod-eu"); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Bind(ctx, "ACME/Prod-EU"); err != nil {
+		t.Fatalf("names compare as GitHub's do: %v", err)
+	}
+	d.Close()
+	d, err = Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	err = d.Bind(ctx, "acme/prod-us")
+	if err == nil || !strings.Contains(err.Error(), "acme/prod-eu, not acme/prod-us") {
+		t.Fatalf("binding to another repository: %v", err)
+	}
+	if err := d.Bind(ctx, ""); err == nil {
+		t.Fatal("an empty name must fail")
+	}
+}
