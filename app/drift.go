@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -15,43 +18,69 @@ import (
 	"github.com/google/go-github/v60/github"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/parleyhq/parley/app/config"
 	"github.com/parleyhq/parley/app/internal/repocache"
 	"github.com/parleyhq/parley/core"
 	"github.com/parleyhq/parley/reconcile"
 	"github.com/parleyhq/parley/reconcile/driftstate"
+	"github.com/parleyhq/parley/reconcile/events"
 	"github.com/parleyhq/parley/trailers/ledger"
 	"github.com/parleyhq/parley/webhooks"
 	"github.com/parleyhq/parley/webhooks/store"
 )
 
-// AppClients gives the drift loop the App's own client (to find the installation of the GitOps
+// AppClients gives the drift loop the App's own client (to find the installation of a GitOps
 // repository) and the installation's client and token.
 type AppClients interface {
 	Installations
 	AppClient() (*github.Client, error)
 }
 
-// Drift judges drift events (the deliveries of POST /events/...) against the GitOps repository and
-// lands the verdicts there, and runs the expiry timers. One Drift serves every event source.
+// Drift judges drift events (the deliveries of POST /events/...) in the GitOps repository that
+// applies their objects, lands the verdicts there, and runs the expiry timers. One Drift serves
+// every event source and every repository events are routed to (see route): each repository has
+// its own drift state, its own policy (read from its branch) and its own timers.
 type Drift struct {
-	GitHub     AppClients
-	Repos      *repocache.Cache
-	Repository string // owner/name
-	Branch     string // "" = the repository's default branch
+	GitHub AppClients
+	Repos  *repocache.Cache
+	// Repository is the default repository ("owner/name"): events that no Argo CD repoURL, AWS
+	// account or cluster routes elsewhere are judged there. "" = no default.
+	Repository string
+	Branch     string         // the default repository's branch; "" = its default branch
+	State      *driftstate.DB // the default repository's drift state
+	// Clusters routes the events posted to /events/<source>/<cluster>; Accounts routes CloudTrail
+	// records by the AWS account they were made in.
+	Clusters map[string]config.RepoRef
+	Accounts map[string]config.RepoRef
+	// GitHubHosts are the hosts whose Git URLs name repositories the App may be installed on (Argo
+	// CD repoURLs); none = github.com.
+	GitHubHosts []string
+	// StatePath returns the drift state file of a repository other than the default one; nil or ""
+	// keeps that state in memory (tests).
+	StatePath  func(repository string) string
 	PolicyPath string
 	Mode       reconcile.Mode
 	Author     object.Signature
-	State      *driftstate.DB
 	Log        *slog.Logger
 	Now        func() time.Time
 	Metrics    *DriftMetrics
 
+	once    sync.Once
+	mu      sync.Mutex
+	repos   map[string]*repoDrift  // the repositories served so far, by lower-cased name
+	targets map[string]driftTarget // installations found, by lower-cased name
+	absent  map[string]time.Time   // repositories the App is not installed on, until when to believe it
+	wake    chan struct{}
+}
+
+// repoDrift is the drift loop of one repository.
+type repoDrift struct {
+	d      *Drift
+	name   string // owner/name
+	branch string // "" = the repository's default branch
+	state  *driftstate.DB
 	rec    *reconcile.Reconciler
 	snaps  reconcile.SnapshotCache // the branch's files, policy and managers while it does not move
-	once   sync.Once
-	mu     sync.Mutex
-	target *driftTarget // the repository's installation, clone URL and branch, looked up once
-	wake   chan struct{}
 }
 
 // receivedKey carries a delivery's arrival time to the writer, for the latency metric.
@@ -62,6 +91,13 @@ type driftTarget struct {
 	cloneURL     string
 	branch       string
 }
+
+// errNotInstalled marks a repository the App is not installed on.
+var errNotInstalled = errors.New("the App is not installed on it")
+
+// absentFor is how long a repository found without the App is not asked about again: Argo CD
+// notifications of applications reading repositories Parley does not serve come on every sync.
+const absentFor = 5 * time.Minute
 
 // DriftMetrics are the drift loop's Prometheus metrics.
 type DriftMetrics struct {
@@ -92,8 +128,9 @@ func NewDriftMetrics(reg prometheus.Registerer) (*DriftMetrics, error) {
 func (d *Drift) init() {
 	d.once.Do(func() {
 		d.wake = make(chan struct{}, 1)
-		d.rec = &reconcile.Reconciler{State: d.State, Writer: driftWriter{d}, Now: d.now, Log: d.log(),
-			PullRequestBranches: d.Mode == reconcile.ModePullRequest}
+		d.repos = map[string]*repoDrift{}
+		d.targets = map[string]driftTarget{}
+		d.absent = map[string]time.Time{}
 	})
 }
 
@@ -111,23 +148,219 @@ func (d *Drift) log() *slog.Logger {
 	return slog.New(slog.DiscardHandler)
 }
 
+// Serve starts serving a repository: it opens (creating on first use) its drift state, so that
+// its timers run. The server calls it at start for every repository that has a drift state, and
+// events call it for the repository they are routed to. branch "" is the default branch.
+func (d *Drift) Serve(ctx context.Context, name, branch string) error {
+	_, err := d.repo(ctx, name, branch)
+	return err
+}
+
+func (d *Drift) repo(ctx context.Context, name, branch string) (*repoDrift, error) {
+	d.init()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	key := strings.ToLower(name)
+	if rd := d.repos[key]; rd != nil {
+		return rd, nil
+	}
+	st := d.State
+	if !strings.EqualFold(name, d.Repository) || st == nil {
+		path := ":memory:"
+		if d.StatePath != nil {
+			if p := d.StatePath(name); p != "" {
+				path = p
+			}
+		}
+		var err error
+		if st, err = driftstate.Open(ctx, path); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	if err := st.Bind(ctx, name); err != nil {
+		if st != d.State {
+			st.Close()
+		}
+		return nil, webhooks.Permanent(err)
+	}
+	rd := &repoDrift{d: d, name: name, branch: branch, state: st}
+	rd.rec = &reconcile.Reconciler{State: st, Writer: driftWriter{rd}, Now: d.now, Log: d.log().With("repository", name),
+		PullRequestBranches: d.Mode == reconcile.ModePullRequest}
+	d.repos[key] = rd
+	d.poke() // its timers may be due
+	return rd, nil
+}
+
+// served returns the repositories served so far.
+func (d *Drift) served() []*repoDrift {
+	d.init()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]*repoDrift, 0, len(d.repos))
+	for _, rd := range d.repos {
+		out = append(out, rd)
+	}
+	slices.SortFunc(out, func(a, b *repoDrift) int { return strings.Compare(a.name, b.name) })
+	return out
+}
+
+// Close closes every repository's drift state, the default one's included.
+func (d *Drift) Close() error {
+	var errs []error
+	closedDefault := false
+	for _, rd := range d.served() {
+		closedDefault = closedDefault || rd.state == d.State
+		errs = append(errs, rd.state.Close())
+	}
+	if d.State != nil && !closedDefault {
+		errs = append(errs, d.State.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// branchOf is the branch configured for a repository, wherever it is configured; "" = its
+// default branch.
+func (d *Drift) branchOf(name string) string {
+	if strings.EqualFold(name, d.Repository) {
+		return d.Branch
+	}
+	for _, routes := range []map[string]config.RepoRef{d.Clusters, d.Accounts} {
+		for _, ref := range routes {
+			if strings.EqualFold(ref.Repository, name) {
+				return ref.Branch
+			}
+		}
+	}
+	return ""
+}
+
+// route picks the repository a delivery is judged in, in this order:
+//
+//  1. an Argo CD notification: the first of the Application's source repoURLs (manifest sources
+//     before value sources) that names a repository on GitHub the App is installed on;
+//  2. CloudTrail: the repository configured for the AWS account the records were made in;
+//  3. an event posted for a cluster (/events/<source>/<cluster>): the cluster's repository;
+//  4. the default repository.
+//
+// Flux and audit events say nothing of where their objects are kept, so they go by 3 and 4.
+func (d *Drift) route(ctx context.Context, del store.Delivery) (*repoDrift, error) {
+	o, err := events.OriginOf(del.Source, del.Body)
+	if err != nil {
+		return nil, webhooks.Permanent(fmt.Errorf("%s event %s: %w", del.Source, del.ID, err))
+	}
+	var passed []string // why earlier candidates were passed over, for the error if nothing is left
+	for _, u := range o.RepoURLs {
+		name, ok := repoFromURL(u, d.GitHubHosts)
+		if !ok {
+			passed = append(passed, fmt.Sprintf("repoURL %s is not a repository on %s", u, strings.Join(d.hosts(), " or ")))
+			continue
+		}
+		branch := d.branchOf(name)
+		if _, err := d.resolve(ctx, name, branch); errors.Is(err, errNotInstalled) {
+			passed = append(passed, fmt.Sprintf("repoURL %s: %v", u, err))
+			continue
+		} else if err != nil {
+			return nil, err
+		}
+		return d.repo(ctx, name, branch)
+	}
+	if len(o.Accounts) > 0 {
+		var to []config.RepoRef
+		for _, a := range o.Accounts {
+			if ref, ok := d.Accounts[a]; ok && !slices.ContainsFunc(to, func(r config.RepoRef) bool { return strings.EqualFold(r.Repository, ref.Repository) }) {
+				to = append(to, ref)
+			}
+		}
+		switch len(to) {
+		case 0:
+			passed = append(passed, fmt.Sprintf("no aws_account block for %s", strings.Join(o.Accounts, ", ")))
+		case 1:
+			return d.repo(ctx, to[0].Repository, to[0].Branch)
+		default:
+			return nil, webhooks.Permanent(fmt.Errorf("%s event %s holds records of accounts %s, which belong to different repositories: send each account's records on their own (CloudTrail writes one file per account)",
+				del.Source, del.ID, strings.Join(o.Accounts, ", ")))
+		}
+	}
+	if del.Scope != "" {
+		ref, ok := d.Clusters[del.Scope]
+		if !ok {
+			return nil, webhooks.Permanent(fmt.Errorf("%s event %s was posted for cluster %q, which the configuration no longer names: add its cluster block back, then replay the dead letters with parley deliveries replay",
+				del.Source, del.ID, del.Scope))
+		}
+		return d.repo(ctx, ref.Repository, ref.Branch)
+	}
+	if d.Repository != "" {
+		return d.repo(ctx, d.Repository, d.Branch)
+	}
+	why := "nothing routes it"
+	if len(passed) > 0 {
+		why = strings.Join(passed, "; ")
+	}
+	return nil, webhooks.Permanent(fmt.Errorf("%s event %s: no repository to judge it in (%s): set gitops_repository (the default), post the source's events to /events/%s/<cluster> with a cluster block, or for CloudTrail an aws_account block; then replay the dead letters with parley deliveries replay",
+		del.Source, del.ID, why, del.Source))
+}
+
+func (d *Drift) hosts() []string {
+	if len(d.GitHubHosts) == 0 {
+		return []string{"github.com"}
+	}
+	return d.GitHubHosts
+}
+
+// repoFromURL returns the "owner/name" a Git URL names on one of hosts (none: github.com), in
+// the forms Argo CD and Flux accept: https://HOST/owner/name(.git), ssh://git@HOST(:port)/owner/name(.git)
+// and git@HOST:owner/name(.git). Hosts compare case-insensitively.
+func repoFromURL(raw string, hosts []string) (string, bool) {
+	if len(hosts) == 0 {
+		hosts = []string{"github.com"}
+	}
+	raw = strings.TrimSpace(raw)
+	var host, p string
+	if u, err := url.Parse(raw); err == nil && u.Scheme != "" && u.Host != "" {
+		switch u.Scheme {
+		case "https", "http", "ssh", "git":
+		default:
+			return "", false
+		}
+		host, p = u.Hostname(), u.Path
+	} else if at, rest, ok := strings.Cut(raw, "@"); ok && !strings.Contains(at, "/") {
+		// scp-like syntax: user@host:owner/name
+		host, p, ok = strings.Cut(rest, ":")
+		if !ok {
+			return "", false
+		}
+	} else {
+		return "", false
+	}
+	if !slices.ContainsFunc(hosts, func(h string) bool { return strings.EqualFold(h, host) }) {
+		return "", false
+	}
+	p = strings.TrimSuffix(strings.Trim(p, "/"), ".git")
+	owner, name, ok := strings.Cut(p, "/")
+	if !ok || owner == "" || name == "" || strings.Contains(name, "/") {
+		return "", false
+	}
+	return owner + "/" + name, true
+}
+
 // Handle implements webhooks.Handler for the drift event sources.
 func (d *Drift) Handle(ctx context.Context, del store.Delivery) error {
 	d.init()
-	if d.Repository == "" {
-		return webhooks.Permanent(fmt.Errorf("%s event %s: no gitops_repository is configured, so there is nothing to judge it against (set it, then replay the dead letters with parley deliveries replay)", del.Source, del.ID))
+	rd, err := d.route(ctx, del)
+	if err != nil {
+		return err
 	}
-	return d.withSnapshot(ctx, func(snap reconcile.Snapshot) error {
+	return rd.withSnapshot(ctx, func(snap reconcile.Snapshot) error {
 		batch, err := reconcile.Decode(del.Source, del.Body, snap.Files)
 		if err != nil {
 			return webhooks.Permanent(fmt.Errorf("%s event %s: %w", del.Source, del.ID, err))
 		}
-		rep, err := d.rec.Ingest(context.WithValue(ctx, receivedKey{}, del.ReceivedAt), snap, batch)
+		rep, err := rd.rec.Ingest(context.WithValue(ctx, receivedKey{}, del.ReceivedAt), snap, batch)
 		if err != nil {
-			return fmt.Errorf("%s event %s: %w", del.Source, del.ID, err)
+			return fmt.Errorf("%s event %s: %s: %w", del.Source, del.ID, rd.name, err)
 		}
 		d.observe(rep)
-		d.log().Info("drift event judged", "source", del.Source, "delivery", del.ID, "fields", len(rep.Results),
+		d.log().Info("drift event judged", "source", del.Source, "delivery", del.ID, "repository", rd.name, "fields", len(rep.Results),
 			"duplicates", rep.Duplicates, "reverts", len(rep.Reverts), "head", snap.Head)
 		d.poke()
 		return nil
@@ -155,78 +388,97 @@ func (d *Drift) poke() {
 	}
 }
 
-// withSnapshot fetches the GitOps repository and runs fn on its branch's snapshot while holding
-// the clone (writes push to the remote; the next fetch brings them back).
-func (d *Drift) withSnapshot(ctx context.Context, fn func(reconcile.Snapshot) error) error {
-	t, err := d.resolve(ctx)
+// withSnapshot fetches the repository and runs fn on its branch's snapshot while holding the
+// clone (writes push to the remote; the next fetch brings them back).
+func (rd *repoDrift) withSnapshot(ctx context.Context, fn func(reconcile.Snapshot) error) error {
+	d := rd.d
+	t, err := d.resolve(ctx, rd.name, rd.branch)
 	if err != nil {
 		return err
 	}
 	token, err := d.GitHub.Token(ctx, t.installation)
 	if err != nil {
-		return fmt.Errorf("%s: installation token: %w", d.Repository, err)
+		return fmt.Errorf("%s: installation token: %w", rd.name, err)
 	}
-	dir, unlock, err := d.Repos.Sync(ctx, d.Repository, t.cloneURL, token)
+	dir, unlock, err := d.Repos.Sync(ctx, rd.name, t.cloneURL, token)
 	if err != nil {
-		return fmt.Errorf("%s: %w", d.Repository, err)
+		return fmt.Errorf("%s: %w", rd.name, err)
 	}
 	defer unlock()
 	led, err := reconcile.OpenLedger(dir, t.branch, d.PolicyPath, ledger.Options{})
 	if err != nil {
-		return fmt.Errorf("%s: open ledger: %w", d.Repository, err)
+		return fmt.Errorf("%s: open ledger: %w", rd.name, err)
 	}
 	defer led.Close()
-	snap, err := d.snaps.Load(ctx, dir, t.branch, d.PolicyPath, led, nil)
+	snap, err := rd.snaps.Load(ctx, dir, t.branch, d.PolicyPath, led, nil)
 	if errors.Is(err, reconcile.ErrNoPolicy) {
-		return webhooks.Permanent(fmt.Errorf("%s: %w: add %s to %s to judge drift", d.Repository, err, d.PolicyPath, t.branch))
+		return webhooks.Permanent(fmt.Errorf("%s: %w: add %s to %s to judge drift", rd.name, err, d.PolicyPath, t.branch))
 	}
 	if err != nil {
-		return fmt.Errorf("%s: %w", d.Repository, err)
+		return fmt.Errorf("%s: %w", rd.name, err)
 	}
 	return fn(snap)
 }
 
-// resolve finds the installation covering the repository, its clone URL and branch, once.
-func (d *Drift) resolve(ctx context.Context) (driftTarget, error) {
+// resolve finds the installation covering a repository, its clone URL and branch, once. A
+// repository the App is not installed on is an errNotInstalled, permanent, remembered for
+// absentFor.
+func (d *Drift) resolve(ctx context.Context, name, branch string) (driftTarget, error) {
+	d.init()
+	key := strings.ToLower(name)
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.target != nil {
-		return *d.target, nil
+	t, ok := d.targets[key]
+	until, absent := d.absent[key]
+	d.mu.Unlock()
+	if ok {
+		return t, nil
 	}
-	owner, name, _ := strings.Cut(d.Repository, "/")
+	if absent && d.now().Before(until) {
+		return driftTarget{}, webhooks.Permanent(fmt.Errorf("%s: %w", name, errNotInstalled))
+	}
+	owner, repoName, _ := strings.Cut(name, "/")
 	appc, err := d.GitHub.AppClient()
 	if err != nil {
 		return driftTarget{}, err
 	}
-	inst, _, err := appc.Apps.FindRepositoryInstallation(ctx, owner, name)
+	inst, resp, err := appc.Apps.FindRepositoryInstallation(ctx, owner, repoName)
 	if err != nil {
-		return driftTarget{}, fmt.Errorf("%s: find the App's installation (is the App installed on it?): %w", d.Repository, err)
+		if resp != nil && resp.StatusCode == http.StatusNotFound {
+			d.mu.Lock()
+			d.absent[key] = d.now().Add(absentFor)
+			d.mu.Unlock()
+			return driftTarget{}, webhooks.Permanent(fmt.Errorf("%s: %w (install it there, then replay the dead letters with parley deliveries replay)", name, errNotInstalled))
+		}
+		return driftTarget{}, fmt.Errorf("%s: find the App's installation (is the App installed on it?): %w", name, err)
 	}
 	gh, err := d.GitHub.Client(inst.GetID())
 	if err != nil {
 		return driftTarget{}, err
 	}
-	repo, _, err := gh.Repositories.Get(ctx, owner, name)
+	repo, _, err := gh.Repositories.Get(ctx, owner, repoName)
 	if err != nil {
-		return driftTarget{}, fmt.Errorf("%s: %w", d.Repository, err)
+		return driftTarget{}, fmt.Errorf("%s: %w", name, err)
 	}
-	t := driftTarget{installation: inst.GetID(), cloneURL: repo.GetCloneURL(), branch: d.Branch}
+	t = driftTarget{installation: inst.GetID(), cloneURL: repo.GetCloneURL(), branch: branch}
 	if t.branch == "" {
 		t.branch = repo.GetDefaultBranch()
 	}
 	if t.cloneURL == "" || t.branch == "" {
-		return driftTarget{}, fmt.Errorf("%s: GitHub gave no clone URL or default branch", d.Repository)
+		return driftTarget{}, fmt.Errorf("%s: GitHub gave no clone URL or default branch", name)
 	}
-	d.target = &t
+	d.mu.Lock()
+	d.targets[key] = t
+	delete(d.absent, key)
+	d.mu.Unlock()
 	return t, nil
 }
 
-// driftWriter lands verdict commits in the GitOps repository with the installation's token.
-type driftWriter struct{ d *Drift }
+// driftWriter lands verdict commits in its repository with the installation's token.
+type driftWriter struct{ rd *repoDrift }
 
 func (w driftWriter) Write(ctx context.Context, c reconcile.Change) (reconcile.Landed, error) {
-	d := w.d
-	t, err := d.resolve(ctx)
+	rd, d := w.rd, w.rd.d
+	t, err := d.resolve(ctx, rd.name, rd.branch)
 	if err != nil {
 		return reconcile.Landed{}, err
 	}
@@ -243,7 +495,7 @@ func (w driftWriter) Write(ctx context.Context, c reconcile.Change) (reconcile.L
 		if err != nil {
 			return reconcile.Landed{}, err
 		}
-		owner, name, _ := strings.Cut(d.Repository, "/")
+		owner, name, _ := strings.Cut(rd.name, "/")
 		gw.PRs = pullRequests{gh: gh, owner: owner, repo: name}
 	}
 	l, err := gw.Write(ctx, c)
@@ -289,47 +541,69 @@ func (p pullRequests) Close(ctx context.Context, head, base, comment string) (in
 	return n, err
 }
 
-// RecheckGated judges every field Parley gated again: a push changed the branch (the policy, or
-// Git's own value), and a gate stands only as long as its verdict does. Fields whose verdict did
-// not change write nothing.
-func (d *Drift) RecheckGated(ctx context.Context) error {
+// Pushed judges again every field Parley gated in a repository whose branch moved (a push to
+// ref): the policy, or Git's own value, may have changed, and a gate stands only as long as its
+// verdict does. Fields whose verdict did not change write nothing. A repository the drift loop
+// does not serve is left alone; defaultBranch is the repository's, used when no branch is
+// configured for it.
+func (d *Drift) Pushed(ctx context.Context, repository, defaultBranch, ref string) error {
 	d.init()
-	if d.Repository == "" {
+	d.mu.Lock()
+	rd := d.repos[strings.ToLower(repository)]
+	d.mu.Unlock()
+	if rd == nil {
 		return nil
 	}
-	return d.withSnapshot(ctx, func(snap reconcile.Snapshot) error {
+	branch := rd.branch
+	if branch == "" {
+		branch = defaultBranch
+	}
+	if ref != "refs/heads/"+branch {
+		return nil
+	}
+	return rd.recheckGated(ctx)
+}
+
+func (rd *repoDrift) recheckGated(ctx context.Context) error {
+	d := rd.d
+	return rd.withSnapshot(ctx, func(snap reconcile.Snapshot) error {
 		fields := reconcile.GatedFields(snap.Files)
 		if len(fields) == 0 {
 			return nil
 		}
-		rep, err := d.rec.Recheck(ctx, snap, fields)
+		rep, err := rd.rec.Recheck(ctx, snap, fields)
 		if err != nil {
 			return err
 		}
 		d.observe(rep)
-		d.log().Info("gated fields judged again after a push", "fields", len(fields), "head", snap.Head)
+		d.log().Info("gated fields judged again after a push", "repository", rd.name, "fields", len(fields), "head", snap.Head)
 		d.poke()
 		return nil
 	})
 }
 
-// RunTimers judges fields again when their yield, hold or recheck time comes, until ctx ends.
-// Timers live in the drift state, so they survive restarts: a timer that came due while Parley was
-// down fires at start.
+// RunTimers judges fields again when their yield, hold or recheck time comes, in every repository
+// served, until ctx ends. Timers live in each repository's drift state, so they survive restarts:
+// a timer that came due while Parley was down fires at start.
 func (d *Drift) RunTimers(ctx context.Context) {
 	d.init()
-	if d.Repository == "" {
-		return
-	}
 	const idle, retry = time.Minute, 30 * time.Second
+	if d.Repository != "" {
+		// The default repository's timers run from the start, before any event names it.
+		if err := d.Serve(ctx, d.Repository, d.Branch); err != nil {
+			d.log().Error("drift timers: the default repository's state", "repository", d.Repository, "error", err.Error())
+		}
+	}
 	for {
 		wait := idle
-		next, ok, err := d.State.Next(ctx)
-		if err != nil {
-			d.log().Error("drift timers: read next", "error", err.Error())
-			wait = retry
-		} else if ok {
-			wait = min(max(next.Sub(d.now()), 0), idle)
+		for _, rd := range d.served() {
+			next, ok, err := rd.state.Next(ctx)
+			if err != nil {
+				d.log().Error("drift timers: read next", "repository", rd.name, "error", err.Error())
+				wait = min(wait, retry)
+			} else if ok {
+				wait = min(wait, max(next.Sub(d.now()), 0))
+			}
 		}
 		if wait > 0 {
 			t := time.NewTimer(wait)
@@ -346,8 +620,14 @@ func (d *Drift) RunTimers(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		if err := d.fireDue(ctx); err != nil {
-			d.log().Error("drift timers: recheck failed; retrying", "error", err.Error(), "retry_in", retry.String())
+		failed := false
+		for _, rd := range d.served() {
+			if err := rd.fireDue(ctx); err != nil {
+				d.log().Error("drift timers: recheck failed; retrying", "repository", rd.name, "error", err.Error(), "retry_in", retry.String())
+				failed = true
+			}
+		}
+		if failed {
 			select {
 			case <-ctx.Done():
 				return
@@ -357,8 +637,18 @@ func (d *Drift) RunTimers(ctx context.Context) {
 	}
 }
 
+// fireDue judges again the fields of every repository whose timers are due.
 func (d *Drift) fireDue(ctx context.Context) error {
-	due, err := d.State.Due(ctx, d.now())
+	var errs []error
+	for _, rd := range d.served() {
+		errs = append(errs, rd.fireDue(ctx))
+	}
+	return errors.Join(errs...)
+}
+
+func (rd *repoDrift) fireDue(ctx context.Context) error {
+	d := rd.d
+	due, err := rd.state.Due(ctx, d.now())
 	if err != nil || len(due) == 0 {
 		return err
 	}
@@ -366,8 +656,8 @@ func (d *Drift) fireDue(ctx context.Context) error {
 	for _, t := range due {
 		fields = append(fields, t.Field)
 	}
-	return d.withSnapshot(ctx, func(snap reconcile.Snapshot) error {
-		rep, err := d.rec.Recheck(ctx, snap, fields)
+	return rd.withSnapshot(ctx, func(snap reconcile.Snapshot) error {
+		rep, err := rd.rec.Recheck(ctx, snap, fields)
 		if err != nil {
 			return err
 		}
@@ -375,7 +665,7 @@ func (d *Drift) fireDue(ctx context.Context) error {
 			d.Metrics.timers.Add(float64(len(fields)))
 		}
 		d.observe(rep)
-		d.log().Info("drift timers fired", "fields", len(fields), "head", snap.Head)
+		d.log().Info("drift timers fired", "repository", rd.name, "fields", len(fields), "head", snap.Head)
 		return nil
 	})
 }

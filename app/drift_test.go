@@ -168,7 +168,7 @@ func TestDriftWithoutRepositoryDeadLetters(t *testing.T) {
 	d2, gh, _, _ := driftSetup(t, reconcile.ModeDirect)
 	d2.Repository = "acme/other"
 	gh.SetRepository("acme/other", map[string]any{})
-	if err := d2.Handle(context.Background(), auditDelivery(t, "y")); err == nil || !strings.Contains(err.Error(), "is the App installed") {
+	if err := d2.Handle(context.Background(), auditDelivery(t, "y")); err == nil || !errors.Is(err, webhooks.ErrPermanent) || !strings.Contains(err.Error(), "acme/other: the App is not installed on it") {
 		t.Fatalf("a repository without the App: %v", err)
 	}
 	bad := auditDelivery(t, "z")

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 
 	"github.com/google/go-github/v60/github"
 
@@ -107,17 +106,11 @@ func (h *Pushes) Handle(ctx context.Context, d store.Delivery) error {
 	if ev.GetDeleted() {
 		return nil
 	}
-	if d := h.Drift; d != nil && strings.EqualFold(d.Repository, repo.GetFullName()) {
-		branch := d.Branch
-		if branch == "" {
-			branch = repo.GetDefaultBranch()
-		}
-		if ev.GetRef() == "refs/heads/"+branch {
-			// The GitOps branch moved: its policy or Git's values may have changed, and with them
-			// the verdicts behind Parley's gates.
-			if err := d.RecheckGated(ctx); err != nil {
-				return fmt.Errorf("%s: judge gated fields again: %w", repo.GetFullName(), err)
-			}
+	if h.Drift != nil {
+		// A GitOps branch moved: its policy or Git's values may have changed, and with them the
+		// verdicts behind Parley's gates.
+		if err := h.Drift.Pushed(ctx, repo.GetFullName(), repo.GetDefaultBranch(), ev.GetRef()); err != nil {
+			return fmt.Errorf("%s: judge gated fields again: %w", repo.GetFullName(), err)
 		}
 	}
 	if ev.GetRef() != "refs/heads/"+repo.GetDefaultBranch() {

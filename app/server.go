@@ -8,8 +8,10 @@ import (
 	"net"
 	"net/http"
 	"net/mail"
+	"net/url"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -100,7 +102,7 @@ func NewServer(ctx context.Context, cfg config.Config, log *slog.Logger) (*Serve
 			s.live.Close()
 		}
 		if s.drift != nil {
-			s.drift.State.Close()
+			s.drift.Close()
 		}
 		return nil, err
 	}
@@ -199,8 +201,9 @@ func NewServer(ctx context.Context, cfg config.Config, log *slog.Logger) (*Serve
 		}
 		source := e.source
 		s.events[e.path], err = webhooks.NewEventReceiver(webhooks.EventReceiverConfig{Source: source, Secrets: secrets, Setting: e.setting,
-			ID:    func(body []byte) ([]string, map[string]int, error) { return events.EventIDs(source, body) },
-			Store: st, Notify: s.pool.Notify, Logger: log, Metrics: metrics, EventMetrics: eventMetrics})
+			ID:       func(body []byte) ([]string, map[string]int, error) { return events.EventIDs(source, body) },
+			Clusters: func(name string) bool { _, ok := cfg.Clusters[name]; return ok },
+			Store:    st, Notify: s.pool.Notify, Logger: log, Metrics: metrics, EventMetrics: eventMetrics})
 		if err != nil {
 			return fail(err)
 		}
@@ -208,12 +211,16 @@ func NewServer(ctx context.Context, cfg config.Config, log *slog.Logger) (*Serve
 	return s, nil
 }
 
-// newDrift opens the drift state and configures the drift loop for the GitOps repository.
+// newDrift opens the drift states and configures the drift loop for the repositories events are
+// routed to: the default repository's state is drift_state (drift.db beside the store), every
+// other repository's is drift.<owner>.<name>.db beside it. Each state found there is opened at
+// start, so that its timers fire even before its repository's next event.
 func (s *Server) newDrift(ctx context.Context, gh *githubApp, repos *repocache.Cache) (*Drift, error) {
 	path := s.cfg.DriftState
 	if path == "" {
 		path = filepath.Join(filepath.Dir(s.cfg.Store), "drift.db")
 	}
+	dir := filepath.Dir(path)
 	mode, err := reconcile.ParseMode(s.cfg.WriteMode)
 	if err != nil {
 		return nil, err
@@ -230,12 +237,69 @@ func (s *Server) newDrift(ctx context.Context, gh *githubApp, repos *repocache.C
 	if err != nil {
 		return nil, err
 	}
-	if s.cfg.GitOpsRepository == "" {
-		s.log.Warn("no gitops_repository configured: drift events are stored but not judged")
+	if s.cfg.GitOpsRepository == "" && len(s.cfg.Clusters) == 0 && len(s.cfg.AWSAccounts) == 0 {
+		s.log.Warn("no gitops_repository, cluster or aws_account configured: drift events are judged only when an Argo CD repoURL names a repository the App is installed on")
 	}
-	return &Drift{GitHub: gh, Repos: repos, Repository: s.cfg.GitOpsRepository, Branch: s.cfg.GitOpsBranch,
+	d := &Drift{GitHub: gh, Repos: repos, Repository: s.cfg.GitOpsRepository, Branch: s.cfg.GitOpsBranch,
+		Clusters: s.cfg.Clusters, Accounts: s.cfg.AWSAccounts, GitHubHosts: []string{gitHost(s.cfg.GitHubURL)},
+		StatePath:  func(repo string) string { return repoStatePath(dir, repo) },
 		PolicyPath: s.cfg.PolicyPath, Mode: mode, Author: object.Signature{Name: author.Name, Email: author.Address},
-		State: st, Log: s.log, Metrics: metrics}, nil
+		State: st, Log: s.log, Metrics: metrics}
+	for _, ref := range s.cfg.Repositories() {
+		if err := d.Serve(ctx, ref.Repository, ref.Branch); err != nil {
+			d.Close()
+			return nil, err
+		}
+	}
+	found, err := repoStates(dir)
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
+	for _, repo := range found {
+		if err := d.Serve(ctx, repo, d.branchOf(repo)); err != nil {
+			d.Close()
+			return nil, err
+		}
+	}
+	return d, nil
+}
+
+// gitHost is the host of Git URLs on the GitHub whose REST API is at apiURL: github.com for
+// api.github.com, the server itself for GitHub Enterprise Server (https://HOST/api/v3/).
+func gitHost(apiURL string) string {
+	u, err := url.Parse(apiURL)
+	if err != nil {
+		return "github.com"
+	}
+	if strings.EqualFold(u.Hostname(), "api.github.com") {
+		return "github.com"
+	}
+	return u.Hostname()
+}
+
+// repoStatePath is the drift state file of a repository that is not the default one. GitHub
+// owners hold no dots, so the first dot after "drift." ends the owner.
+func repoStatePath(dir, repo string) string {
+	owner, name, _ := strings.Cut(repo, "/")
+	return filepath.Join(dir, "drift."+strings.ToLower(owner)+"."+strings.ToLower(name)+".db")
+}
+
+// repoStates lists the repositories that have a drift state file in dir.
+func repoStates(dir string) ([]string, error) {
+	paths, err := filepath.Glob(filepath.Join(dir, "drift.*.*.db"))
+	if err != nil {
+		return nil, err
+	}
+	var repos []string
+	for _, p := range paths {
+		rest := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(p), "drift."), ".db")
+		owner, name, ok := strings.Cut(rest, ".")
+		if ok && owner != "" && name != "" {
+			repos = append(repos, owner+"/"+name)
+		}
+	}
+	return repos, nil
 }
 
 // Handler serves the webhook endpoint, the drift event endpoints (POST /events/...), /healthz, /readyz and (unless metrics have their own
@@ -245,6 +309,8 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("POST "+webhooks.GitHubPath, s.receiver)
 	for path, rcv := range s.events {
 		mux.Handle(path, rcv) // any method: the receiver answers 405 with Allow itself
+		// Events posted for a cluster (/events/<source>/<cluster>) go to the cluster's repository.
+		mux.Handle(webhooks.ClusterPattern(path), rcv)
 	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("GET /readyz", s.ready)
@@ -279,7 +345,7 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 	if err != nil {
 		s.store.Close()
 		s.live.Close()
-		s.drift.State.Close()
+		s.drift.Close()
 		return fmt.Errorf("listen on %s: %w", s.cfg.Listen, err)
 	}
 	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
@@ -290,7 +356,7 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 			ln.Close()
 			s.store.Close()
 			s.live.Close()
-			s.drift.State.Close()
+			s.drift.Close()
 			return fmt.Errorf("listen on %s: %w", s.cfg.MetricsListen, err)
 		}
 		mux := http.NewServeMux()
@@ -344,7 +410,7 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 	}
 	stopPool()
 	wg.Wait()
-	if err := errors.Join(s.store.Close(), s.live.Close(), s.drift.State.Close()); err != nil && runErr == nil {
+	if err := errors.Join(s.store.Close(), s.live.Close(), s.drift.Close()); err != nil && runErr == nil {
 		runErr = err
 	}
 	s.log.Info("parley stopped")
