@@ -134,3 +134,55 @@ func TestRenderRefusesMissingAppID(t *testing.T) {
 		t.Fatalf("want a clear error for a missing App ID, got %v", err)
 	}
 }
+
+// TestRenderRoutes: the clusters and AWS accounts of the values reach parley serve as
+// PARLEY_CLUSTERS and PARLEY_AWS_ACCOUNTS, in the form app/config reads; none set, neither is.
+func TestRenderRoutes(t *testing.T) {
+	env := func(t *testing.T, vals map[string]any) map[string]string {
+		t.Helper()
+		out, err := render(t, vals)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var dep struct {
+			Spec struct {
+				Template struct {
+					Spec struct {
+						Containers []struct {
+							Env []struct{ Name, Value string }
+						}
+					}
+				}
+			}
+		}
+		if err := yaml.Unmarshal([]byte(out["parley/templates/deployment.yaml"]), &dep); err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]string{}
+		for _, e := range dep.Spec.Template.Spec.Containers[0].Env {
+			m[e.Name] = e.Value
+		}
+		return m
+	}
+	if e := env(t, good); e["PARLEY_CLUSTERS"] != "" || e["PARLEY_AWS_ACCOUNTS"] != "" {
+		t.Errorf("no routes configured, yet %q / %q", e["PARLEY_CLUSTERS"], e["PARLEY_AWS_ACCOUNTS"])
+	}
+	routed := map[string]any{
+		"github": map[string]any{"appID": 12345},
+		"gitops": map[string]any{
+			"clusters": map[string]any{
+				"prod-us": map[string]any{"repository": "acme/prod-us", "branch": "release"},
+				"prod-eu": map[string]any{"repository": "acme/prod-eu"},
+			},
+			"awsAccounts": map[string]any{"123456789012": map[string]any{"repository": "acme/infra"}},
+		},
+	}
+	e := env(t, routed)
+	if e["PARLEY_CLUSTERS"] != "prod-eu=acme/prod-eu,prod-us=acme/prod-us@release" || e["PARLEY_AWS_ACCOUNTS"] != "123456789012=acme/infra" {
+		t.Errorf("PARLEY_CLUSTERS=%q PARLEY_AWS_ACCOUNTS=%q", e["PARLEY_CLUSTERS"], e["PARLEY_AWS_ACCOUNTS"])
+	}
+	routed["gitops"].(map[string]any)["clusters"] = map[string]any{"prod-eu": map[string]any{"branch": "main"}}
+	if _, err := render(t, routed); err == nil || !strings.Contains(err.Error(), `cluster "prod-eu" needs a repository`) {
+		t.Errorf("a cluster without a repository: %v", err)
+	}
+}
