@@ -23,7 +23,7 @@ const (
 // message builds a verdict commit: a subject saying what changed, the arbiter's own sentence
 // saying why, the files, and the trailers. It is a pure function of its inputs, so the same
 // verdict always gives the same message.
-func message(v core.Verdict, a Action, files []string) (title, body, msg string) {
+func message(v core.Verdict, a Action, files []string, note string) (title, body, msg string) {
 	f := v.Field
 	what := pointerLabel(f) + " of " + objectName(f)
 	winner := "Git"
@@ -47,6 +47,10 @@ func message(v core.Verdict, a Action, files []string) (title, body, msg string)
 	var b strings.Builder
 	if why := resultSentence(v); why != "" {
 		b.WriteString(why)
+		b.WriteString("\n\n")
+	}
+	if note != "" {
+		b.WriteString(note)
 		b.WriteString("\n\n")
 	}
 	b.WriteString("Field: " + f.String() + "\n")

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 
@@ -164,7 +165,14 @@ func (p *planner) plan(v core.Verdict) (*Change, string) {
 
 func (p *planner) planYield(v core.Verdict) (*Change, string) {
 	f := v.Field
-	if c, ok, _ := p.snap.gitClaim(f); !ok || c.Value.Absent() {
+	pl, located := p.locate(f)
+	remote := false
+	if !located && f.Scheme == core.SchemeKubernetes && p.inv != nil {
+		// No manifest or chart in the repository defines the object, but releases of charts
+		// Parley does not fetch install into its namespace: one of them may, and revert it.
+		pl, remote = p.inv.RemoteReleases(f.Object())
+	}
+	if c, ok, _ := p.snap.gitClaim(f); (!ok || c.Value.Absent()) && !remote {
 		if f.Scheme == core.SchemeTerraform {
 			return nil, "yielded; Git does not set this attribute, so terraform apply does not revert it: nothing to gate"
 		}
@@ -184,8 +192,7 @@ func (p *planner) planYield(v core.Verdict) (*Change, string) {
 			return gitops.AddTFGate(path, b, g)
 		}}})
 	}
-	pl, ok := p.locate(f)
-	if !ok {
+	if !located && !remote {
 		return nil, fmt.Sprintf("yielded, but no manifest in the repository defines %s: nothing to gate", objectName(f))
 	}
 	if len(pl.Managers) == 0 {
@@ -202,7 +209,21 @@ func (p *planner) planYield(v core.Verdict) (*Change, string) {
 			return gitops.AddGate(path, b, m.Target, g)
 		}})
 	}
-	return p.change(v, ActionGate, steps)
+	note := ""
+	if remote {
+		note = remoteNote(f, pl)
+	}
+	return p.changeWithNote(v, ActionGate, steps, note)
+}
+
+// remoteNote says why a gate went into releases of charts Parley does not fetch.
+func remoteNote(f core.Field, pl gitops.Placement) string {
+	targets := make([]string, len(pl.Managers))
+	for i, m := range pl.Managers {
+		targets[i] = m.Target.String()
+	}
+	return fmt.Sprintf("No manifest in the repository defines %s. It is taken to come from a chart Parley does not fetch (%s), installed into %s by %s: the gate names the object, so it pauses the release that renders it and matches nothing in the others.",
+		objectName(f), strings.Join(slices.Compact(slices.Sorted(slices.Values(pl.RemoteCharts))), "; "), f.Namespace, strings.Join(targets, ", "))
 }
 
 func (p *planner) planResume(v core.Verdict) (*Change, string) {
@@ -232,7 +253,7 @@ func (p *planner) planBranchResume(v core.Verdict) *Change {
 			return gitops.RemoveGate(path, b, m.Target, v.Field)
 		}})
 	}
-	c.Title, c.Body, c.Message = message(v, ActionResume, c.Files)
+	c.Title, c.Body, c.Message = message(v, ActionResume, c.Files, "")
 	c.Edit = editOf(steps)
 	return c
 }
@@ -248,6 +269,10 @@ func (p *planner) planAdopt(v core.Verdict) (*Change, string) {
 	case core.SchemeKubernetes:
 		pl, ok := p.locate(f)
 		if !ok {
+			if r, remote := p.inv.RemoteReleases(f.Object()); remote {
+				return nil, fmt.Sprintf("adopted, but %s comes from a chart Parley does not fetch (%s): the value cannot be written where it is produced, so nothing is written; set it in the release's values by hand",
+					objectName(f), strings.Join(slices.Compact(slices.Sorted(slices.Values(r.RemoteCharts))), "; "))
+			}
 			return nil, fmt.Sprintf("adopted, but no manifest in the repository defines %s: nothing to write", objectName(f))
 		}
 		if pl.Built != "" && pl.Built != "." && !strings.HasPrefix(pl.Manifest, pl.Built+"/") {
@@ -348,6 +373,11 @@ type editStep struct {
 // change runs the steps on the planner's files to see what they change; a change that changes
 // nothing is no change (the gate is there, the value is Git's already).
 func (p *planner) change(v core.Verdict, a Action, steps []editStep) (*Change, string) {
+	return p.changeWithNote(v, a, steps, "")
+}
+
+// changeWithNote is change with a paragraph for people in the commit and pull request.
+func (p *planner) changeWithNote(v core.Verdict, a Action, steps []editStep, note string) (*Change, string) {
 	diff, err := runSteps(steps, func(path string) ([]byte, bool, error) {
 		b, ok := p.files[path]
 		return b, ok, nil
@@ -363,7 +393,7 @@ func (p *planner) change(v core.Verdict, a Action, steps []editStep) (*Change, s
 		c.Files = append(c.Files, f)
 	}
 	sort.Strings(c.Files)
-	c.Title, c.Body, c.Message = message(v, a, c.Files)
+	c.Title, c.Body, c.Message = message(v, a, c.Files, note)
 	c.Edit = editOf(steps)
 	return c, ""
 }

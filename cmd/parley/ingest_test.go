@@ -231,3 +231,56 @@ func TestIngestGatesHelmAndTerraform(t *testing.T) {
 		}
 	}
 }
+
+// Objects of charts Parley does not fetch are still gated: in every release that installs a remote
+// chart into the object's namespace, with the gate naming the object, and the commit says why.
+func TestIngestGatesObjectsOfRemoteCharts(t *testing.T) {
+	dir, git := demoRepo(t)
+	for p, c := range map[string]string{
+		"clusters/prod/podinfo.yaml": "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: podinfo\n  namespace: flux-system\n" +
+			"spec:\n  interval: 10m\n  targetNamespace: prod\n  chart:\n    spec:\n      chart: podinfo\n      version: 6.x\n      sourceRef:\n        kind: HelmRepository\n        name: podinfo\n" +
+			"  driftDetection:\n    mode: enabled\n  values:\n    replicaCount: 2\n",
+		"argocd/redis.yaml": "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: redis\n  namespace: argocd\n" +
+			"spec:\n  project: default\n  source:\n    repoURL: https://charts.bitnami.com/bitnami\n    chart: redis\n    targetRevision: 20.1.0\n" +
+			"  destination:\n    server: https://kubernetes.default.svc\n    namespace: prod\n",
+		"argocd/cache.yaml": "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: cache\n  namespace: argocd\n" +
+			"spec:\n  project: default\n  source:\n    repoURL: https://charts.bitnami.com/bitnami\n    chart: memcached\n    targetRevision: 7.0.0\n" +
+			"  destination:\n    server: https://kubernetes.default.svc\n    namespace: staging\n",
+	} {
+		writeFile(t, filepath.Join(dir, p), c)
+	}
+	git.Run("add", "-A")
+	git.Run("commit", "--quiet", "-m", "Install remote charts")
+	audit := writeFile(t, filepath.Join(t.TempDir(), "audit.json"), `{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[{"level":"Request",
+"auditID":"podinfo-hpa-1","stage":"ResponseComplete","requestURI":"/apis/apps/v1/namespaces/prod/deployments/podinfo/scale","verb":"update",
+"user":{"username":"system:serviceaccount:kube-system:horizontal-pod-autoscaler"},
+"objectRef":{"resource":"deployments","namespace":"prod","name":"podinfo","apiGroup":"apps","apiVersion":"v1","subresource":"scale"},
+"responseStatus":{"metadata":{},"code":200},"requestObject":{"kind":"Scale","apiVersion":"autoscaling/v1","metadata":{"name":"podinfo","namespace":"prod"},"spec":{"replicas":7}},
+"requestReceivedTimestamp":"2026-11-20T10:00:00.000000Z","stageTimestamp":"2026-11-20T10:00:00.000000Z"}]}`)
+	code, out, errOut := runCLI(t, "ingest", "--repo", dir, "--apply", "--at", "2026-11-20T10:15:00Z", audit)
+	if code != 0 {
+		t.Fatalf("exit %d: %s\n%s", code, errOut, out)
+	}
+	if got := git.Run("log", "-1", "--format=%s"); got != "parley: yield /spec/replicas of Deployment prod/podinfo to hpa" {
+		t.Fatalf("last commit %q\n%s", got, out)
+	}
+	body := git.Run("log", "-1", "--format=%b")
+	if !strings.Contains(body, "No manifest in the repository defines Deployment prod/podinfo") ||
+		!strings.Contains(body, "podinfo from HelmRepository; redis from https://charts.bitnami.com/bitnami") {
+		t.Fatalf("the commit does not say why it gated remote releases:\n%s", body)
+	}
+	files := git.Run("show", "--name-only", "--format=", "HEAD")
+	if files != "argocd/redis.yaml\nclusters/prod/podinfo.yaml" {
+		t.Fatalf("files gated: %q (the staging release must be left alone)", files)
+	}
+	hr := git.Run("show", "HEAD:clusters/prod/podinfo.yaml")
+	if !strings.Contains(hr, "- /spec/replicas") || !strings.Contains(hr, "name: podinfo") {
+		t.Fatalf("the HelmRelease's gate:\n%s", hr)
+	}
+	code, out, _ = runCLI(t, "gates", "--repo", dir)
+	for _, want := range []string{"k8s:apps/Deployment/prod/podinfo#/spec/replicas", "HelmRelease flux-system/podinfo", "Application argocd/redis"} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Fatalf("parley gates lacks %q (exit %d):\n%s", want, code, out)
+		}
+	}
+}

@@ -34,12 +34,16 @@ type Placement struct {
 	// (name prefixes, patches and generators applied); Manifest is the file it comes from, or for a
 	// generated object the kustomization that generates it.
 	Built string
+	// RemoteCharts is set by RemoteReleases: the charts from chart repositories that may render
+	// the object; Manifest and Chart are empty then.
+	RemoteCharts []string
 }
 
 // Inventory is what Discover found. Immutable, safe for concurrent use.
 type Inventory struct {
 	managers []Manager
 	objects  map[objectKey]*placed
+	remote   []remoteRelease   // releases of charts Parley does not fetch
 	files    map[string][]byte // the repository's files, to render a release again (HelmValuesKey)
 }
 
@@ -329,8 +333,17 @@ type applying struct {
 
 type managerDoc struct {
 	Manager
-	roots []root        // unsorted, one per source
-	helm  []*helmSource // releases of charts in the repository it installs
+	roots  []root          // unsorted, one per source
+	helm   []*helmSource   // releases of charts in the repository it installs
+	remote []remoteRelease // releases of charts from chart repositories it installs
+}
+
+// remoteRelease is a release of a chart from a chart repository or an OCI registry, which Parley
+// does not fetch: which objects it renders is unknown, only the namespace they go into.
+type remoteRelease struct {
+	manager   int    // index into the inventory's managers
+	namespace string // where the release installs namespaced objects
+	chart     string // what the release asks for, for messages: "podinfo from HelmRepository podinfo"
 }
 
 // root is a directory a manager applies, and how.
@@ -373,6 +386,7 @@ type fluxSpec struct {
 }
 
 type argoSource struct {
+	RepoURL   string   `yaml:"repoURL"`
 	Path      string   `yaml:"path"`
 	Chart     string   `yaml:"chart"`
 	Ref       string   `yaml:"ref"`
@@ -549,6 +563,9 @@ func (d *discovery) readManager(file string, doc document) error {
 		m.roots = []root{{dir: repoDir(s.Path), override: s.TargetNamespace, generator: true}}
 	case doc.key.kind == KindHelmRelease && doc.key.group == helmGroup:
 		h, err := d.fluxHelmRelease(file, doc)
+		if r, ok := fluxRemoteChart(doc); ok {
+			m.remote = append(m.remote, r)
+		}
 		if err != nil {
 			d.problem("%s: HelmRelease %s/%s: %v", file, doc.key.namespace, doc.key.name, err)
 		} else {
@@ -562,6 +579,7 @@ func (d *discovery) readManager(file string, doc document) error {
 				return fmt.Errorf("spec: %w", err)
 			}
 		}
+		m.remote = append(m.remote, s.remoteCharts()...)
 		for _, src := range s.sources() {
 			if strings.Contains(src.Path, "{{") {
 				return fmt.Errorf("path %q is templated, which only an ApplicationSet resolves", src.Path)
@@ -584,6 +602,9 @@ func (d *discovery) readManager(file string, doc document) error {
 			}
 		}
 		m.roots = d.setRoots(s)
+		if ns := literal(s.Template.Spec.Destination.Namespace); ns != "" {
+			m.remote = append(m.remote, s.Template.Spec.remoteCharts()...)
+		}
 		// A generated Application whose path holds a chart renders it, released under the
 		// Application's name (the template's, with the generator's parameters filled in).
 		for _, r := range m.roots {
@@ -614,6 +635,70 @@ func (d *discovery) readManager(file string, doc document) error {
 	}
 	d.managers = append(d.managers, m)
 	return nil
+}
+
+// remoteCharts returns the releases of the Application's chart sources (a chart from a chart
+// repository or an OCI registry), installed into the destination namespace.
+func (s argoAppSpec) remoteCharts() []remoteRelease {
+	var all []argoSource
+	if s.Source != nil {
+		all = append(all, *s.Source)
+	}
+	all = append(all, s.Sources...)
+	var out []remoteRelease
+	for _, src := range all {
+		if src.Chart == "" || strings.Contains(src.Chart, "{{") {
+			continue
+		}
+		out = append(out, remoteRelease{namespace: s.Destination.Namespace, chart: src.Chart + " from " + src.RepoURL})
+	}
+	return out
+}
+
+// fluxRemoteChart reads a HelmRelease whose chart comes from a HelmRepository or an OCI registry
+// (spec.chart with such a sourceRef, or spec.chartRef).
+func fluxRemoteChart(doc document) (remoteRelease, bool) {
+	var s fluxHelmSpec
+	if spec := field(doc.node, "spec"); spec == nil || spec.Decode(&s) != nil {
+		return remoteRelease{}, false
+	}
+	ns := doc.key.namespace
+	if s.TargetNamespace != "" {
+		ns = s.TargetNamespace
+	}
+	switch {
+	case s.ChartRef != nil:
+		return remoteRelease{namespace: ns, chart: "the chart of " + s.ChartRef.Kind + " (spec.chartRef)"}, true
+	case s.Chart.Spec.SourceRef.Kind != "" && s.Chart.Spec.SourceRef.Kind != "GitRepository":
+		return remoteRelease{namespace: ns, chart: s.Chart.Spec.Chart + " from " + s.Chart.Spec.SourceRef.Kind}, true
+	}
+	return remoteRelease{}, false
+}
+
+// RemoteReleases finds, for an object no manifest or chart in the repository defines, the
+// releases that may install it: the HelmReleases and Applications that install a chart from a
+// chart repository or an OCI registry into the object's namespace. Parley does not fetch such
+// charts, so which release renders the object is not known; a gate on each of them targets the
+// object by kind, namespace and name, so it pauses the one that installs it and matches nothing in
+// the others. The Placement has no Manifest; RemoteCharts names the charts. It is false for a
+// cluster-scoped object, and when no such release installs into the namespace.
+func (inv *Inventory) RemoteReleases(obj core.Field) (Placement, bool) {
+	if inv == nil || obj.Scheme != core.SchemeKubernetes || obj.Namespace == "" || clusterScoped(obj.Group, obj.Kind) {
+		return Placement{}, false
+	}
+	var out Placement
+	seen := map[int]bool{}
+	for _, r := range inv.remote {
+		if r.namespace != obj.Namespace {
+			continue
+		}
+		out.RemoteCharts = append(out.RemoteCharts, r.chart)
+		if !seen[r.manager] {
+			seen[r.manager] = true
+			out.Managers = append(out.Managers, inv.managers[r.manager].clone())
+		}
+	}
+	return out, len(out.Managers) > 0
 }
 
 // sources returns the sources that apply manifests from Git: not Helm charts, not ref-only ones.
@@ -906,8 +991,12 @@ func (w *walker) kustomization(file, override string) {
 // build indexes every object under the identity it gets once applied.
 func (d *discovery) build() *Inventory {
 	inv := &Inventory{objects: map[objectKey]*placed{}, files: d.files}
-	for _, m := range d.managers {
+	for i, m := range d.managers {
 		inv.managers = append(inv.managers, m.Manager)
+		for _, r := range m.remote {
+			r.manager = i
+			inv.remote = append(inv.remote, r)
+		}
 	}
 	for _, name := range d.names {
 		if d.patchFiles[name] {

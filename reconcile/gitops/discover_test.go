@@ -699,3 +699,33 @@ func FuzzGeneratorInputs(f *testing.F) {
 		}
 	})
 }
+
+func TestRemoteReleases(t *testing.T) {
+	inv, _ := Discover(map[string][]byte{
+		"hr.yaml": []byte("apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: podinfo\n  namespace: flux-system\n" +
+			"spec:\n  targetNamespace: web\n  chart:\n    spec:\n      chart: podinfo\n      sourceRef:\n        kind: HelmRepository\n        name: podinfo\n"),
+		"oci.yaml": []byte("apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: nginx\n  namespace: web\n" +
+			"spec:\n  chartRef:\n    kind: OCIRepository\n    name: nginx\n"),
+		"app.yaml": []byte("apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: redis\n  namespace: argocd\n" +
+			"spec:\n  sources:\n  - repoURL: https://charts.example.com\n    chart: redis\n  - repoURL: https://github.com/acme/values\n    ref: values\n" +
+			"  destination:\n    namespace: cache\n"),
+		"web.yaml": []byte("apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: known\n  namespace: web\n"),
+	})
+	pl, ok := inv.RemoteReleases(core.K8sField("apps", "Deployment", "web", "podinfo", ""))
+	if !ok || len(pl.Managers) != 2 || pl.Managers[0].Target.Name != "podinfo" || pl.Managers[1].Target.Name != "nginx" || pl.Manifest != "" ||
+		strings.Join(pl.RemoteCharts, "; ") != "podinfo from HelmRepository; the chart of OCIRepository (spec.chartRef)" {
+		t.Fatalf("web: %+v %v", pl, ok)
+	}
+	if pl, ok := inv.RemoteReleases(core.K8sField("apps", "StatefulSet", "cache", "redis-master", "")); !ok || len(pl.Managers) != 1 || pl.Managers[0].Target.Kind != "Application" {
+		t.Fatalf("cache: %+v %v", pl, ok)
+	}
+	for _, f := range []core.Field{core.K8sField("apps", "Deployment", "other", "x", ""), core.K8sField("rbac.authorization.k8s.io", "ClusterRole", "", "x", "")} {
+		if _, ok := inv.RemoteReleases(f); ok {
+			t.Errorf("%s: no remote release installs there", f)
+		}
+	}
+	var none *Inventory
+	if _, ok := none.RemoteReleases(core.K8sField("apps", "Deployment", "web", "x", "")); ok {
+		t.Error("a nil inventory has no releases")
+	}
+}
