@@ -490,14 +490,14 @@ func (w driftWriter) Write(ctx context.Context, c reconcile.Change) (reconcile.L
 			}
 			return &githttp.BasicAuth{Username: "x-access-token", Password: tok}, nil
 		}}
-	if d.Mode == reconcile.ModePullRequest {
-		gh, err := d.GitHub.Client(t.installation)
-		if err != nil {
-			return reconcile.Landed{}, err
-		}
-		owner, name, _ := strings.Cut(rd.name, "/")
-		gw.PRs = pullRequests{gh: gh, owner: owner, repo: name}
+	// Pull requests in both modes: in direct mode a question (an adopted value Parley cannot
+	// place) still goes through one.
+	gh, err := d.GitHub.Client(t.installation)
+	if err != nil {
+		return reconcile.Landed{}, err
 	}
+	owner, name, _ := strings.Cut(rd.name, "/")
+	gw.PRs = pullRequests{gh: gh, owner: owner, repo: name}
 	l, err := gw.Write(ctx, c)
 	if received, ok := ctx.Value(receivedKey{}).(time.Time); ok && err == nil && l.Committed && d.Metrics != nil {
 		d.Metrics.latency.Observe(d.now().Sub(received).Seconds())

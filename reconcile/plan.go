@@ -47,6 +47,10 @@ type Change struct {
 	BranchOnly bool
 	Title      string // the pull request's title (the commit's subject)
 	Body       string // the pull request's body
+	// Ask marks a change that asks people to decide: an adopted value Parley cannot place at its
+	// source. It keeps the live value under a gate and says in its body where the value could go;
+	// writers that can open pull requests send it through one even in direct mode.
+	Ask bool
 }
 
 // gateLoc is a gate found in the snapshot: the file and object holding it.
@@ -216,6 +220,47 @@ func (p *planner) planYield(v core.Verdict) (*Change, string) {
 	return p.changeWithNote(v, ActionGate, steps, note)
 }
 
+// askWhere answers an adopted value Parley cannot place at its source: the live value is kept
+// under a gate in the managers that apply the object, and the change (a pull request, even in
+// direct mode) says where the value could go. Nothing is guessed.
+func (p *planner) askWhere(v core.Verdict, pl gitops.Placement, where string) (*Change, string) {
+	f := v.Field
+	if len(pl.Managers) == 0 {
+		return nil, "adopted, but Parley cannot place the value: " + where
+	}
+	g := gitops.Gate{Field: f, Rule: v.Rule}
+	if p.snap.Policy != nil {
+		g.EnableDriftDetection = p.snap.Policy.GitOps.EnableHelmDriftDetection
+	}
+	var steps []editStep
+	for _, m := range pl.Managers {
+		m := m
+		steps = append(steps, editStep{file: m.File, fn: func(path string, b []byte) ([]byte, bool, error) {
+			return gitops.AddGate(path, b, m.Target, g)
+		}})
+	}
+	note := "Adopted, but Parley cannot write the value where it is produced. " + where +
+		" Until then this gate keeps the live value; once Git renders it, Parley removes the gate."
+	c, why := p.changeWithNote(v, ActionGate, steps, note)
+	if c == nil {
+		return nil, "adopted, but Parley cannot place the value (" + why + "): " + where
+	}
+	c.Ask = true
+	title := "parley: where should " + pointerLabel(f) + " of " + objectName(f) + " = " + v.Winner.Value.String() + " go?"
+	c.Message = title + strings.TrimPrefix(c.Message, c.Title)
+	c.Title = title
+	return c, ""
+}
+
+// releaseOf names the releases that install the object of pl.
+func releaseOf(pl gitops.Placement) string {
+	names := make([]string, len(pl.Managers))
+	for i, m := range pl.Managers {
+		names[i] = m.Target.String()
+	}
+	return strings.Join(names, ", ")
+}
+
 // remoteNote says why a gate went into releases of charts Parley does not fetch.
 func remoteNote(f core.Field, pl gitops.Placement) string {
 	targets := make([]string, len(pl.Managers))
@@ -270,8 +315,8 @@ func (p *planner) planAdopt(v core.Verdict) (*Change, string) {
 		pl, ok := p.locate(f)
 		if !ok {
 			if r, remote := p.inv.RemoteReleases(f.Object()); remote {
-				return nil, fmt.Sprintf("adopted, but %s comes from a chart Parley does not fetch (%s): the value cannot be written where it is produced, so nothing is written; set it in the release's values by hand",
-					objectName(f), strings.Join(slices.Compact(slices.Sorted(slices.Values(r.RemoteCharts))), "; "))
+				return p.askWhere(v, r, fmt.Sprintf("%s comes from a chart Parley does not fetch (%s), so it cannot tell which values key produces %s. Set it in the values of the release that installs it (%s) by hand.",
+					objectName(f), strings.Join(slices.Compact(slices.Sorted(slices.Values(r.RemoteCharts))), "; "), pointerLabel(f), releaseOf(r)))
 			}
 			return nil, fmt.Sprintf("adopted, but no manifest in the repository defines %s: nothing to write", objectName(f))
 		}
@@ -286,15 +331,15 @@ func (p *planner) planAdopt(v core.Verdict) (*Change, string) {
 			case err != nil:
 				return nil, fmt.Sprintf("adopted, but %s is rendered from the Helm chart %s: %v; nothing is written", objectName(f), pl.Chart, err)
 			case key == nil && len(mapping) == 0:
-				return nil, fmt.Sprintf("adopted, but no key of the release's values renders %s as %s (the template %s sets it some other way); nothing is written: set it in the chart by hand",
-					f, val, pl.Manifest)
+				return p.askWhere(v, pl, fmt.Sprintf("No key of the values of %s renders %s as %s: the template %s sets it some other way. Write it into the chart (%s), or into the values under a key the chart would read, by hand.",
+					releaseOf(pl), pointerLabel(f), val, pl.Manifest, pl.Chart))
 			case key == nil:
 				keys := make([]string, len(mapping))
 				for i, k := range mapping {
-					keys[i] = k.String()
+					keys[i] = "`" + k.String() + "`"
 				}
-				return nil, fmt.Sprintf("adopted, but several keys of the release's values render %s as %s (%s); nothing is guessed: set the one meant by hand",
-					f, val, strings.Join(keys, ", "))
+				return p.askWhere(v, pl, fmt.Sprintf("Several keys of the values of %s render %s as %s, each changing nothing else: %s. Parley does not guess which one is meant: set that one to %s by hand.",
+					releaseOf(pl), pointerLabel(f), val, strings.Join(keys, ", "), val))
 			case m.Target.Kind != gitops.KindHelmRelease:
 				return nil, fmt.Sprintf("adopted: the value belongs in %s's Helm values at %s, which Parley writes only into a Flux HelmRelease; nothing is written", m.Target, key)
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"github.com/parleyhq/parley/reconcile/driftstate"
 	"github.com/parleyhq/parley/reconcile/events"
 	"github.com/parleyhq/parley/reconcile/gitops"
+	"github.com/parleyhq/parley/reconcile/internal/gitwrite"
 	"github.com/parleyhq/parley/trailers/ledger"
 )
 
@@ -701,3 +703,81 @@ func TestSnapshotLoadsGeneratorInputs(t *testing.T) {
 		t.Fatalf("GeneratorInputs = %v", got)
 	}
 }
+
+// When several keys of a release's values render the adopted value, Parley does not guess: it keeps
+// the live value under a gate and asks, in a change that goes through a pull request, which key
+// is meant.
+func TestAdoptionWithoutASingleKeyAsksWhereTheValueGoes(t *testing.T) {
+	e := newEnv(t)
+	addShopChart(t, e, "")
+	commitFiles(t, e, map[string]string{
+		"charts/shop/values.yaml": "replicaCount: 2\nimage: registry.example.com/shop/api:2.0.0\nimageOverride: \"\"\n",
+		"charts/shop/templates/deployment.yaml": strings.Replace(e.file("charts/shop/templates/deployment.yaml"),
+			"image: {{ .Values.image }}", "image: {{ coalesce .Values.imageOverride .Values.image }}", 1),
+	}, "Let an override win over the image")
+	image := core.K8sField("apps", "Deployment", "prod", "shop-api", "/spec/template/spec/containers/0/image")
+	ev := setImage("edit-shop-2", "alice@parley.example", t0, "registry.example.com/shop/api:2.0.1", "")
+	for _, r := range [][2]string{
+		{"deployments/web", "deployments/shop-api"}, {`"name":"web","namespace":"prod"`, `"name":"shop-api","namespace":"prod"`},
+		{`"namespace":"prod","name":"web"`, `"namespace":"prod","name":"shop-api"`},
+		{`"replicas":8`, `"replicas":4`}, {`{"name":"web","image"`, `{"name":"api","image"`},
+	} {
+		ev = strings.ReplaceAll(ev, r[0], r[1])
+	}
+	rep := e.ingest(events.SourceK8sAudit, auditList(ev))
+	r := only(t, rep, image)
+	if r.Verdict.Decision != core.DecisionAdopt || r.Change == nil || !r.Change.Ask || r.Change.Action != ActionGate {
+		t.Fatalf("on-call's image: %s (%s), change %+v: %s", r.Verdict.Decision, r.Verdict.Rule, r.Change, r.Note)
+	}
+	if want := `parley: where should /spec/template/spec/containers/0/image of Deployment prod/shop-api = "registry.example.com/shop/api:2.0.1" go?`; r.Change.Title != want ||
+		!strings.HasPrefix(r.Change.Message, want+"\n\n") {
+		t.Fatalf("title %q, message:\n%s", r.Change.Title, r.Change.Message)
+	}
+	for _, want := range []string{"Several keys of the values of HelmRelease flux-system/shop", "`image`, `imageOverride`", "Parley does not guess",
+		"this gate keeps the live value"} {
+		if !strings.Contains(r.Change.Body, want) {
+			t.Errorf("the body lacks %q:\n%s", want, r.Change.Body)
+		}
+	}
+	hr := e.file("clusters/prod/shop.yaml")
+	if !strings.Contains(hr, "- /spec/template/spec/containers/0/image") || strings.Contains(hr, "2.0.1") {
+		t.Fatalf("the HelmRelease must gate the image and not guess its value:\n%s", hr)
+	}
+}
+
+// A question goes through a pull request even when the writer pushes straight to the base branch.
+func TestGitWriterSendsAQuestionThroughAPullRequest(t *testing.T) {
+	e := newEnv(t)
+	bare := filepath.Join(t.TempDir(), "remote.git")
+	if out, err := exec.Command("git", "clone", "-q", "--bare", e.dir, bare).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	prs := &recordedPRs{}
+	w := &GitWriter{URL: bare, Base: "main", Mode: ModeDirect, PRs: prs, Author: object.Signature{Name: "Parley", Email: "p@x"}}
+	edit := func(files gitwrite.Files) (map[string][]byte, error) {
+		return map[string][]byte{"QUESTION.md": []byte("where?\n")}, nil
+	}
+	c := Change{Field: core.K8sField("apps", "Deployment", "prod", "web", "/spec/replicas"), Action: ActionGate, Edit: edit,
+		Message: "parley: where should it go?\n\nbody\n", Title: "parley: where should it go?", Body: "body", Branch: "parley/ask", Ask: true}
+	l, err := w.Write(context.Background(), c)
+	if err != nil || !l.Committed || l.Branch != "parley/ask" || l.PR != 1 || len(prs.opened) != 1 || prs.opened[0] != "parley/ask" {
+		t.Fatalf("landed %+v, %v, pull requests %v", l, err, prs.opened)
+	}
+	main, _ := exec.Command("git", "-C", bare, "rev-parse", "main").Output()
+	head, _ := exec.Command("git", "-C", e.dir, "rev-parse", "main").Output()
+	if string(main) != string(head) {
+		t.Fatal("a question was pushed to the base branch")
+	}
+	c.Ask, c.Branch = false, "parley/other"
+	if l, err := w.Write(context.Background(), c); err != nil || l.Branch != "main" || len(prs.opened) != 1 {
+		t.Fatalf("a plain change in direct mode: %+v %v %v", l, err, prs.opened)
+	}
+}
+
+type recordedPRs struct{ opened []string }
+
+func (r *recordedPRs) Ensure(_ context.Context, head, _, _, _ string) (int, error) {
+	r.opened = append(r.opened, head)
+	return len(r.opened), nil
+}
+func (r *recordedPRs) Close(context.Context, string, string, string) (int, error) { return 0, nil }

@@ -56,7 +56,7 @@ type GitWriter struct {
 	Base   string                                                  // the default branch
 	Mode   Mode
 	Author object.Signature // name and email of the bot; When is set per commit
-	PRs    PullRequests     // required in ModePullRequest
+	PRs    PullRequests     // required in ModePullRequest; in ModeDirect, Ask changes go through it when set
 	Now    func() time.Time
 }
 
@@ -69,11 +69,15 @@ func (w *GitWriter) Write(ctx context.Context, c Change) (Landed, error) {
 			return Landed{}, fmt.Errorf("credentials for %s: %w", w.URL, err)
 		}
 	}
-	if c.BranchOnly && w.Mode != ModePullRequest {
+	mode := w.Mode
+	if c.Ask && w.PRs != nil {
+		mode = ModePullRequest // a question for people goes through a pull request
+	}
+	if c.BranchOnly && mode != ModePullRequest {
 		return Landed{}, nil // nothing to do on the base branch, and no work branches are used
 	}
 	branch := w.Base
-	if w.Mode == ModePullRequest {
+	if mode == ModePullRequest {
 		if w.PRs == nil {
 			return Landed{}, errors.New("pull-request mode needs a pull request opener")
 		}
@@ -91,7 +95,7 @@ func (w *GitWriter) Write(ctx context.Context, c Change) (Landed, error) {
 		return Landed{}, err
 	}
 	l := Landed{Committed: out.Committed, Commit: out.Commit, Branch: out.Branch}
-	if w.Mode == ModePullRequest && out.Committed && out.SameAsBase {
+	if mode == ModePullRequest && out.Committed && out.SameAsBase {
 		// The branch now changes nothing: its pull request has no reason left to be merged.
 		n, err := w.PRs.Close(ctx, branch, w.Base, "Parley: "+c.Title+". This leaves the pull request without changes, so it is closed.")
 		if err != nil {
@@ -102,7 +106,7 @@ func (w *GitWriter) Write(ctx context.Context, c Change) (Landed, error) {
 	}
 	// Also when nothing was committed now but the branch carries unmerged commits: an earlier write
 	// may have pushed and then died before opening its pull request.
-	if w.Mode == ModePullRequest && out.Ahead {
+	if mode == ModePullRequest && out.Ahead {
 		n, err := w.PRs.Ensure(ctx, branch, w.Base, c.Title, c.Body)
 		if err != nil {
 			return l, fmt.Errorf("open pull request for %s: %w", branch, err)
