@@ -26,7 +26,24 @@ type helmSource struct {
 	releaseName string         // the release's name
 	namespace   string         // the namespace namespaced objects without one go into
 	values      map[string]any // the release's values, over the chart's values.yaml
+
+	// Where an Argo CD source's values come from (argo is false for a Flux HelmRelease, whose
+	// values are its spec.values): the repository paths of its in-repository helm.valueFiles in
+	// order, its helm.values string (parsed) and its helm.valuesObject, each nil when unset.
+	argo         bool
+	valueFiles   []string
+	valuesString map[string]any
+	hasValues    bool // helm.values is set
+	valuesObject map[string]any
+	hasObject    bool // helm.valuesObject is set; Argo CD then ignores helm.values
+	// source is which source of the Application (of the ApplicationSet's template) it is: an index
+	// into spec.sources, -1 for spec.source, or sourceUnknown when discovery did not say; then
+	// HelmValuesTarget finds it in the manager's document.
+	source int
 }
+
+// sourceUnknown is a helmSource's source before it is resolved against the Application.
+const sourceUnknown = -2
 
 // fluxHelmSpec is the part of a HelmRelease (helm.toolkit.fluxcd.io/v2) discovery reads.
 type fluxHelmSpec struct {
@@ -96,9 +113,13 @@ func (d *discovery) fluxHelmRelease(file string, doc document) (*helmSource, err
 	return &helmSource{chartDir: dir, releaseName: name, namespace: ns, values: s.Values}, nil
 }
 
-// argoHelmSource reads an Argo CD source whose path is a chart in this repository.
+// argoHelmSource reads an Argo CD source whose path is a chart in this repository. As Argo CD's
+// repo server does, it passes Helm the source's valueFiles in order, then helm.valuesObject, or
+// helm.values (a YAML string) when there is no valuesObject: Argo CD ignores helm.values once
+// helm.valuesObject is set (ApplicationSourceHelm.ValuesYAML).
 func (d *discovery) argoHelmSource(app string, src argoSource, destNS string) (*helmSource, error) {
 	dir := repoDir(src.Path)
+	h := &helmSource{chartDir: dir, namespace: destNS, argo: true, source: sourceUnknown}
 	vals := map[string]any{}
 	for _, vf := range src.Helm.ValueFiles {
 		p := path.Join(dir, vf)
@@ -111,25 +132,54 @@ func (d *discovery) argoHelmSource(app string, src argoSource, destNS string) (*
 			return nil, fmt.Errorf("value file %s: %w", p, err)
 		}
 		vals = chartutil.CoalesceTables(m, vals)
+		h.valueFiles = append(h.valueFiles, p)
 	}
 	if src.Helm.Values != "" {
-		var m map[string]any
-		if err := yamlv3.Unmarshal([]byte(src.Helm.Values), &m); err != nil {
+		if err := yamlv3.Unmarshal([]byte(src.Helm.Values), &h.valuesString); err != nil {
 			return nil, fmt.Errorf("helm.values: %w", err)
 		}
-		vals = chartutil.CoalesceTables(m, vals)
+		h.hasValues = true
 	}
-	if src.Helm.ValuesObject != nil {
-		vals = chartutil.CoalesceTables(src.Helm.ValuesObject, vals)
+	switch {
+	case src.Helm.ValuesObject != nil:
+		h.valuesObject, h.hasObject = src.Helm.ValuesObject, true
+		vals = chartutil.CoalesceTables(cloneValues(src.Helm.ValuesObject), vals)
+	case h.valuesString != nil:
+		vals = chartutil.CoalesceTables(cloneValues(h.valuesString), vals)
 	}
 	if len(src.Helm.Parameters) > 0 {
 		return nil, fmt.Errorf("helm.parameters are not applied by Parley's rendering")
 	}
-	name := src.Helm.ReleaseName
-	if name == "" {
-		name = app
+	h.releaseName = src.Helm.ReleaseName
+	if h.releaseName == "" {
+		h.releaseName = app
 	}
-	return &helmSource{chartDir: dir, releaseName: name, namespace: destNS, values: vals}, nil
+	h.values = vals
+	return h, nil
+}
+
+// cloneValues copies a values tree deeply, keeping its scalars' types (CoalesceTables writes into
+// its first argument).
+func cloneValues(m map[string]any) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = cloneValue(v)
+	}
+	return out
+}
+
+func cloneValue(v any) any {
+	switch c := v.(type) {
+	case map[string]any:
+		return cloneValues(c)
+	case []any:
+		out := make([]any, len(c))
+		for i, e := range c {
+			out[i] = cloneValue(e)
+		}
+		return out
+	}
+	return v
 }
 
 // renderedDoc is one object a chart renders, with the template that produced it.
