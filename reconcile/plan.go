@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"path"
 	"slices"
 	"sort"
@@ -321,8 +322,9 @@ func (p *planner) planAdopt(v core.Verdict) (*Change, string) {
 			return nil, fmt.Sprintf("adopted, but no manifest in the repository defines %s: nothing to write", objectName(f))
 		}
 		if pl.Built != "" && pl.Built != "." && !strings.HasPrefix(pl.Manifest, pl.Built+"/") {
-			return nil, fmt.Sprintf("adopted, but %s comes from %s, outside the overlay %s that builds it, and other builds may share it: Parley writes an adoption only into the overlay's own files and does not write overlay patches yet, so nothing is written",
-				objectName(f), pl.Manifest, pl.Built)
+			// The manifest is a base other builds may share: the value goes into the overlay, as
+			// its own patch (an existing one that sets the field, or a new one).
+			return p.planOverlayAdopt(v, pl)
 		}
 		if pl.Chart != "" {
 			// Adoption at the source: the release's values key that produces the field.
@@ -340,12 +342,29 @@ func (p *planner) planAdopt(v core.Verdict) (*Change, string) {
 				}
 				return p.askWhere(v, pl, fmt.Sprintf("Several keys of the values of %s render %s as %s, each changing nothing else: %s. Parley does not guess which one is meant: set that one to %s by hand.",
 					releaseOf(pl), pointerLabel(f), val, strings.Join(keys, ", "), val))
-			case m.Target.Kind != gitops.KindHelmRelease:
-				return nil, fmt.Sprintf("adopted: the value belongs in %s's Helm values at %s, which Parley writes only into a Flux HelmRelease; nothing is written", m.Target, key)
 			}
-			steps = append(steps, editStep{file: m.File, fn: func(path string, b []byte) ([]byte, bool, error) {
-				return gitops.AdoptHelmValue(path, b, m.Target, key, val)
-			}})
+			// Where the key is set for this release: the HelmRelease's spec.values, the
+			// Application's helm.valuesObject, or one of its values files.
+			tgt, err := p.inv.HelmValuesTarget(f, key)
+			if err != nil {
+				return p.askWhere(v, pl, fmt.Sprintf("The value belongs at `%s` of the values of %s, but Parley cannot write it there: %v.", key, m.Target, err))
+			}
+			var write func(path string, b []byte) ([]byte, bool, error)
+			switch tgt.Kind {
+			case gitops.ValuesInHelmRelease:
+				write = func(path string, b []byte) ([]byte, bool, error) {
+					return gitops.AdoptHelmValue(path, b, tgt.Target, key, val)
+				}
+			case gitops.ValuesInObject:
+				write = func(path string, b []byte) ([]byte, bool, error) {
+					return gitops.AdoptArgoHelmValue(path, b, tgt.Target, tgt.Source, key, val)
+				}
+			case gitops.ValuesInFile:
+				write = func(path string, b []byte) ([]byte, bool, error) { return gitops.AdoptValuesFile(path, b, key, val) }
+			default:
+				return nil, fmt.Sprintf("adopted, but the values of %s are kept in an unknown place (%q); nothing is written", m.Target, tgt.Kind)
+			}
+			steps = append(steps, editStep{file: tgt.File, fn: write})
 			for _, l := range p.gated[f] {
 				l := l
 				steps = append(steps, editStep{file: l.File, fn: func(path string, b []byte) ([]byte, bool, error) {
@@ -374,6 +393,46 @@ func (p *planner) planAdopt(v core.Verdict) (*Change, string) {
 		}})
 	}
 	return p.change(v, ActionAdopt, steps)
+}
+
+// planOverlayAdopt writes an adopted value as a patch of the overlay that builds the object, never
+// into the base it shares with other builds. gitops.AdoptOverlayPatch builds the overlay again to
+// check the result; on a branch that moved it runs again over the branch's files.
+func (p *planner) planOverlayAdopt(v core.Verdict, pl gitops.Placement) (*Change, string) {
+	f, val := v.Field, v.Winner.Value
+	base := maps.Clone(p.files)
+	out, err := gitops.AdoptOverlayPatch(base, pl.Built, f, val)
+	if err != nil {
+		return nil, fmt.Sprintf("adopted, but %s comes from %s, outside the overlay %s that builds it, and no patch in the overlay can set it: %v; nothing is written",
+			objectName(f), pl.Manifest, pl.Built, err)
+	}
+	var steps []editStep
+	for _, file := range slices.Sorted(maps.Keys(out)) {
+		steps = append(steps, editStep{file: file, fn: func(path string, b []byte) ([]byte, bool, error) {
+			files := maps.Clone(base)
+			files[path] = b
+			again, err := gitops.AdoptOverlayPatch(files, pl.Built, f, val)
+			if err != nil {
+				return nil, false, err
+			}
+			if len(again) == 0 {
+				return b, false, nil // the overlay already builds the value
+			}
+			nb, ok := again[path]
+			if !ok || len(again) != 1 {
+				return nil, false, fmt.Errorf("the overlay %s changed: the patch for %s now belongs in %v", pl.Built, f, slices.Sorted(maps.Keys(again)))
+			}
+			return nb, true, nil
+		}})
+	}
+	for _, l := range p.gated[f] {
+		l := l
+		steps = append(steps, editStep{file: l.File, fn: func(path string, b []byte) ([]byte, bool, error) {
+			return gitops.RemoveGate(path, b, l.Target, f)
+		}})
+	}
+	return p.changeWithNote(v, ActionAdopt, steps, fmt.Sprintf("%s comes from %s, a base other builds may share: the value is written as a patch of the overlay %s.",
+		objectName(f), pl.Manifest, pl.Built))
 }
 
 func (p *planner) locate(f core.Field) (gitops.Placement, bool) {

@@ -781,3 +781,88 @@ func (r *recordedPRs) Ensure(_ context.Context, head, _, _, _ string) (int, erro
 	return len(r.opened), nil
 }
 func (r *recordedPRs) Close(context.Context, string, string, string) (int, error) { return 0, nil }
+
+// On-call's lasting image change to a Deployment a staging overlay builds from the prod manifest is
+// adopted into the overlay, as its own patch: the prod manifest, which the prod build shares, is
+// not touched.
+func TestOverlayObjectAdoptsIntoAnOverlayPatch(t *testing.T) {
+	e := newEnv(t)
+	commitFiles(t, e, map[string]string{
+		"k8s/staging/kustomization.yaml": "namePrefix: staging-\nnamespace: staging\nresources:\n  - ../prod/web.yaml\n",
+		"clusters/staging/apps.yaml": "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: staging\n  namespace: flux-system\n" +
+			"spec:\n  interval: 10m\n  path: ./k8s/staging\n  prune: true\n  sourceRef:\n    kind: GitRepository\n    name: flux-system\n",
+	}, "Add a staging overlay")
+	prod := e.file("k8s/prod/web.yaml")
+	image := core.K8sField("apps", "Deployment", "staging", "staging-web", "/spec/template/spec/containers/0/image")
+	ev := setImage("edit-stg-1", "alice@parley.example", t0, "registry.example.com/web:2.0.1", "")
+	ev = strings.ReplaceAll(ev, "namespaces/prod/deployments/web", "namespaces/staging/deployments/staging-web")
+	ev = strings.ReplaceAll(ev, `"namespace":"prod","name":"web"`, `"namespace":"staging","name":"staging-web"`)
+	ev = strings.ReplaceAll(ev, `"name":"web","namespace":"prod"`, `"name":"staging-web","namespace":"staging"`)
+	rep := e.ingest(events.SourceK8sAudit, auditList(ev))
+	r := only(t, rep, image)
+	if r.Verdict.Decision != core.DecisionAdopt || r.Change == nil || r.Change.Action != ActionAdopt || r.Landed == nil || !r.Landed.Committed {
+		t.Fatalf("on-call's image: %s (%s), change %+v: %s", r.Verdict.Decision, r.Verdict.Rule, r.Change, r.Note)
+	}
+	if strings.Join(r.Change.Files, ",") != "k8s/staging/kustomization.yaml" || !strings.Contains(r.Change.Body, "written as a patch of the overlay k8s/staging") {
+		t.Fatalf("files %v, body:\n%s", r.Change.Files, r.Change.Body)
+	}
+	if e.file("k8s/prod/web.yaml") != prod {
+		t.Fatal("the shared prod manifest changed")
+	}
+	kust := e.file("k8s/staging/kustomization.yaml")
+	for _, want := range []string{"patches:", "path: /spec/template/spec/containers/0/image", "value: registry.example.com/web:2.0.1", "name: web"} {
+		if !strings.Contains(kust, want) {
+			t.Fatalf("the overlay lacks %q:\n%s", want, kust)
+		}
+	}
+	// The overlay now builds the adopted image: Git's claim on the field is the live value.
+	pl, ok := e.snapshot().inventory().Locate(image)
+	if !ok || pl.Built != "k8s/staging" {
+		t.Fatalf("placement after adoption: %+v %v", pl, ok)
+	}
+	files, _, err := ReadFiles(e.dir, "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := gitops.AdoptOverlayPatch(files, "k8s/staging", image, core.StringValue("registry.example.com/web:2.0.1")); err != nil || len(again) != 0 {
+		t.Fatalf("the overlay does not build the adopted image: %v %v", again, err)
+	}
+}
+
+// For an Argo CD Helm source the adopted value goes where the release's values set it: here the
+// environment's values file the Application lists, not the chart's values.yaml every release shares.
+func TestArgoHelmObjectAdoptsIntoItsValuesFile(t *testing.T) {
+	e := newEnv(t)
+	commitFiles(t, e, map[string]string{
+		"charts/api/Chart.yaml":       "apiVersion: v2\nname: api\nversion: 0.3.0\n",
+		"charts/api/values.yaml":      "image: registry.example.com/api:1.0.0\n",
+		"charts/api/values-prod.yaml": "# prod\nimage: registry.example.com/api:1.1.0 # pinned by release\n",
+		"charts/api/templates/deployment.yaml": "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {{ .Release.Name }}\n" +
+			"spec:\n  template:\n    spec:\n      containers:\n        - name: api\n          image: {{ .Values.image }}\n",
+		"argocd/api.yaml": "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: api\n  namespace: argocd\n" +
+			"spec:\n  project: default\n  source:\n    repoURL: https://github.com/acme/infra.git\n    path: charts/api\n    helm:\n      valueFiles: [values-prod.yaml]\n" +
+			"  destination:\n    namespace: prod\n",
+	}, "Install the api chart with Argo CD")
+	image := core.K8sField("apps", "Deployment", "prod", "api", "/spec/template/spec/containers/0/image")
+	ev := setImage("edit-api-1", "alice@parley.example", t0, "registry.example.com/api:1.2.0", "")
+	for _, r := range [][2]string{
+		{"deployments/web", "deployments/api"}, {`"name":"web","namespace":"prod"`, `"name":"api","namespace":"prod"`},
+		{`"namespace":"prod","name":"web"`, `"namespace":"prod","name":"api"`}, {`"replicas":8,`, ``}, {`{"name":"web","image"`, `{"name":"api","image"`},
+	} {
+		ev = strings.ReplaceAll(ev, r[0], r[1])
+	}
+	rep := e.ingest(events.SourceK8sAudit, auditList(ev))
+	r := only(t, rep, image)
+	if r.Verdict.Decision != core.DecisionAdopt || r.Change == nil || r.Change.Action != ActionAdopt || r.Landed == nil || !r.Landed.Committed {
+		t.Fatalf("on-call's image: %s (%s), change %+v: %s", r.Verdict.Decision, r.Verdict.Rule, r.Change, r.Note)
+	}
+	if got := e.file("charts/api/values-prod.yaml"); got != "# prod\nimage: registry.example.com/api:1.2.0 # pinned by release\n" {
+		t.Fatalf("values-prod.yaml:\n%s", got)
+	}
+	if got := e.file("charts/api/values.yaml"); got != "image: registry.example.com/api:1.0.0\n" {
+		t.Fatalf("the chart's shared values changed:\n%s", got)
+	}
+	if v, ok := e.snapshot().inventory().RenderedValue(image); !ok || v.JSON() != `"registry.example.com/api:1.2.0"` {
+		t.Fatalf("rendered image after adoption: %s %v", v, ok)
+	}
+}
