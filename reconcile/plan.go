@@ -313,6 +313,17 @@ func (p *planner) planAdopt(v core.Verdict) (*Change, string) {
 	var steps []editStep
 	switch f.Scheme {
 	case core.SchemeKubernetes:
+		if c, ok, _ := p.snap.gitClaim(f); ok && c.Value.Equal(val) {
+			// Git already says so (a person wrote it where Parley asked): only a gate that kept
+			// the live value meanwhile is left to remove.
+			for _, l := range p.gated[f] {
+				l := l
+				steps = append(steps, editStep{file: l.File, fn: func(path string, b []byte) ([]byte, bool, error) {
+					return gitops.RemoveGate(path, b, l.Target, f)
+				}})
+			}
+			return p.change(v, ActionAdopt, steps)
+		}
 		pl, ok := p.locate(f)
 		if !ok {
 			if r, remote := p.inv.RemoteReleases(f.Object()); remote {

@@ -743,6 +743,21 @@ func TestAdoptionWithoutASingleKeyAsksWhereTheValueGoes(t *testing.T) {
 	if !strings.Contains(hr, "- /spec/template/spec/containers/0/image") || strings.Contains(hr, "2.0.1") {
 		t.Fatalf("the HelmRelease must gate the image and not guess its value:\n%s", hr)
 	}
+	// A person answers: the override gets the image. Judged again, the adoption is done and the
+	// gate that kept the live value goes.
+	commitFiles(t, e, map[string]string{
+		"charts/shop/values.yaml": "replicaCount: 2\nimage: registry.example.com/shop/api:2.0.0\nimageOverride: registry.example.com/shop/api:2.0.1\n",
+	}, "The override carries the hotfix")
+	rep, err := e.rec.Recheck(context.Background(), e.snapshot(), []core.Field{image})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := only(t, rep, image); r.Change == nil || r.Change.Ask || r.Landed == nil || !r.Landed.Committed {
+		t.Fatalf("after the answer: %s, change %+v: %s", r.Verdict.Decision, r.Change, r.Note)
+	}
+	if hr := e.file("clusters/prod/shop.yaml"); strings.Contains(hr, "containers/0/image") {
+		t.Fatalf("the gate stayed after Git took the value:\n%s", hr)
+	}
 }
 
 // A question goes through a pull request even when the writer pushes straight to the base branch.
