@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -24,6 +23,7 @@ import (
 	"github.com/parleyhq/parley/reconcile"
 	"github.com/parleyhq/parley/reconcile/driftstate"
 	"github.com/parleyhq/parley/reconcile/events"
+	"github.com/parleyhq/parley/reconcile/gitops"
 	"github.com/parleyhq/parley/trailers/ledger"
 	"github.com/parleyhq/parley/webhooks"
 	"github.com/parleyhq/parley/webhooks/store"
@@ -308,37 +308,24 @@ func (d *Drift) hosts() []string {
 }
 
 // repoFromURL returns the "owner/name" a Git URL names on one of hosts (none: github.com), in
-// the forms Argo CD and Flux accept: https://HOST/owner/name(.git), ssh://git@HOST(:port)/owner/name(.git)
-// and git@HOST:owner/name(.git). Hosts compare case-insensitively.
+// the forms Argo CD and Flux accept (https, ssh and scp-like; see gitops.RepoKey). Hosts compare
+// case-insensitively.
 func repoFromURL(raw string, hosts []string) (string, bool) {
 	if len(hosts) == 0 {
 		hosts = []string{"github.com"}
 	}
-	raw = strings.TrimSpace(raw)
-	var host, p string
-	if u, err := url.Parse(raw); err == nil && u.Scheme != "" && u.Host != "" {
-		switch u.Scheme {
-		case "https", "http", "ssh", "git":
-		default:
-			return "", false
-		}
-		host, p = u.Hostname(), u.Path
-	} else if at, rest, ok := strings.Cut(raw, "@"); ok && !strings.Contains(at, "/") {
-		// scp-like syntax: user@host:owner/name
-		host, p, ok = strings.Cut(rest, ":")
-		if !ok {
-			return "", false
-		}
-	} else {
+	host, p, ok := strings.Cut(gitops.RepoKey(raw), "/")
+	if !ok || !slices.ContainsFunc(hosts, func(h string) bool { return strings.EqualFold(h, host) }) {
 		return "", false
 	}
-	if !slices.ContainsFunc(hosts, func(h string) bool { return strings.EqualFold(h, host) }) {
-		return "", false
-	}
-	p = strings.TrimSuffix(strings.Trim(p, "/"), ".git")
 	owner, name, ok := strings.Cut(p, "/")
 	if !ok || owner == "" || name == "" || strings.Contains(name, "/") {
 		return "", false
+	}
+	// RepoKey lower-cases; GitHub names compare case-insensitively, so the original case of
+	// the URL is kept for messages where it can be found.
+	if i := strings.Index(strings.ToLower(raw), owner+"/"+name); i >= 0 {
+		return raw[i : i+len(owner)+1+len(name)], true
 	}
 	return owner + "/" + name, true
 }

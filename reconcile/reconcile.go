@@ -61,6 +61,9 @@ type Snapshot struct {
 	// HeadTime is that commit's time: when Git last said anything, as far as a value Git holds but
 	// no ledger entry dates (a chart's rendering) goes.
 	HeadTime time.Time
+	// Origin is the repository's own URL (its origin remote), which tells a GitOps source reading
+	// this repository from one reading another (gitops.DiscoverFrom); "" when unknown.
+	Origin string
 
 	derive *derived // what is computed from Files, shared while the commit is the same; may be nil
 }

@@ -881,3 +881,27 @@ func TestArgoHelmObjectAdoptsIntoItsValuesFile(t *testing.T) {
 		t.Fatalf("rendered image after adoption: %s %v", v, ok)
 	}
 }
+
+// The repository's own URL (its origin remote) tells the sources that read it from those that read
+// another repository: an Application reading the same path of acme/team is not gated here.
+func TestSourcesOfAnotherRepositoryAreNotGatedHere(t *testing.T) {
+	e := newEnv(t)
+	if out, err := exec.Command("git", "-C", e.dir, "remote", "add", "origin", "https://github.com/acme/infra.git").CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	commitFiles(t, e, map[string]string{
+		"argocd/team.yaml": "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: team\n  namespace: argocd\n" +
+			"spec:\n  source:\n    repoURL: git@github.com:acme/team.git\n    path: k8s/prod\n  destination:\n    namespace: prod\n",
+	}, "The team's Application reads its own repository")
+	if got := e.snapshot().Origin; got != "https://github.com/acme/infra.git" {
+		t.Fatalf("snapshot origin %q", got)
+	}
+	replicas := core.K8sField("apps", "Deployment", "prod", "web", "/spec/replicas")
+	r := only(t, e.ingest(events.SourceK8sAudit, auditList(scale("hpa-team-1", hpaUser, t0, 5))), replicas)
+	if r.Change == nil || strings.Join(r.Change.Files, ",") != "clusters/prod/apps.yaml" {
+		t.Fatalf("the HPA's gate: %+v: %s", r.Change, r.Note)
+	}
+	if strings.Contains(e.file("argocd/team.yaml"), "ignoreDifferences") {
+		t.Fatal("the Application reading acme/team was gated")
+	}
+}

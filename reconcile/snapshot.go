@@ -169,6 +169,10 @@ func (c *SnapshotCache) Load(ctx context.Context, dir, branch, policyPath string
 	if c, err := repo.CommitObject(hash); err == nil {
 		headTime = c.Committer.When.UTC()
 	}
+	origin := ""
+	if r, err := repo.Remote("origin"); err == nil && len(r.Config().URLs) > 0 {
+		origin = r.Config().URLs[0]
+	}
 	key := dir + "\x00" + branch + "\x00" + policyPath + "\x00" + hash.String()
 	if c != nil {
 		c.mu.Lock()
@@ -179,7 +183,7 @@ func (c *SnapshotCache) Load(ctx context.Context, dir, branch, policyPath string
 			if pol == nil {
 				pol = cached
 			}
-			return Snapshot{Files: files, Git: led, Policy: pol, Head: hash.String(), HeadTime: headTime, derive: d}, nil
+			return Snapshot{Files: files, Git: led, Policy: pol, Head: hash.String(), HeadTime: headTime, Origin: origin, derive: d}, nil
 		}
 	}
 	files, err := readTree(repo, hash)
@@ -192,7 +196,7 @@ func (c *SnapshotCache) Load(ctx context.Context, dir, branch, policyPath string
 			return Snapshot{}, fmt.Errorf("%s at %s: %w", dir, branch, err)
 		}
 	}
-	snap := Snapshot{Files: files, Git: led, Policy: pol, Head: hash.String(), HeadTime: headTime, derive: &derived{}}
+	snap := Snapshot{Files: files, Git: led, Policy: pol, Head: hash.String(), HeadTime: headTime, Origin: origin, derive: &derived{}}
 	if c != nil && fromBranch {
 		c.mu.Lock()
 		c.key, c.files, c.policy, c.derive = key, files, pol, snap.derive
@@ -233,9 +237,9 @@ func (s Snapshot) gitClaim(f core.Field) (core.Claim, bool, error) {
 
 func (s Snapshot) inventory() *gitops.Inventory {
 	if s.derive == nil {
-		inv, _ := gitops.Discover(s.Files) // files it cannot read are skipped; parley gates shows them
+		inv, _ := gitops.DiscoverFrom(s.Files, s.Origin) // files it cannot read are skipped; parley gates shows them
 		return inv
 	}
-	s.derive.once.Do(func() { s.derive.inv, _ = gitops.Discover(s.Files) })
+	s.derive.once.Do(func() { s.derive.inv, _ = gitops.DiscoverFrom(s.Files, s.Origin) })
 	return s.derive.inv
 }

@@ -105,7 +105,9 @@ type placed struct {
 //     namespace get {{path}}, {{path.basename}}, {{.path.path}} and {{.path.basename}}
 //     substituted; a path still templated after that is taken to be the matched directory, and a
 //     destination namespace still templated fills in nothing.
-//   - Every source is assumed to be this repository: Discover cannot tell which Git URL it reads.
+//   - A source is read from this repository unless its URL names another one (DiscoverFrom, when
+//     the repository's own URL is known): an Argo CD source's repoURL, the spec.url of the Flux
+//     GitRepository (in this repository) that a Kustomization or HelmRelease reads.
 //   - A manager's directory with a kustomization file is built with the Kustomize API (see
 //     buildKustomization): objects get the names, namespaces and contents the build gives them
 //     (namePrefix, nameSuffix, patches, components, replacements, generators), each mapped to the
@@ -131,7 +133,17 @@ type placed struct {
 // problems are sorted by their text and without repeats, so that the same repository gives the
 // same report.
 func Discover(files map[string][]byte) (inv *Inventory, problems []error) {
+	return DiscoverFrom(files, "")
+}
+
+// DiscoverFrom is Discover for a repository whose own URL is origin (its origin remote): a source
+// naming another repository (an Argo CD source's repoURL, the URL of the Flux GitRepository a
+// Kustomization or HelmRelease reads) is not read from this one, and Discover reports it. An
+// origin that names no host (a local path) is unknown, as "" is: every source is then taken to be
+// this repository.
+func DiscoverFrom(files map[string][]byte, origin string) (inv *Inventory, problems []error) {
 	d := &discovery{
+		self:         RepoKey(origin),
 		files:        map[string][]byte{},
 		dirFiles:     map[string][]string{},
 		subdirs:      map[string][]string{},
@@ -300,6 +312,7 @@ func isYAML(name string) bool {
 
 // discovery is the state of one Discover call.
 type discovery struct {
+	self     string // RepoKey of the repository's own URL; "" when unknown
 	files    map[string][]byte
 	names    []string            // YAML files, sorted
 	dirs     map[string]bool     // every directory holding a file, and their parents; "." is the root
@@ -336,6 +349,9 @@ type managerDoc struct {
 	roots  []root          // unsorted, one per source
 	helm   []*helmSource   // releases of charts in the repository it installs
 	remote []remoteRelease // releases of charts from chart repositories it installs
+	// gitSource is "namespace/name" of the Flux GitRepository a Kustomization or HelmRelease
+	// reads, "" when none (another source kind, or none named).
+	gitSource string
 }
 
 // remoteRelease is a release of a chart from a chart repository or an OCI registry, which Parley
@@ -381,8 +397,27 @@ type header struct {
 }
 
 type fluxSpec struct {
-	Path            string `yaml:"path"`
-	TargetNamespace string `yaml:"targetNamespace"`
+	Path            string        `yaml:"path"`
+	TargetNamespace string        `yaml:"targetNamespace"`
+	SourceRef       fluxSourceRef `yaml:"sourceRef"`
+}
+
+type fluxSourceRef struct {
+	Kind      string `yaml:"kind"`
+	Name      string `yaml:"name"`
+	Namespace string `yaml:"namespace"`
+}
+
+// gitRepository is "namespace/name" of the GitRepository ref names, "" for another kind; a ref
+// without a namespace is in the namespace of the object holding it, as Flux reads it.
+func (ref fluxSourceRef) gitRepository(ns string) string {
+	if ref.Kind != "GitRepository" || ref.Name == "" {
+		return ""
+	}
+	if ref.Namespace != "" {
+		ns = ref.Namespace
+	}
+	return ns + "/" + ref.Name
 }
 
 type argoSource struct {
@@ -504,6 +539,7 @@ func (d *discovery) parse() {
 			}
 		}
 	}
+	d.dropForeignFlux()
 	sort.Slice(d.managers, func(i, j int) bool {
 		a, b := d.managers[i], d.managers[j]
 		if a.File != b.File {
@@ -561,10 +597,21 @@ func (d *discovery) readManager(file string, doc document) error {
 			}
 		}
 		m.roots = []root{{dir: repoDir(s.Path), override: s.TargetNamespace, generator: true}}
+		m.gitSource = s.SourceRef.gitRepository(doc.key.namespace)
 	case doc.key.kind == KindHelmRelease && doc.key.group == helmGroup:
 		h, err := d.fluxHelmRelease(file, doc)
 		if r, ok := fluxRemoteChart(doc); ok {
 			m.remote = append(m.remote, r)
+		}
+		var ref struct {
+			Chart struct {
+				Spec struct {
+					SourceRef fluxSourceRef `yaml:"sourceRef"`
+				} `yaml:"spec"`
+			} `yaml:"chart"`
+		}
+		if spec != nil && spec.Decode(&ref) == nil {
+			m.gitSource = ref.Chart.Spec.SourceRef.gitRepository(doc.key.namespace)
 		}
 		if err != nil {
 			d.problem("%s: HelmRelease %s/%s: %v", file, doc.key.namespace, doc.key.name, err)
@@ -584,6 +631,10 @@ func (d *discovery) readManager(file string, doc document) error {
 			if strings.Contains(src.Path, "{{") {
 				return fmt.Errorf("path %q is templated, which only an ApplicationSet resolves", src.Path)
 			}
+			if d.foreign(src.RepoURL) {
+				d.problem("%s: Application %s/%s: source %s reads %s, another repository: its objects are not read from this one", file, doc.key.namespace, doc.key.name, src.Path, src.RepoURL)
+				continue
+			}
 			m.roots = append(m.roots, root{dir: repoDir(src.Path), fill: s.Destination.Namespace, recurse: src.Directory.Recurse, kustomize: src.Kustomize.Namespace})
 			if _, chart := d.files[path.Join(repoDir(src.Path), "Chart.yaml")]; chart {
 				h, err := d.argoHelmSource(doc.key.name, src, s.Destination.Namespace)
@@ -602,6 +653,11 @@ func (d *discovery) readManager(file string, doc document) error {
 			}
 		}
 		m.roots = d.setRoots(s)
+		for _, src := range s.Template.Spec.sources() {
+			if d.foreign(src.RepoURL) {
+				d.problem("%s: ApplicationSet %s/%s: source %s reads %s, another repository: its objects are not read from this one", file, doc.key.namespace, doc.key.name, src.Path, src.RepoURL)
+			}
+		}
 		if ns := literal(s.Template.Spec.Destination.Namespace); ns != "" {
 			m.remote = append(m.remote, s.Template.Spec.remoteCharts()...)
 		}
@@ -752,6 +808,9 @@ func (d *discovery) setRoots(s argoSetSpec) []root {
 	spec := s.Template.Spec
 	var out []root
 	for _, src := range spec.sources() {
+		if d.foreign(src.RepoURL) {
+			continue // another repository's paths (readManager reports the source)
+		}
 		if !strings.Contains(src.Path, "{{") {
 			out = append(out, root{dir: repoDir(src.Path), fill: literal(spec.Destination.Namespace), recurse: src.Directory.Recurse, kustomize: literal(src.Kustomize.Namespace)})
 			continue
