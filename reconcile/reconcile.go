@@ -96,6 +96,8 @@ type Result struct {
 	Note string
 	// Evidence lists the source/event-ID pairs behind this judgement (empty for a timer).
 	Evidence []string
+	// Proposal is the proposal the change carries out, when its actor asked first (Propose).
+	Proposal string
 }
 
 // Report is what one batch or recheck did.
@@ -172,6 +174,24 @@ func (r *Reconciler) Ingest(ctx context.Context, snap Snapshot, b events.Batch) 
 		return c.Value, true
 	}
 	claims := events.Claims(b, name, gitValue)
+	// A change its actor proposed first carries the intent, motivation and expiry it declared
+	// then: it is the claimed change, not a surprise.
+	proposals := map[core.Field]string{}
+	standingOf := map[core.Field][]core.Claim{}
+	for _, c := range claims {
+		if _, ok := standingOf[c.Field]; !ok {
+			st, err := r.State.Standing(ctx, c.Field)
+			if err != nil {
+				return rep, err
+			}
+			standingOf[c.Field] = st
+		}
+	}
+	for i := range claims {
+		if ids := asProposed(standingOf[claims[i].Field], claims[i:i+1], now); ids[0] != "" {
+			proposals[claims[i].Field] = ids[0]
+		}
+	}
 	applyActorDefaults(pol, claims)
 	byField := map[core.Field][]core.Claim{}
 	for _, c := range claims {
@@ -198,7 +218,7 @@ func (r *Reconciler) Ingest(ctx context.Context, snap Snapshot, b events.Batch) 
 		fields = append(fields, f)
 	}
 	sort.Slice(fields, func(i, j int) bool { return fields[i].String() < fields[j].String() })
-	err = r.judgeFields(ctx, snap, r.planner(snap, gated), fields, byField, now, &rep, &batch)
+	err = r.judgeFields(ctx, snap, r.planner(snap, gated), fields, byField, proposals, now, &rep, &batch)
 	return rep, err
 }
 
@@ -213,7 +233,7 @@ func (r *Reconciler) Recheck(ctx context.Context, snap Snapshot, fields []core.F
 	now := r.now()
 	var rep Report
 	batch := driftstate.Batch{At: now}
-	err := r.judgeFields(ctx, snap, r.planner(snap, gateIndex(snap.Files)), fields, nil, now, &rep, &batch)
+	err := r.judgeFields(ctx, snap, r.planner(snap, gateIndex(snap.Files)), fields, nil, nil, now, &rep, &batch)
 	return rep, err
 }
 
@@ -226,7 +246,7 @@ func (r *Reconciler) planner(snap Snapshot, gated map[core.Field][]gateLoc) *pla
 // judgeFields judges each field in order (with its fresh claims, if any), lands the changes,
 // and records the verdicts and timers with the rest of the batch in one transaction.
 func (r *Reconciler) judgeFields(ctx context.Context, snap Snapshot, pl *planner, fields []core.Field,
-	fresh map[core.Field][]core.Claim, now time.Time, rep *Report, batch *driftstate.Batch) error {
+	fresh map[core.Field][]core.Claim, proposals map[core.Field]string, now time.Time, rep *Report, batch *driftstate.Batch) error {
 	for _, f := range fields {
 		var ev []string
 		for _, c := range fresh[f] {
@@ -238,6 +258,7 @@ func (r *Reconciler) judgeFields(ctx context.Context, snap Snapshot, pl *planner
 		if err != nil {
 			return err
 		}
+		res.Proposal = proposals[f]
 		rep.Results = append(rep.Results, res)
 		batch.Verdicts = append(batch.Verdicts, record(res, now))
 		batch.Timers = append(batch.Timers, timerFor(res.Verdict, now))
@@ -390,6 +411,10 @@ func sameObject(f, obj core.Field, groupUnknown bool) bool {
 
 func record(res Result, now time.Time) driftstate.Record {
 	rec := driftstate.Record{Verdict: res.Verdict, At: now, Evidence: res.Evidence, Note: res.Note}
+	if res.Proposal != "" {
+		rec.Evidence = append(slices.Clip(rec.Evidence), eventKey(EvidenceProposal, res.Proposal))
+		rec.Note = strings.TrimSuffix("the change proposal "+res.Proposal+" asked for; "+rec.Note, "; ")
+	}
 	if res.Change != nil {
 		rec.Action = string(res.Change.Action)
 	}

@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -903,5 +905,68 @@ func TestSourcesOfAnotherRepositoryAreNotGatedHere(t *testing.T) {
 	}
 	if strings.Contains(e.file("argocd/team.yaml"), "ignoreDifferences") {
 		t.Fatal("the Application reading acme/team was gated")
+	}
+}
+
+// The Kafka scaling agent asks first. 24 is over max_size: refused, with who holds the field and
+// nothing recorded. 12 during an incident, for 4 hours: accepted and recorded before the answer.
+// The CloudTrail event that follows is the claimed change: it carries the proposal's intent,
+// motivation and expiry (the motivation then weighs only as far as the agent may assert it). A later change the agent did not ask for carries none.
+func TestProposalsAreJudgedBeforeTheChange(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	agent := core.Actor{Identity: core.Identity{Source: core.SourceAWSPrincipal, ID: agentRole}}
+	claim := func(v int, motivation string, expires time.Duration) core.Claim {
+		c := core.Claim{Field: capacity, Actor: agent, Value: core.CanonicalJSONValue(strconv.Itoa(v)), Intent: "performance"}
+		if motivation != "" {
+			c.Motivation = core.Motivation{Kind: motivation, Ref: "INC-7"}
+		}
+		if expires > 0 {
+			c.Expires = e.now.Add(expires)
+		}
+		return c
+	}
+	got, err := e.rec.Propose(ctx, e.snapshot(), "p-1", []core.Claim{claim(24, "", 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Accepted || got[0].Verdict.Decision != core.DecisionVeto || got[0].Holder == nil || got[0].Holder.Actor.Identity.Source != core.SourceGitAuthor {
+		t.Fatalf("24: %+v", got)
+	}
+	if st, _ := e.state.Standing(ctx, capacity); len(st) != 0 {
+		t.Fatalf("a refused proposal stands: %+v", st)
+	}
+	got, err = e.rec.Propose(ctx, e.snapshot(), "p-2", []core.Claim{claim(12, "incident", 4*time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || !got[0].Accepted || got[0].Verdict.Until.IsZero() {
+		t.Fatalf("12 during an incident: %+v", got)
+	}
+	st, _ := e.state.Standing(ctx, capacity)
+	if len(st) != 1 || st[0].Evidence.Source != EvidenceProposal || st[0].Motivation.Kind != "incident" {
+		t.Fatalf("the accepted proposal does not stand: %+v", st)
+	}
+	// The agent makes the change it asked for.
+	e.now = t0.Add(time.Minute)
+	rep := e.ingest(events.SourceCloudTrail, trail("ct-p2", agentRole, "autoscaling.amazonaws.com", "SetDesiredCapacity", e.now,
+		`{"autoScalingGroupName":"kafka-consumer","desiredCapacity":12}`))
+	r := only(t, rep, capacity)
+	if r.Proposal != "p-2" || r.Verdict.Winner == nil || !r.Verdict.Winner.Expires.Equal(t0.Add(4*time.Hour)) {
+		t.Fatalf("the asked-for change: proposal %q, winner %+v", r.Proposal, r.Verdict.Winner)
+	}
+	recs, _ := e.state.Verdicts(ctx, capacity)
+	if last := recs[len(recs)-1]; !strings.Contains(last.Note, "the change proposal p-2 asked for") || !slices.Contains(last.Evidence, "proposal/p-2") {
+		t.Fatalf("the verdict record: %+v", last)
+	}
+	// A change it did not ask for.
+	e.now = t0.Add(2 * time.Minute)
+	rep = e.ingest(events.SourceCloudTrail, trail("ct-p3", agentRole, "autoscaling.amazonaws.com", "SetDesiredCapacity", e.now,
+		`{"autoScalingGroupName":"kafka-consumer","desiredCapacity":14}`))
+	if r := only(t, rep, capacity); r.Proposal != "" {
+		t.Fatalf("an unasked change is attributed to proposal %q", r.Proposal)
+	}
+	if _, err := e.rec.Propose(ctx, e.snapshot(), "p-4", []core.Claim{claim(10, "", 0), claim(11, "", 0)}); err == nil {
+		t.Fatal("two claims on one field in one proposal must be refused")
 	}
 }

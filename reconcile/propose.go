@@ -1,0 +1,122 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/parleyhq/parley/core"
+	"github.com/parleyhq/parley/reconcile/driftstate"
+)
+
+// EvidenceProposal is the evidence source of a claim an actor proposed before making the change
+// (the proposals API, parley propose): its event IDs hold the proposal's ID.
+const EvidenceProposal = "proposal"
+
+// Proposed is the verdict on one proposed change.
+type Proposed struct {
+	Claim   core.Claim
+	Verdict core.Verdict
+	// Accepted is true when the proposing actor's claim wins the field: the change may be made,
+	// and the claim stands (until its expiry) so the event that follows is the claimed change.
+	Accepted bool
+	// Holder is the claim that holds the field instead, when the proposal is refused and
+	// another claim (another actor, or Git) wins: who, why and until when.
+	Holder *core.Claim
+}
+
+// Propose judges changes an actor asks to make before making them: each claim (one per field) is
+// set against the field's standing live claims and Git's, as a drift event's claim would be, but
+// nothing is written to Git. The accepted claims, their verdicts and timers are recorded durably
+// (in one transaction, before Propose returns); a refused claim is not recorded as a claim, so it
+// weighs on no later verdict. id names the proposal: it is the accepted claims' evidence.
+func (r *Reconciler) Propose(ctx context.Context, snap Snapshot, id string, claims []core.Claim) ([]Proposed, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if snap.Policy == nil {
+		return nil, errors.New("reconcile: no policy")
+	}
+	if id == "" {
+		return nil, errors.New("propose: the proposal has no id")
+	}
+	seen := map[core.Field]bool{}
+	for _, c := range claims {
+		if seen[c.Field] {
+			return nil, fmt.Errorf("propose: %s is proposed twice; one claim per field", c.Field)
+		}
+		seen[c.Field] = true
+	}
+	now := r.now()
+	// The proposal is recorded as an event: a proposal sent again under the same id records its
+	// claims once.
+	batch := driftstate.Batch{At: now, Events: []string{eventKey(EvidenceProposal, id)}}
+	out := make([]Proposed, 0, len(claims))
+	for _, c := range claims {
+		if a := snap.Policy.ResolveActor(c.Actor.Identity); a != nil {
+			c.Actor.Name = a.Name
+		}
+		one := []core.Claim{c}
+		applyActorDefaults(snap.Policy, one)
+		c = one[0]
+		c.Evidence = core.Evidence{Source: EvidenceProposal, EventIDs: []string{id}}
+		if c.At.IsZero() {
+			c.At = now
+		}
+		v, err := r.judge(ctx, snap, c.Field, []core.Claim{c}, now)
+		if err != nil {
+			return nil, err
+		}
+		p := Proposed{Claim: c, Verdict: v}
+		switch {
+		case v.Winner != nil && v.Winner.Actor.Identity.Source == c.Actor.Identity.Source && v.Winner.Actor.Identity.ID == c.Actor.Identity.ID &&
+			(v.Decision == core.DecisionYield || v.Decision == core.DecisionAdopt):
+			p.Accepted = true
+			batch.Claims = append(batch.Claims, c)
+			batch.Verdicts = append(batch.Verdicts, driftstate.Record{Verdict: v, At: now, Evidence: []string{eventKey(EvidenceProposal, id)},
+				Note: "proposed and accepted; nothing is written to Git until the change is made"})
+			batch.Timers = append(batch.Timers, timerFor(v, now))
+		case v.Winner != nil:
+			w := *v.Winner
+			p.Holder = &w
+		}
+		out = append(out, p)
+	}
+	if len(batch.Claims) > 0 {
+		if err := r.State.Apply(ctx, batch); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// asProposed completes the claims a drift event makes with what their actor proposed for the same
+// field and value, still standing: the intent, motivation and expiry it declared when it asked.
+// It returns the proposal each completed claim carries out, by index.
+func asProposed(standing []core.Claim, fresh []core.Claim, now time.Time) map[int]string {
+	out := map[int]string{}
+	for i := range fresh {
+		c := &fresh[i]
+		for _, s := range slices.Backward(standing) {
+			if s.Evidence.Source != EvidenceProposal || s.Field != c.Field || s.Actor.Identity.Source != c.Actor.Identity.Source ||
+				s.Actor.Identity.ID != c.Actor.Identity.ID || !s.Value.Equal(c.Value) || (!s.Expires.IsZero() && !s.Expires.After(now)) {
+				continue
+			}
+			if c.Intent == "" {
+				c.Intent = s.Intent
+			}
+			if c.Motivation.IsZero() {
+				c.Motivation = s.Motivation
+			}
+			if c.Expires.IsZero() {
+				c.Expires = s.Expires
+			}
+			if len(s.Evidence.EventIDs) > 0 {
+				out[i] = s.Evidence.EventIDs[0]
+			}
+			break
+		}
+	}
+	return out
+}
