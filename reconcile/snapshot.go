@@ -237,7 +237,7 @@ func (s Snapshot) gitClaim(f core.Field) (core.Claim, bool, error) {
 
 func (s Snapshot) inventory() *gitops.Inventory {
 	if s.derive == nil {
-		inv, _ := gitops.DiscoverFrom(s.Files, s.Origin) // files it cannot read are skipped; parley gates shows them
+		inv, _ := gitops.DiscoverFrom(s.Files, s.Origin) // files it cannot read are skipped; parley discover shows them
 		return inv
 	}
 	s.derive.once.Do(func() { s.derive.inv, _ = gitops.DiscoverFrom(s.Files, s.Origin) })

@@ -27,7 +27,7 @@ Start with 'parley demo': it builds a small infrastructure repository with histo
 		newPolicyCmd(), newInitCmd(), newExplainCmd(), newSimulateCmd(),
 		newReviewCmd(),
 		newServeCmd(), newDeliveriesCmd(),
-		newGatesCmd(), newIngestCmd(), newVerdictsCmd(),
+		newGatesCmd(), newIngestCmd(), newVerdictsCmd(), newDiscoverCmd(),
 	)
 	return root
 }

@@ -17,6 +17,7 @@ import (
 // jsonOutputs maps every command with a --json flag to the schema its output must match. A command
 // that gains --json without a published schema fails TestEveryJSONCommandHasASchema.
 var jsonOutputs = map[string]string{
+	"discover":    "discover.schema.json",
 	"explain":     "explain.schema.json",
 	"fields diff": "field-changes.schema.json",
 	"gates":       "gates.schema.json",
@@ -99,6 +100,9 @@ func TestEveryJSONOutputMatchesItsSchema(t *testing.T) {
 	git.Run("checkout", "--quiet", "--force", "main") // the work tree as the gate commits left the branch
 	if out := check("gates", "gates.schema.json", "gates", "--repo", dir, "--json"); !strings.Contains(out, `"target"`) {
 		t.Errorf("gates --json lists no gate:\n%s", out)
+	}
+	if out := check("discover", "discover.schema.json", "discover", "--repo", dir, "--object", "k8s:apps/Deployment/prod/web", "--json"); !strings.Contains(out, `"found": true`) {
+		t.Errorf("discover --json does not locate the demo's Deployment:\n%s", out)
 	}
 
 	// The ledger, and verdicts from it.
