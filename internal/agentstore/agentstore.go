@@ -1,0 +1,306 @@
+// Package agentstore keeps what the proposals API needs between requests: the bearer tokens agents
+// authenticate with, each mapped to the identity the policy knows the agent by, and the log of
+// proposals (every one, accepted or refused, with its answer, so a retried request with the same
+// idempotency key gets the same answer). It is a small SQLite database beside the delivery store.
+//
+// A token is "parley_<id>_<secret>". Only the SHA-256 of the secret is stored; the id finds the
+// row, and the secret is compared in constant time. A token is shown once, when it is created.
+package agentstore
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"database/sql"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	_ "modernc.org/sqlite" // the pure-Go SQLite driver, registered as "sqlite"
+
+	"github.com/parleyhq/parley/core"
+)
+
+// DB is the agent store.
+type DB struct {
+	db   *sql.DB
+	path string
+}
+
+const schema = `
+CREATE TABLE IF NOT EXISTS tokens (
+	id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, secret_sha256 TEXT NOT NULL,
+	identity_source TEXT NOT NULL, identity_id TEXT NOT NULL,
+	created_at INTEGER NOT NULL, last_used_at INTEGER NOT NULL DEFAULT 0, revoked_at INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS proposals (
+	id TEXT PRIMARY KEY, token_id TEXT NOT NULL, idempotency_key TEXT NOT NULL DEFAULT '',
+	repository TEXT NOT NULL, request_sha256 TEXT NOT NULL, status INTEGER NOT NULL, response BLOB NOT NULL,
+	accepted INTEGER NOT NULL, refused INTEGER NOT NULL, at INTEGER NOT NULL);
+CREATE UNIQUE INDEX IF NOT EXISTS proposals_key ON proposals (token_id, idempotency_key) WHERE idempotency_key != '';
+CREATE INDEX IF NOT EXISTS proposals_at ON proposals (at);`
+
+// Open opens (creating on first use) the store at path; ":memory:" is a private in-memory one.
+func Open(ctx context.Context, path string) (*DB, error) {
+	dsn := "file:" + path + "?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)"
+	if path == ":memory:" {
+		dsn = "file:agentstore-" + randomID(8) + "?mode=memory&cache=shared"
+	}
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open agent store %s: %w", path, err)
+	}
+	db.SetMaxOpenConns(1)
+	if _, err := db.ExecContext(ctx, schema); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("create agent store %s: %w", path, err)
+	}
+	return &DB{db: db, path: path}, nil
+}
+
+// Close closes the store.
+func (d *DB) Close() error { return d.db.Close() }
+
+// Token is a token's record; the secret itself is never stored.
+type Token struct {
+	ID       string        `json:"id"`
+	Name     string        `json:"name"`
+	Identity core.Identity `json:"-"`
+	Created  time.Time     `json:"created"`
+	LastUsed time.Time     `json:"last_used,omitzero"`
+	Revoked  time.Time     `json:"revoked,omitzero"`
+}
+
+// Errors of Verify. Callers answer both the same way (401), so a caller cannot tell a revoked
+// token from one that never existed.
+var (
+	ErrUnknownToken = errors.New("unknown token")
+	ErrRevoked      = errors.New("token revoked")
+)
+
+var tokenName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
+
+// ParseIdentity reads "source:id" (e.g. aws-principal:arn:aws:iam::123456789012:role/kafka-agent,
+// k8s-user:system:serviceaccount:ops:scaler) with one of the identity sources the policy knows.
+func ParseIdentity(s string) (core.Identity, error) {
+	src, id, ok := strings.Cut(s, ":")
+	if !ok || id == "" {
+		return core.Identity{}, fmt.Errorf("identity %q: want SOURCE:ID, e.g. aws-principal:arn:aws:iam::123456789012:role/kafka-agent", s)
+	}
+	for _, known := range core.KnownSources() {
+		if string(known) == src {
+			return core.Identity{Source: known, ID: id}, nil
+		}
+	}
+	var names []string
+	for _, known := range core.KnownSources() {
+		names = append(names, string(known))
+	}
+	return core.Identity{}, fmt.Errorf("identity %q: unknown source %q (want one of %s)", s, src, strings.Join(names, ", "))
+}
+
+// Create makes a token named name (unique, 1-63 of A-Z a-z 0-9 . _ -) for identity, and returns the
+// token itself, which is not stored and cannot be shown again.
+func (d *DB) Create(ctx context.Context, name string, identity core.Identity, now time.Time) (string, Token, error) {
+	if !tokenName.MatchString(name) {
+		return "", Token{}, fmt.Errorf("token name %q: want 1 to 63 of A-Z a-z 0-9 . _ - starting with a letter or digit", name)
+	}
+	if identity.ID == "" || identity.Source == "" {
+		return "", Token{}, errors.New("a token needs an identity (SOURCE:ID)")
+	}
+	id, secret := randomID(8), randomSecret()
+	t := Token{ID: id, Name: name, Identity: identity, Created: now.UTC()}
+	_, err := d.db.ExecContext(ctx, `INSERT INTO tokens (id, name, secret_sha256, identity_source, identity_id, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
+		id, name, digest(secret), string(identity.Source), identity.ID, now.UnixNano())
+	if err != nil {
+		if strings.Contains(err.Error(), "UNIQUE") {
+			return "", Token{}, fmt.Errorf("a token named %q exists already: revoke it or choose another name", name)
+		}
+		return "", Token{}, fmt.Errorf("agent store %s: create token: %w", d.path, err)
+	}
+	return "parley_" + id + "_" + secret, t, nil
+}
+
+// Verify finds the token a bearer credential names and checks its secret. It records the use
+// (at most once a minute per token, to keep writes off the request path).
+func (d *DB) Verify(ctx context.Context, bearer string, now time.Time) (Token, error) {
+	rest, ok := strings.CutPrefix(bearer, "parley_")
+	id, secret, ok2 := strings.Cut(rest, "_")
+	if !ok || !ok2 || id == "" || secret == "" {
+		return Token{}, ErrUnknownToken
+	}
+	var t Token
+	var sum, src string
+	var created, used, revoked int64
+	err := d.db.QueryRowContext(ctx, `SELECT id, name, secret_sha256, identity_source, identity_id, created_at, last_used_at, revoked_at FROM tokens WHERE id = ?`, id).
+		Scan(&t.ID, &t.Name, &sum, &src, &t.Identity.ID, &created, &used, &revoked)
+	if errors.Is(err, sql.ErrNoRows) {
+		digest(secret) // the same work as a known id, so timing tells nothing
+		return Token{}, ErrUnknownToken
+	}
+	if err != nil {
+		return Token{}, fmt.Errorf("agent store %s: %w", d.path, err)
+	}
+	if subtle.ConstantTimeCompare([]byte(sum), []byte(digest(secret))) != 1 {
+		return Token{}, ErrUnknownToken
+	}
+	t.Identity.Source = core.IdentitySource(src)
+	t.Created, t.LastUsed, t.Revoked = fromNanos(created), fromNanos(used), fromNanos(revoked)
+	if !t.Revoked.IsZero() {
+		return Token{}, ErrRevoked
+	}
+	if now.Sub(t.LastUsed) > time.Minute {
+		if _, err := d.db.ExecContext(ctx, `UPDATE tokens SET last_used_at = ? WHERE id = ?`, now.UnixNano(), t.ID); err != nil {
+			return Token{}, fmt.Errorf("agent store %s: %w", d.path, err)
+		}
+	}
+	return t, nil
+}
+
+// List returns every token, revoked ones included, by name.
+func (d *DB) List(ctx context.Context) ([]Token, error) {
+	rows, err := d.db.QueryContext(ctx, `SELECT id, name, identity_source, identity_id, created_at, last_used_at, revoked_at FROM tokens ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("agent store %s: %w", d.path, err)
+	}
+	defer rows.Close()
+	var out []Token
+	for rows.Next() {
+		var t Token
+		var src string
+		var created, used, revoked int64
+		if err := rows.Scan(&t.ID, &t.Name, &src, &t.Identity.ID, &created, &used, &revoked); err != nil {
+			return nil, err
+		}
+		t.Identity.Source = core.IdentitySource(src)
+		t.Created, t.LastUsed, t.Revoked = fromNanos(created), fromNanos(used), fromNanos(revoked)
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// Revoke ends the token named nameOrID at once. Revoking a revoked token is not an error.
+func (d *DB) Revoke(ctx context.Context, nameOrID string, now time.Time) (Token, error) {
+	res, err := d.db.ExecContext(ctx, `UPDATE tokens SET revoked_at = ? WHERE (name = ? OR id = ?) AND revoked_at = 0`, now.UnixNano(), nameOrID, nameOrID)
+	if err != nil {
+		return Token{}, fmt.Errorf("agent store %s: %w", d.path, err)
+	}
+	n, _ := res.RowsAffected()
+	ts, err := d.List(ctx)
+	if err != nil {
+		return Token{}, err
+	}
+	for _, t := range ts {
+		if t.Name == nameOrID || t.ID == nameOrID {
+			return t, nil
+		}
+	}
+	if n == 0 {
+		return Token{}, fmt.Errorf("no token named %q", nameOrID)
+	}
+	return Token{}, nil
+}
+
+// Proposal is one answered proposal, as logged.
+type Proposal struct {
+	ID             string
+	TokenID        string
+	IdempotencyKey string
+	Repository     string
+	RequestSHA256  string // of the request body, to refuse a key reused for another request
+	Status         int    // the HTTP status answered
+	Response       []byte // the answer's body
+	Accepted       int
+	Refused        int
+	At             time.Time
+}
+
+// ErrKeyReused is Record's error when the token already used the idempotency key for another
+// request.
+var ErrKeyReused = errors.New("idempotency key already used for a different request")
+
+// Lookup returns the proposal a token made under an idempotency key, if any.
+func (d *DB) Lookup(ctx context.Context, tokenID, key string) (Proposal, bool, error) {
+	if key == "" {
+		return Proposal{}, false, nil
+	}
+	var p Proposal
+	var at int64
+	err := d.db.QueryRowContext(ctx, `SELECT id, token_id, idempotency_key, repository, request_sha256, status, response, accepted, refused, at
+		FROM proposals WHERE token_id = ? AND idempotency_key = ?`, tokenID, key).
+		Scan(&p.ID, &p.TokenID, &p.IdempotencyKey, &p.Repository, &p.RequestSHA256, &p.Status, &p.Response, &p.Accepted, &p.Refused, &at)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Proposal{}, false, nil
+	}
+	if err != nil {
+		return Proposal{}, false, fmt.Errorf("agent store %s: %w", d.path, err)
+	}
+	p.At = fromNanos(at)
+	return p, true, nil
+}
+
+// Record logs an answered proposal. A second record under the same token and key keeps the first
+// (a concurrent retry): the caller gets the first back, or ErrKeyReused when the requests differ.
+func (d *DB) Record(ctx context.Context, p Proposal) (Proposal, error) {
+	_, err := d.db.ExecContext(ctx, `INSERT INTO proposals (id, token_id, idempotency_key, repository, request_sha256, status, response, accepted, refused, at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+		p.ID, p.TokenID, p.IdempotencyKey, p.Repository, p.RequestSHA256, p.Status, p.Response, p.Accepted, p.Refused, p.At.UnixNano())
+	if err != nil {
+		return Proposal{}, fmt.Errorf("agent store %s: record proposal %s: %w", d.path, p.ID, err)
+	}
+	if p.IdempotencyKey == "" {
+		return p, nil
+	}
+	first, ok, err := d.Lookup(ctx, p.TokenID, p.IdempotencyKey)
+	if err != nil || !ok {
+		return p, err
+	}
+	if first.RequestSHA256 != p.RequestSHA256 {
+		return first, ErrKeyReused
+	}
+	return first, nil
+}
+
+// ProposalID is the id of a token's proposal under an idempotency key: the same for every retry,
+// so that the claims a retried proposal records are recorded once. Without a key it is random.
+func ProposalID(tokenID, key string) string {
+	if key == "" {
+		return "prop-" + randomID(12)
+	}
+	sum := sha256.Sum256([]byte(tokenID + "\x00" + key))
+	return "prop-" + hex.EncodeToString(sum[:12])
+}
+
+// RequestDigest is the SHA-256 of a request body, hex.
+func RequestDigest(body []byte) string {
+	sum := sha256.Sum256(body)
+	return hex.EncodeToString(sum[:])
+}
+
+func digest(secret string) string {
+	sum := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(sum[:])
+}
+
+func randomID(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go 1.24+)
+	return hex.EncodeToString(b)
+}
+
+func randomSecret() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func fromNanos(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n).UTC()
+}

@@ -1,0 +1,108 @@
+package agentstore
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/parleyhq/parley/core"
+)
+
+func TestTokensAreStoredHashedAndRevocable(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "agents.db")
+	d, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	now := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
+	id, err := ParseIdentity("aws-principal:arn:aws:iam::123456789012:role/kafka-scaling-agent")
+	if err != nil || id.Source != core.SourceAWSPrincipal || id.ID != "arn:aws:iam::123456789012:role/kafka-scaling-agent" {
+		t.Fatalf("ParseIdentity: %+v %v", id, err)
+	}
+	secret, tok, err := d.Create(ctx, "kafka-agent", id, now)
+	if err != nil || !strings.HasPrefix(secret, "parley_"+tok.ID+"_") {
+		t.Fatalf("Create: %q %+v %v", secret, tok, err)
+	}
+	// Only the digest is on disk.
+	var stored string
+	if err := d.db.QueryRowContext(ctx, `SELECT secret_sha256 FROM tokens`).Scan(&stored); err != nil || strings.Contains(secret, stored) ||
+		stored == secret[len("parley_"+tok.ID+"_"):] {
+		t.Fatalf("stored %q for %q", stored, secret)
+	}
+	got, err := d.Verify(ctx, secret, now)
+	if err != nil || got.Name != "kafka-agent" || got.Identity.String() != id.String() {
+		t.Fatalf("Verify: %+v %v", got, err)
+	}
+	for _, bad := range []string{"", "parley_", "parley_" + tok.ID + "_wrong", secret + "x", "parley_ffffffffffffffff_" + secret[len("parley_"+tok.ID+"_"):], "Bearer " + secret} {
+		if _, err := d.Verify(ctx, bad, now); !errors.Is(err, ErrUnknownToken) {
+			t.Errorf("Verify(%q) = %v, want ErrUnknownToken", bad, err)
+		}
+	}
+	if _, _, err := d.Create(ctx, "kafka-agent", id, now); err == nil || !strings.Contains(err.Error(), "exists already") {
+		t.Fatalf("a second token of the same name: %v", err)
+	}
+	for _, name := range []string{"", "-x", "a b", strings.Repeat("a", 64)} {
+		if _, _, err := d.Create(ctx, name, id, now); err == nil {
+			t.Errorf("name %q accepted", name)
+		}
+	}
+	if _, err := d.Revoke(ctx, "kafka-agent", now.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Verify(ctx, secret, now.Add(2*time.Hour)); !errors.Is(err, ErrRevoked) {
+		t.Fatalf("a revoked token: %v", err)
+	}
+	list, err := d.List(ctx)
+	if err != nil || len(list) != 1 || list[0].Revoked.IsZero() || list[0].LastUsed.IsZero() {
+		t.Fatalf("List: %+v %v", list, err)
+	}
+	if _, err := d.Revoke(ctx, "nobody", now); err == nil {
+		t.Fatal("revoking an unknown token must fail")
+	}
+	for _, bad := range []string{"aws-principal", "smtp:alice", "k8s-user:"} {
+		if _, err := ParseIdentity(bad); err == nil {
+			t.Errorf("ParseIdentity(%q) accepted", bad)
+		}
+	}
+}
+
+func TestProposalsAreLoggedOncePerIdempotencyKey(t *testing.T) {
+	ctx := context.Background()
+	d, err := Open(ctx, ":memory:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	now := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
+	if a, b := ProposalID("t1", "k"), ProposalID("t1", "k"); a != b || a == ProposalID("t2", "k") || ProposalID("t1", "") == ProposalID("t1", "") {
+		t.Fatal("proposal ids: same key same id, another token or no key another id")
+	}
+	p := Proposal{ID: ProposalID("t1", "k"), TokenID: "t1", IdempotencyKey: "k", Repository: "acme/infra", RequestSHA256: RequestDigest([]byte("a")),
+		Status: 200, Response: []byte(`{"ok":1}`), Accepted: 1, At: now}
+	if _, err := d.Record(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	again := p
+	again.Response = []byte(`{"ok":2}`)
+	first, err := d.Record(ctx, again)
+	if err != nil || string(first.Response) != `{"ok":1}` {
+		t.Fatalf("a retry keeps the first answer: %s %v", first.Response, err)
+	}
+	other := p
+	other.RequestSHA256 = RequestDigest([]byte("b"))
+	if _, err := d.Record(ctx, other); !errors.Is(err, ErrKeyReused) {
+		t.Fatalf("the key reused for another request: %v", err)
+	}
+	got, ok, err := d.Lookup(ctx, "t1", "k")
+	if err != nil || !ok || got.Accepted != 1 || !got.At.Equal(now) {
+		t.Fatalf("Lookup: %+v %v %v", got, ok, err)
+	}
+	if _, ok, _ := d.Lookup(ctx, "t2", "k"); ok {
+		t.Fatal("keys are per token")
+	}
+}
