@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing/object"
@@ -81,6 +82,8 @@ type repoDrift struct {
 	state  *driftstate.DB
 	rec    *reconcile.Reconciler
 	snaps  reconcile.SnapshotCache // the branch's files, policy and managers while it does not move
+
+	synced atomic.Int64 // when the clone was last fetched (unix nanoseconds)
 }
 
 // receivedKey carries a delivery's arrival time to the writer, for the latency metric.
@@ -378,18 +381,32 @@ func (d *Drift) poke() {
 // withSnapshot fetches the repository and runs fn on its branch's snapshot while holding the
 // clone (writes push to the remote; the next fetch brings them back).
 func (rd *repoDrift) withSnapshot(ctx context.Context, fn func(reconcile.Snapshot) error) error {
+	return rd.withSnapshotWithin(ctx, 0, fn)
+}
+
+// withSnapshotWithin is withSnapshot that skips the fetch when the clone was fetched less than
+// maxAge ago: a proposal is answered in milliseconds, from a branch at most maxAge old.
+func (rd *repoDrift) withSnapshotWithin(ctx context.Context, maxAge time.Duration, fn func(reconcile.Snapshot) error) error {
 	d := rd.d
 	t, err := d.resolve(ctx, rd.name, rd.branch)
 	if err != nil {
 		return err
 	}
-	token, err := d.GitHub.Token(ctx, t.installation)
-	if err != nil {
-		return fmt.Errorf("%s: installation token: %w", rd.name, err)
+	var dir string
+	var unlock func()
+	fresh := false
+	if maxAge > 0 && time.Since(time.Unix(0, rd.synced.Load())) < maxAge {
+		dir, unlock, fresh = d.Repos.Open(rd.name)
 	}
-	dir, unlock, err := d.Repos.Sync(ctx, rd.name, t.cloneURL, token)
-	if err != nil {
-		return fmt.Errorf("%s: %w", rd.name, err)
+	if !fresh {
+		token, err := d.GitHub.Token(ctx, t.installation)
+		if err != nil {
+			return fmt.Errorf("%s: installation token: %w", rd.name, err)
+		}
+		if dir, unlock, err = d.Repos.Sync(ctx, rd.name, t.cloneURL, token); err != nil {
+			return fmt.Errorf("%s: %w", rd.name, err)
+		}
+		rd.synced.Store(time.Now().UnixNano())
 	}
 	defer unlock()
 	led, err := reconcile.OpenLedger(dir, t.branch, d.PolicyPath, ledger.Options{})
@@ -655,4 +672,40 @@ func (rd *repoDrift) fireDue(ctx context.Context) error {
 		d.log().Info("drift timers fired", "repository", rd.name, "fields", len(fields), "head", snap.Head)
 		return nil
 	})
+}
+
+// ErrUnknownRepository is Propose's error for a repository the drift loop cannot judge in: none
+// was named and there is no default, or the App is not installed on it.
+var ErrUnknownRepository = errors.New("unknown repository")
+
+// Propose judges changes an actor asks to make in a repository ("" = the default repository),
+// before it makes them, under that repository's policy and standing claims (reconcile.Propose).
+// The branch is read as fetched at most maxAge ago. It returns the repository judged in.
+func (d *Drift) Propose(ctx context.Context, repository string, maxAge time.Duration, id string, claims []core.Claim) (string, []reconcile.Proposed, error) {
+	d.init()
+	if repository == "" {
+		repository = d.Repository
+	}
+	if repository == "" {
+		return "", nil, fmt.Errorf("%w: name the repository (no default gitops_repository is configured)", ErrUnknownRepository)
+	}
+	if _, err := d.resolve(ctx, repository, d.branchOf(repository)); errors.Is(err, errNotInstalled) {
+		return "", nil, fmt.Errorf("%w: %w", ErrUnknownRepository, err)
+	} else if err != nil {
+		return "", nil, err
+	}
+	rd, err := d.repo(ctx, repository, d.branchOf(repository))
+	if err != nil {
+		return "", nil, err
+	}
+	var out []reconcile.Proposed
+	err = rd.withSnapshotWithin(ctx, maxAge, func(snap reconcile.Snapshot) error {
+		var err error
+		out, err = rd.rec.Propose(ctx, snap, id, claims)
+		return err
+	})
+	if err == nil {
+		d.poke() // an accepted proposal sets a timer
+	}
+	return rd.name, out, err
 }

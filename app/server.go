@@ -21,12 +21,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/time/rate"
 
 	"github.com/parleyhq/parley/app/config"
 	"github.com/parleyhq/parley/app/internal/ghauth"
 	"github.com/parleyhq/parley/app/internal/ghclient"
 	"github.com/parleyhq/parley/app/internal/livestate"
 	"github.com/parleyhq/parley/app/internal/repocache"
+	"github.com/parleyhq/parley/internal/agentstore"
 	"github.com/parleyhq/parley/reconcile"
 	"github.com/parleyhq/parley/reconcile/driftstate"
 	"github.com/parleyhq/parley/reconcile/events"
@@ -86,6 +88,8 @@ type Server struct {
 	pool     *webhooks.Pool
 	live     *livestate.DB
 	drift    *Drift
+	agents   *agentstore.DB
+	props    *Proposals
 	draining atomic.Bool
 }
 
@@ -103,6 +107,9 @@ func NewServer(ctx context.Context, cfg config.Config, log *slog.Logger) (*Serve
 		}
 		if s.drift != nil {
 			s.drift.Close()
+		}
+		if s.agents != nil {
+			s.agents.Close()
 		}
 		return nil, err
 	}
@@ -153,6 +160,15 @@ func NewServer(ctx context.Context, cfg config.Config, log *slog.Logger) (*Serve
 		return fail(err)
 	}
 	s.drift = drift
+	if s.agents, err = agentstore.Open(ctx, filepath.Join(filepath.Dir(cfg.Store), "agents.db")); err != nil {
+		return fail(err)
+	}
+	propMetrics, err := NewProposalMetrics(s.reg)
+	if err != nil {
+		return fail(err)
+	}
+	s.props = &Proposals{Drift: drift, Agents: s.agents, Rate: rate.Limit(cfg.ProposalsRate), Burst: max(1, int(2*cfg.ProposalsRate)),
+		MaxAge: cfg.ProposalsMaxAge, Log: log, Metrics: propMetrics}
 	route := func(event string) webhooks.Route { return webhooks.Route{Source: store.SourceGitHub, Event: event} }
 	handlers := map[webhooks.Route]webhooks.Handler{
 		route("pull_request"):              prs,
@@ -312,6 +328,7 @@ func (s *Server) Handler() http.Handler {
 		// Events posted for a cluster (/events/<source>/<cluster>) go to the cluster's repository.
 		mux.Handle(webhooks.ClusterPattern(path), rcv)
 	}
+	mux.Handle(ProposalsPath, s.props) // any method: it answers 405 with Allow itself
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("GET /readyz", s.ready)
 	if s.cfg.MetricsListen == "" {
@@ -346,6 +363,7 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 		s.store.Close()
 		s.live.Close()
 		s.drift.Close()
+		s.agents.Close()
 		return fmt.Errorf("listen on %s: %w", s.cfg.Listen, err)
 	}
 	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
@@ -357,6 +375,7 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 			s.store.Close()
 			s.live.Close()
 			s.drift.Close()
+			s.agents.Close()
 			return fmt.Errorf("listen on %s: %w", s.cfg.MetricsListen, err)
 		}
 		mux := http.NewServeMux()
@@ -410,7 +429,7 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 	}
 	stopPool()
 	wg.Wait()
-	if err := errors.Join(s.store.Close(), s.live.Close(), s.drift.Close()); err != nil && runErr == nil {
+	if err := errors.Join(s.store.Close(), s.live.Close(), s.drift.Close(), s.agents.Close()); err != nil && runErr == nil {
 		runErr = err
 	}
 	s.log.Info("parley stopped")

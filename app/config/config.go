@@ -74,9 +74,15 @@ type Config struct {
 	Clusters map[string]RepoRef
 	// AWSAccounts maps an AWS account ID (a CloudTrail record's recipientAccountId) to the repository
 	// holding the Terraform of that account.
-	AWSAccounts  map[string]RepoRef
-	CommitAuthor string // "Name <email>" of verdict commits
-	DriftState   string // the drift state database; "" = drift.db beside the store
+	AWSAccounts map[string]RepoRef
+	// ProposalsRate is each agent token's rate of proposals per second (POST /v1/proposals),
+	// with bursts of twice as many; 0 = no limit.
+	ProposalsRate float64
+	// ProposalsMaxAge is how old the branch a proposal is judged against may be: the repository
+	// is fetched at most this often for proposals.
+	ProposalsMaxAge time.Duration
+	CommitAuthor    string // "Name <email>" of verdict commits
+	DriftState      string // the drift state database; "" = drift.db beside the store
 	// Event source credentials for drift endpoints.
 	FluxHMACSecret  Secret
 	ArgoCDToken     Secret
@@ -141,6 +147,8 @@ func Keys() []Key {
 		{"gitops_branch", "PARLEY_GITOPS_BRANCH", "(the repository's default branch)", "branch holding the manifests, the policy and the gates"},
 		{`cluster "NAME" {...}`, "PARLEY_CLUSTERS", "(none)", `repository (owner/name) and optional branch applying the objects of cluster NAME, the <cluster> of POST /events/<source>/<cluster>; a block per cluster; environment: NAME=owner/name[@branch],... (replaces every cluster block)`},
 		{`aws_account "ID" {...}`, "PARLEY_AWS_ACCOUNTS", "(none)", `repository (owner/name) and optional branch holding the Terraform of the 12-digit AWS account ID (a CloudTrail record's recipientAccountId); a block per account; environment: ID=owner/name[@branch],... (replaces every aws_account block)`},
+		{"proposals_rate", "PARLEY_PROPOSALS_RATE", "20", "proposals per second each agent token may send to POST /v1/proposals, in bursts of twice as many (0: no limit)"},
+		{"proposals_max_age", "PARLEY_PROPOSALS_MAX_AGE", "2s", "how old the branch a proposal is judged against may be: the repository is fetched at most this often for proposals (0: every time)"},
 		{"commit_author", "PARLEY_COMMIT_AUTHOR", "Parley <parley@users.noreply.github.com>", "author of gate, resume and adopt commits"},
 		{"drift_state", "PARLEY_DRIFT_STATE", "drift.db beside store", "SQLite file of drift claims, verdicts and expiry timers"},
 		{"", "PARLEY_FLUX_HMAC_SECRET", "", "secret of Flux's generic-hmac provider for POST /events/flux"},
@@ -186,6 +194,8 @@ type file struct {
 	CommitAuthor               *string     `hcl:"commit_author,optional"`
 	DriftState                 *string     `hcl:"drift_state,optional"`
 	LogLevel                   *string     `hcl:"log_level,optional"`
+	ProposalsRate              *float64    `hcl:"proposals_rate,optional"`
+	ProposalsMaxAge            *string     `hcl:"proposals_max_age,optional"`
 	Clusters                   []repoBlock `hcl:"cluster,block"`
 	AWSAccounts                []repoBlock `hcl:"aws_account,block"`
 }
@@ -252,6 +262,7 @@ func Load(path string, getenv func(string) string) (Config, error) {
 		Listen: ":8080", Store: "parley.db", GitHubURL: "https://api.github.com/", Workers: 4,
 		PerInstallationConcurrency: 4, MaxAttempts: 8, ShutdownGrace: 25 * time.Second,
 		PolicyPath: ".parley/policy.hcl", WriteMode: "pull-request", LogLevel: slog.LevelInfo,
+		ProposalsRate: 20, ProposalsMaxAge: 2 * time.Second,
 		CommitAuthor: "Parley <parley@users.noreply.github.com>",
 	}
 	var errs []error
@@ -291,6 +302,14 @@ func Load(path string, getenv func(string) string) (Config, error) {
 		errs = append(errs, dupErrs...)
 		c.AWSAccounts, dupErrs = repoMap("aws_account", f.AWSAccounts)
 		errs = append(errs, dupErrs...)
+		setP(&c.ProposalsRate, f.ProposalsRate)
+		if f.ProposalsMaxAge != nil {
+			d, err := time.ParseDuration(*f.ProposalsMaxAge)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: proposals_max_age: %w", path, err))
+			}
+			c.ProposalsMaxAge = d
+		}
 		if f.ShutdownGrace != nil {
 			d, err := time.ParseDuration(*f.ShutdownGrace)
 			if err != nil {
@@ -361,6 +380,16 @@ func Load(path string, getenv func(string) string) (Config, error) {
 	}
 	env("PARLEY_CLUSTERS", repos(&c.Clusters))
 	env("PARLEY_AWS_ACCOUNTS", repos(&c.AWSAccounts))
+	env("PARLEY_PROPOSALS_RATE", func(v string) error {
+		n, err := strconv.ParseFloat(v, 64)
+		c.ProposalsRate = n
+		return err
+	})
+	env("PARLEY_PROPOSALS_MAX_AGE", func(v string) error {
+		d, err := time.ParseDuration(v)
+		c.ProposalsMaxAge = d
+		return err
+	})
 	env("PARLEY_COMMIT_AUTHOR", str(&c.CommitAuthor))
 	env("PARLEY_DRIFT_STATE", str(&c.DriftState))
 	env("PARLEY_FLUX_HMAC_SECRET", sec(&c.FluxHMACSecret))
@@ -414,6 +443,12 @@ func (c *Config) validate() []error {
 	}
 	if c.WriteMode != "pull-request" && c.WriteMode != "direct" {
 		errs = append(errs, fmt.Errorf("write_mode = %q: want pull-request or direct", c.WriteMode))
+	}
+	if c.ProposalsRate < 0 || c.ProposalsRate > 100000 {
+		errs = append(errs, fmt.Errorf("proposals_rate = %g: want 0 (no limit) to 100000 per second", c.ProposalsRate))
+	}
+	if c.ProposalsMaxAge < 0 || c.ProposalsMaxAge > time.Hour {
+		errs = append(errs, fmt.Errorf("proposals_max_age = %s: want 0 to 1h", c.ProposalsMaxAge))
 	}
 	if c.Store == "" {
 		errs = append(errs, errors.New("store must name a database file"))

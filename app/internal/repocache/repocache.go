@@ -106,6 +106,23 @@ func (c *Cache) Sync(ctx context.Context, fullName, url, token string, extra ...
 	return dir, l.Unlock, nil
 }
 
+// Open returns the clone of fullName as it is, without fetching, when there is one: for a caller
+// that fetched it a moment ago (Sync) and accepts what it holds. The caller has the clone to itself
+// until it calls unlock. ok is false when there is no clone yet.
+func (c *Cache) Open(fullName string) (dir string, unlock func(), ok bool) {
+	if !validRepo(fullName) {
+		return "", nil, false
+	}
+	l := c.lock(fullName)
+	l.Lock()
+	dir = filepath.Join(c.Dir, filepath.FromSlash(fullName)+".git")
+	if _, err := os.Stat(filepath.Join(dir, "HEAD")); err != nil {
+		l.Unlock()
+		return "", nil, false
+	}
+	return dir, l.Unlock, true
+}
+
 // MaxPacks is how many pack files a clone may collect before Sync repacks it into one. Every
 // fetch adds a pack, and go-git reads every pack's index whenever the repository is opened, so a
 // clone that a drift loop fetches after each of its own pushes would slow down a little with every

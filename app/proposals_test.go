@@ -1,0 +1,158 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/parleyhq/parley/core"
+	"github.com/parleyhq/parley/internal/agentstore"
+	"github.com/parleyhq/parley/internal/schematest"
+	"github.com/parleyhq/parley/reconcile"
+)
+
+const agentARN = "arn:aws:iam::123456789012:role/kafka-scaling-agent"
+
+// proposalsSetup serves POST /v1/proposals over the demo repository (acme/infra) with one agent
+// token for the Kafka scaling agent.
+func proposalsSetup(t *testing.T) (*httptest.Server, *Proposals, *Drift, string) {
+	t.Helper()
+	d, _, _, clk := driftSetup(t, reconcile.ModeDirect)
+	agents, err := agentstore.Open(context.Background(), ":memory:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { agents.Close() })
+	secret, _, err := agents.Create(context.Background(), "kafka-agent", core.Identity{Source: core.SourceAWSPrincipal, ID: agentARN}, clk.now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &Proposals{Drift: d, Agents: agents, MaxAge: time.Minute, Now: clk.now}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv, h, d, secret
+}
+
+func propose(t *testing.T, srv *httptest.Server, token, body string, header ...string) (int, http.Header, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+ProposalsPath, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var b bytes.Buffer
+	b.ReadFrom(resp.Body)
+	return resp.StatusCode, resp.Header, b.Bytes()
+}
+
+const capacityField = "tf:infra/kafka//aws_autoscaling_group.consumer#/desired_capacity"
+
+func TestProposalsAPIJudgesBeforeTheChange(t *testing.T) {
+	srv, _, d, token := proposalsSetup(t)
+	ctx := context.Background()
+
+	// 24 is beyond max_size 16: refused, saying who holds the field.
+	code, _, body := propose(t, srv, token, `{"claims":[{"field":"`+capacityField+`","value":24,"intent":"performance"}]}`)
+	if code != http.StatusOK {
+		t.Fatalf("24: %d %s", code, body)
+	}
+	schematest.Validate(t, "proposal-response.schema.json", body)
+	var resp ProposalResponse
+	if err := json.Unmarshal(body, &resp); err != nil {
+		t.Fatal(err)
+	}
+	if resp.Refused != 1 || resp.Accepted != 0 || resp.Repository != "acme/infra" || resp.Verdicts[0].Decision != "veto" ||
+		resp.Verdicts[0].Holder == nil || !strings.Contains(resp.Verdicts[0].Explanation, "max") {
+		t.Fatalf("24: %s", body)
+	}
+	// 12 for an incident, for 4 hours: accepted, and the claim stands before the answer.
+	req12 := `{"idempotency_key":"scale-12","claims":[{"field":"` + capacityField + `","value":12,"intent":"performance","motivation":{"kind":"incident","ref":"INC-7"},"expires":"4h"}]}`
+	schematest.Validate(t, "proposal-request.schema.json", []byte(req12))
+	code, _, body = propose(t, srv, token, req12)
+	if code != http.StatusOK {
+		t.Fatalf("12: %d %s", code, body)
+	}
+	schematest.Validate(t, "proposal-response.schema.json", body)
+	json.Unmarshal(body, &resp)
+	if resp.Accepted != 1 || !resp.Verdicts[0].Accepted || resp.Verdicts[0].Until == "" || resp.Actor.PolicyActor != "kafka-agent" {
+		t.Fatalf("12: %s", body)
+	}
+	rd, err := d.repo(ctx, "acme/infra", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, _ := core.ParseField(capacityField)
+	if st, _ := rd.state.Standing(ctx, f); len(st) != 1 || st[0].Evidence.Source != reconcile.EvidenceProposal || st[0].Evidence.EventIDs[0] != resp.Proposal {
+		t.Fatalf("standing after the accepted proposal: %+v", st)
+	}
+	// A retry gets the first answer; the same key for another proposal is refused.
+	code, hdr, again := propose(t, srv, token, req12)
+	if code != http.StatusOK || !bytes.Equal(again, body) || hdr.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("retry: %d %s", code, again)
+	}
+	if code, _, b := propose(t, srv, token, strings.Replace(req12, `"value":12`, `"value":13`, 1)); code != http.StatusUnprocessableEntity || !strings.Contains(string(b), "scale-12") {
+		t.Fatalf("key reused: %d %s", code, b)
+	}
+	if st, _ := rd.state.Standing(ctx, f); len(st) != 1 {
+		t.Fatalf("a retry recorded the claim again: %+v", st)
+	}
+}
+
+func TestProposalsAPIRefusesBadRequests(t *testing.T) {
+	srv, h, _, token := proposalsSetup(t)
+	good := `{"claims":[{"field":"` + capacityField + `","value":10}]}`
+	for _, c := range []struct {
+		name, token, body string
+		header            []string
+		code              int
+		want              string
+	}{
+		{"no credentials", "", good, nil, 401, "Authorization: Bearer"},
+		{"unknown token", "parley_0011223344556677_nope", good, nil, 401, "not valid"},
+		{"wrong content type", token, good, []string{"Content-Type", "text/plain"}, 415, "application/json"},
+		{"not JSON", token, `{"claims":`, nil, 400, "body"},
+		{"unknown key", token, `{"claims":[],"sudo":true}`, nil, 400, "sudo"},
+		{"no claims", token, `{"claims":[]}`, nil, 422, "at least one claim"},
+		{"bad field", token, `{"claims":[{"field":"tf:nowhere","value":1}]}`, nil, 422, "claims[0]"},
+		{"actor sent", token, `{"claims":[{"field":"` + capacityField + `","value":1,"actor":{"source":"git-author","id":"boss"}}]}`, nil, 422, "actor"},
+		{"past expiry", token, `{"claims":[{"field":"` + capacityField + `","value":1,"expires":"2020-01-01T00:00:00Z"}]}`, nil, 422, "not in the future"},
+		{"twice one field", token, `{"claims":[{"field":"` + capacityField + `","value":1},{"field":"` + capacityField + `","value":2}]}`, nil, 422, "one claim per field"},
+		{"unknown repository", token, `{"repository":"acme/nowhere","claims":[{"field":"` + capacityField + `","value":1}]}`, nil, 404, "acme/nowhere"},
+		{"too large", token, `{"claims":[{"field":"` + capacityField + `","value":"` + strings.Repeat("x", maxProposalBytes) + `"}]}`, nil, 413, "limit"},
+		{"key header and body differ", token, `{"idempotency_key":"a","claims":[]}`, []string{"Idempotency-Key", "b"}, 400, "differ"},
+	} {
+		code, _, body := propose(t, srv, c.token, c.body, c.header...)
+		if code != c.code || !strings.Contains(string(body), c.want) {
+			t.Errorf("%s: %d %s, want %d containing %q", c.name, code, body, c.code, c.want)
+		}
+	}
+	// GET is not a proposal.
+	resp, err := http.Get(srv.URL + ProposalsPath)
+	if err != nil || resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "POST" {
+		t.Fatalf("GET: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	// A token over its rate is told to slow down.
+	h.Rate, h.Burst = rate.Limit(0.001), 1
+	if code, _, _ := propose(t, srv, token, good); code != http.StatusOK {
+		t.Fatalf("within the burst: %d", code)
+	}
+	if code, hdr, body := propose(t, srv, token, good); code != http.StatusTooManyRequests || hdr.Get("Retry-After") == "" || !strings.Contains(string(body), "kafka-agent") {
+		t.Fatalf("over the rate: %d %s", code, body)
+	}
+}
