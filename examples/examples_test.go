@@ -73,6 +73,14 @@ var scenarios = map[string][]keyVerdict{
 		{"2026-11-22T10:00:00Z", "veto", "git=", "confined"},
 		{"2026-11-22T10:20:00Z", "veto", "git=", "confined"},
 	},
+	"owner-gives-way": {
+		{"2026-11-22T09:00:00Z", "yield", "", "owner.replicas"},
+		{"2026-11-22T09:30:00Z", "yield", "hpa=6", "owner.replicas"},
+		{"2026-11-22T10:00:00Z", "yield", "hpa=6", "owner.replicas"},
+		{"2026-11-22T10:10:00Z", "yield", "oncall=12", "owner.replicas"},
+		{"2026-11-22T11:00:00Z", "yield", "oncall=12", "owner.replicas"},
+		{"2026-11-22T14:10:00Z", "yield", "hpa=9", "owner.replicas"},
+	},
 }
 
 func TestScenarios(t *testing.T) {
@@ -232,6 +240,8 @@ func TestScenarioLosers(t *testing.T) {
 		{"oscillation", 3, "kafka-agent", core.DecisionHold, "flipped the value 3 times"},
 		{"bound-check", 1, "kafka-agent", core.DecisionVeto, "above the maximum 16"},
 		{"musculature", 2, "oncall", core.DecisionVeto, "immutable skeleton"},
+		{"owner-gives-way", 2, "developers", core.DecisionYield, "developers lose to the owner (owner_gives_way_when"},
+		{"owner-gives-way", 3, "hpa", core.DecisionYield, "but it gives way to oncall because owner_gives_way_when"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.scenario, func(t *testing.T) {

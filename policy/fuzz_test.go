@@ -26,6 +26,19 @@ decision = "win" }`)
   repeat = "weekly"
   allow_when = claim.severity == "critical"
 }`)
+	f.Add(`actor "hpa" {}
+actor "oncall" {}
+motivation "incident" { asserted_by = ["oncall"] }
+field "replicas" {
+  match                = ["k8s:apps/Deployment/*/*#/spec/replicas"]
+  owner                = "hpa"
+  owner_when           = hour(now) < 22
+  owner_gives_way_when = claim.motivation == "incident" && claim.expires != "" && (other == null || other.urgency < claim.urgency)
+}`)
+	f.Add(`field "f" {
+  match = ["tf:**//x.y#/a"]
+  owner_gives_way_when = claim.actor == "oncall"
+}`)
 	f.Add("intent \"a\" { rank = 1e400 }")
 	f.Add("actor \"x\" { k8s_users = [null] }")
 	f.Fuzz(func(t *testing.T, src string) {

@@ -109,7 +109,7 @@ var (
 	actorSchema = &hcl.BodySchema{Attributes: attrs("description", "intent", "intents", "motivation", "confined",
 		"git_authors", "github_users", "github_teams", "k8s_users", "field_managers", "aws_principals")}
 	fieldSchema = &hcl.BodySchema{Attributes: attrs("description", "match!", "owner", "owner_when",
-		"immutable", "writers", "min", "max")}
+		"owner_gives_way_when", "immutable", "writers", "min", "max")}
 	ruleSchema   = &hcl.BodySchema{Attributes: attrs("description", "fields", "when!", "decision!")}
 	freezeSchema = &hcl.BodySchema{Attributes: attrs("description", "start!", "end!", "repeat",
 		"allow_intents", "allow_when", "fields")}
@@ -517,6 +517,15 @@ func (c *compiler) field(b *hcl.Block, pend *pending) {
 			c.errorf(a.NameRange, "field %s: owner_when needs an owner", name)
 		}
 		fr.OwnerWhen = c.compileExpr(a, exprScope{field: true, now: true, want: cty.Bool, what: "owner_when"})
+	}
+	if a, ok := as["owner_gives_way_when"]; ok {
+		if fr.Owner == "" {
+			c.errorf(a.NameRange, "field %s: owner_gives_way_when needs an owner", name)
+		}
+		// As a rule sees a pair: claim is a competing live claim, other the owner's live claim (null
+		// when the owner has none).
+		fr.OwnerGivesWayWhen = c.compileExpr(a, exprScope{claim: true, other: true, field: true, now: true,
+			want: cty.Bool, what: "owner_gives_way_when"})
 	}
 	fr.Immutable = c.boolean(as, "immutable")
 	fr.Writers, _ = c.refList(&pend.actorRefs, blk, "writers")

@@ -95,7 +95,11 @@ type FieldRule struct {
 	// ownership holds only where it evaluates to true.
 	Owner     string
 	OwnerWhen *Expr
-	Immutable bool
+	// OwnerGivesWayWhen, when set, is evaluated for each competing live claim (as claim, after trust,
+	// with other the owner's live claim or null): where it holds, the owner gives the field up to that
+	// claim until the claim expires. Set only with Owner.
+	OwnerGivesWayWhen *Expr
+	Immutable         bool
 	// Writers is the allow-list of actors that may write the field (besides Git); nil: anyone.
 	Writers  []string
 	Min, Max *Expr // bounds on numeric values; nil: unbounded

@@ -125,6 +125,16 @@ func TestParseErrors(t *testing.T) {
 		{"immutable with owner", "actor \"a\" {}\nfield \"f\" {\n match = [\"tf:**//aws_vpc.*\"]\n immutable = true\n owner = \"a\"\n}", `p.hcl:2:1: field f: an immutable field has no owner or writers`},
 		{"intents without default", "intent \"a\" { rank = 1 }\nintent \"b\" { rank = 1 }\nactor \"x\" {\n intent = \"a\"\n intents = [\"b\"]\n}", `p.hcl:5:12: actor x: intents must include its default intent "a"`},
 		{"bad name", "intent \"a b\" { rank = 1 }", `p.hcl:1:8: intent name "a b": use letters, digits, -, _ and .`},
+		{"owner_gives_way_when without owner", "field \"replicas\" {\n match = [\"k8s:apps/Deployment/*/*#/spec/replicas\"]\n owner_gives_way_when = claim.motivation != \"\"\n}",
+			`p.hcl:3:2: field replicas: owner_gives_way_when needs an owner`},
+		{"owner_gives_way_when with a misspelt attribute", "actor \"hpa\" {}\nfield \"f\" {\n match = [\"k8s:apps/Deployment/*/*#/spec/replicas\"]\n owner = \"hpa\"\n owner_gives_way_when = claim.motivaton == \"incident\"\n}",
+			`p.hcl:5:25: claim has no attribute "motivaton" (did you mean "motivation"?)`},
+		{"owner_gives_way_when with an undefined motivation", "actor \"hpa\" {}\nmotivation \"incident\" {}\nfield \"f\" {\n match = [\"k8s:apps/Deployment/*/*#/spec/replicas\"]\n owner = \"hpa\"\n owner_gives_way_when = claim.motivation == \"incidnet\"\n}",
+			`p.hcl:6:45: claim.motivation comparison refers to undefined motivation "incidnet" (did you mean "incident"?)`},
+		{"owner_gives_way_when not a bool", "actor \"hpa\" {}\nfield \"f\" {\n match = [\"k8s:apps/Deployment/*/*#/spec/replicas\"]\n owner = \"hpa\"\n owner_gives_way_when = claim.urgency\n}",
+			`p.hcl:5:25: owner_gives_way_when must be a bool, not number`},
+		{"owner_gives_way_when sees no unknown variable", "actor \"hpa\" {}\nfield \"f\" {\n match = [\"k8s:apps/Deployment/*/*#/spec/replicas\"]\n owner = \"hpa\"\n owner_gives_way_when = owner.actor == \"hpa\"\n}",
+			`p.hcl:5:25: unknown variable "owner" in owner_gives_way_when`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -140,6 +150,33 @@ func TestParseErrors(t *testing.T) {
 			}
 			t.Errorf("no diagnostic starts with %q; got:\n%s", tt.want, diags.Error())
 		})
+	}
+}
+
+// TestOwnerGivesWayWhen: the attribute compiles to a condition over claim and other, kept with its
+// source for explanations; a field block without it has none.
+func TestOwnerGivesWayWhen(t *testing.T) {
+	p, err := Parse([]byte(`actor "hpa" {}
+motivation "incident" {}
+field "replicas" {
+  match                = ["k8s:apps/Deployment/*/*#/spec/replicas"]
+  owner                = "hpa"
+  owner_gives_way_when = claim.motivation == "incident" && (other == null || other.motivation != "incident")
+}
+field "plain" {
+  match = ["k8s:apps/StatefulSet/*/*#/spec/replicas"]
+  owner = "hpa"
+}
+`), "p.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := p.Fields[0].OwnerGivesWayWhen
+	if e == nil || e.Source != `claim.motivation == "incident" && (other == null || other.motivation != "incident")` || e.Range.Start.Line != 6 {
+		t.Fatalf("owner_gives_way_when: %+v", e)
+	}
+	if p.Fields[1].OwnerGivesWayWhen != nil {
+		t.Errorf("a field block without the attribute has a condition")
 	}
 }
 
@@ -364,6 +401,27 @@ func TestDocExample(t *testing.T) {
 	if len(p.Actors) != len(demo.Actors) || len(p.Fields) != len(demo.Fields) || len(p.Rules) != len(demo.Rules) ||
 		len(p.Motivations) != len(demo.Motivations) || len(p.Intents) != len(demo.Intents) {
 		t.Errorf("the documented example and internal/demo/policy.hcl differ")
+	}
+}
+
+// TestDocOwnerGivesWayExample keeps the owner_gives_way_when example in docs/policy.md valid.
+func TestDocOwnerGivesWayExample(t *testing.T) {
+	doc := mustRead(t, "../docs/policy.md")
+	_, rest, ok := strings.Cut(doc, "**When the owner gives way.**")
+	if !ok {
+		t.Fatal("docs/policy.md does not document owner_gives_way_when")
+	}
+	_, rest, _ = strings.Cut(rest, "```hcl\n")
+	src, _, ok := strings.Cut(rest, "```")
+	if !ok {
+		t.Fatal("unterminated example")
+	}
+	p, err := Parse([]byte("actor \"hpa\" {}\nactor \"oncall\" {}\n"+src), "docs/policy.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fr := p.FieldRuleFor(core.K8sField("apps", "Deployment", "prod", "web", "/spec/replicas")); fr == nil || fr.OwnerGivesWayWhen == nil {
+		t.Errorf("the example has no owner_gives_way_when")
 	}
 }
 

@@ -13,7 +13,9 @@ import (
 )
 
 // owner applies a standing owner: when the field block names one and its condition holds, the
-// owner holds the field (whether or not it has a live claim) and every other claim loses.
+// owner holds the field (whether or not it has a live claim) and every other claim loses, unless
+// owner_gives_way_when holds for a competing claim: then the owner gives the field up to it until
+// it expires.
 func (d *decision) owner() (core.Verdict, bool) {
 	fr := d.fr
 	if fr == nil || fr.Owner == "" {
@@ -31,32 +33,178 @@ func (d *decision) owner() (core.Verdict, bool) {
 			return core.Verdict{}, false
 		}
 	}
-	var win *view
+	var own *view
+	rivals := d.cands[:0] // scratch: contest is not reached when the owner decides
 	for _, v := range d.activeLive() {
 		if v.Claim.Actor.Name == fr.Owner {
-			win = v
+			own = v
 		} else {
-			v.status = lost
+			rivals = append(rivals, v)
 		}
 	}
+	d.cands = rivals
 	detail := fr.Owner + " is the standing owner of this field"
 	if fr.OwnerWhen != nil {
 		detail += " (owner_when " + fr.OwnerWhen.Source + " holds)"
 	}
-	if win != nil {
-		detail += "; its claim " + valueOf(win) + " wins"
+	if fr.OwnerGivesWayWhen != nil && len(rivals) > 0 {
+		if v, ok := d.givesWay(rule, detail, own, rivals); ok {
+			return v, true
+		}
+	}
+	for _, v := range rivals {
+		v.status = lost
+	}
+	if own != nil {
+		detail += "; its claim " + valueOf(own) + " wins"
 	} else {
 		detail += "; it has no live claim, and Git's value does not override it"
 	}
 	if others := d.names(lost); others != "" {
 		detail += "; " + others + " lose to the owner"
+		if fr.OwnerGivesWayWhen != nil {
+			detail += " (owner_gives_way_when " + fr.OwnerGivesWayWhen.Source + " holds for none of their claims)"
+		}
 	}
 	d.step(rule, "decided", detail+"; GitOps is told to ignore the field")
 	if len(d.p.Rules) > 0 {
 		d.step("rules", "not reached", "the standing owner decides this field, so no rule is consulted")
 	}
-	v := d.verdict(core.DecisionYield, rule, win)
+	v := d.verdict(core.DecisionYield, rule, own)
 	return v, true
+}
+
+// givesWay evaluates owner_gives_way_when for each competing live claim (claim) against the owner's
+// live claim (other, nil when the owner has none). The claims are seen as rules see them: after
+// trust, so a motivation the actor may not assert cannot make the owner give way. When the condition
+// holds for one claim, the owner gives the field up to it until it expires; when it holds for
+// several, the one that beats each of the others under the rules and ranks takes the field, or when
+// none does, the most recent.
+func (d *decision) givesWay(rule, detail string, own *view, rivals []*view) (core.Verdict, bool) {
+	fr := d.fr
+	cond := fr.OwnerGivesWayWhen
+	var match []*view
+	var failed []string
+	for _, v := range rivals {
+		ok, err := cond.Bool(d.p, d.env(v, own))
+		if err != nil {
+			failed = append(failed, v.label+": "+err.Error())
+			continue
+		}
+		if ok {
+			match = append(match, v)
+		}
+	}
+	if failed != nil {
+		d.step(rule, "error", "owner_gives_way_when could not be evaluated for "+strings.Join(failed, "; ")+"; treated as not holding")
+	}
+	if len(match) == 0 {
+		return core.Verdict{}, false
+	}
+	w, how := match[0], ""
+	if len(match) > 1 {
+		w, how = d.pickGiver(match)
+	}
+	for _, v := range rivals {
+		if v != w {
+			v.status = lost
+		}
+	}
+	if own != nil {
+		own.status = lost
+	}
+	detail += ", but it gives way to " + w.label + " because owner_gives_way_when " + cond.Source + " holds for its claim " + valueOf(w)
+	if how != "" {
+		detail += " (" + how + ")"
+	}
+	if own != nil {
+		detail += "; the owner's claim " + valueOf(own) + " loses"
+	}
+	var others []string
+	for _, v := range rivals {
+		if v != w {
+			others = append(others, v.label)
+		}
+	}
+	if others != nil {
+		detail += "; " + strings.Join(others, ", ") + " lose to " + w.label
+	}
+	outcome := "gives way"
+	if w.Claim.Expires.IsZero() {
+		outcome = "gives way, no expiry"
+		detail += "; the field is yielded to " + valueOf(w) + " with no end: the claim has no expiry, so " + fr.Owner +
+			" holds the field again only when " + w.label + " withdraws or replaces it, or the condition stops holding"
+	} else {
+		then := fr.Owner + " holds the field again"
+		var later []string
+		for _, m := range match {
+			if m != w && (m.Claim.Expires.IsZero() || m.Claim.Expires.After(w.Claim.Expires)) {
+				later = append(later, m.label)
+			}
+		}
+		if later != nil {
+			then = "owner_gives_way_when is weighed again for the claims that remain (" + strings.Join(later, ", ") + ")"
+		}
+		detail += "; the field is yielded to " + valueOf(w) + " until " + fmtTime(w.Claim.Expires) + ", when the claim expires and " + then
+	}
+	d.step(rule, outcome, detail+"; GitOps is told to ignore the field")
+	if len(d.p.Rules) > 0 && len(match) == 1 {
+		d.step("rules", "not reached", "the standing owner's condition decides this field, so no rule is consulted")
+	}
+	v := d.verdict(core.DecisionYield, rule, w)
+	v.Until = w.Claim.Expires
+	return v, true
+}
+
+// pickGiver chooses among several claims the owner gives way to: the one that beats each of the
+// others under the rules that apply to the field and the ranks, as in the contest; when none does,
+// the most recent (match is in the canonical order, oldest first). how says which.
+func (d *decision) pickGiver(match []*view) (*view, string) {
+	var rules []int
+	for ri, r := range d.p.Rules {
+		if has(d.oi.rules, ri) && pathMatch(r.Fields, d.in.Field) {
+			rules = append(rules, ri)
+		}
+	}
+	var errs map[int]string
+	names := make([]string, len(match))
+	for i, m := range match {
+		names[i] = m.label
+	}
+	several := "it holds for " + strings.Join(names, ", ")
+	for _, c := range match {
+		beatsAll, by, first := true, int16(0), true
+		for _, o := range match {
+			if o == c {
+				continue
+			}
+			p := decidedPair{c, o, d.compare(c, o, rules, &errs)}
+			subj, _ := p.subject()
+			if !(p.out.kind == outWin && subj == c || p.out.kind == outVeto && subj != c) {
+				beatsAll = false
+				break
+			}
+			if first || deciderBefore(p.out.by, by) {
+				by, first = p.out.by, false
+			}
+		}
+		if beatsAll {
+			d.ruleErrors(errs)
+			return c, several + "; " + c.label + " beats the others (" + d.deciderName(by) + ")"
+		}
+	}
+	d.ruleErrors(errs)
+	w := match[len(match)-1]
+	return w, several + "; none beats every other, so the most recent, " + w.label + "'s, takes the field"
+}
+
+// ruleErrors explains the rule conditions that failed to evaluate, in policy order.
+func (d *decision) ruleErrors(errs map[int]string) {
+	for ri := range d.p.Rules {
+		if msg, ok := errs[ri]; ok {
+			d.step(d.a.texts.ruleName[ri], "error", "the condition failed: "+msg+"; treated as not holding")
+		}
+	}
 }
 
 // pair outcome kinds.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/parleyhq/parley/core"
+	"github.com/parleyhq/parley/policy"
 )
 
 // FuzzDecide builds claims from the fuzzer's bytes and checks that the arbiter does not panic,
@@ -18,31 +19,34 @@ func FuzzDecide(f *testing.F) {
 	f.Add([]byte{3, 3, 3, 200, 17, 90, 4, 4, 4, 4, 4, 4}, int64(3600))
 	f.Add([]byte{1, 0, 0, 0, 2, 1, 1, 1, 5, 6, 6, 6, 6, 6, 6, 6, 6}, int64(-7200))
 	f.Add([]byte("incident vs launch vs budget"), int64(86400*5))
-	p := demoPolicy(f)
+	// The demo policy, and the same with the HPA giving replicas way to incident and critical claims.
+	policies := []*policy.Policy{demoPolicy(f), giveWayDemo(f)}
 	f.Fuzz(func(t *testing.T, data []byte, offset int64) {
 		in := fuzzInput(t, data, offset)
-		want := Decide(p, in)
-		if len(want.Explanation) == 0 {
-			t.Fatal("empty explanation")
-		}
-		_ = Explain(want)
-		if _, err := json.Marshal(want); err != nil {
-			t.Fatalf("verdict does not encode: %v", err)
-		}
-		for _, order := range []func([]core.Claim){
-			slices.Reverse[[]core.Claim],
-			func(cs []core.Claim) {
-				if len(cs) > 1 {
-					cs[0], cs[len(cs)-1] = cs[len(cs)-1], cs[0]
+		for _, p := range policies {
+			want := Decide(p, in)
+			if len(want.Explanation) == 0 {
+				t.Fatal("empty explanation")
+			}
+			_ = Explain(want)
+			if _, err := json.Marshal(want); err != nil {
+				t.Fatalf("verdict does not encode: %v", err)
+			}
+			for _, order := range []func([]core.Claim){
+				slices.Reverse[[]core.Claim],
+				func(cs []core.Claim) {
+					if len(cs) > 1 {
+						cs[0], cs[len(cs)-1] = cs[len(cs)-1], cs[0]
+					}
+				},
+			} {
+				live := slices.Clone(in.Live)
+				order(live)
+				in2 := in
+				in2.Live = live
+				if got := Decide(p, in2); !reflect.DeepEqual(got, want) {
+					t.Fatalf("%s: order changes the verdict:\n%s\nvs\n%s", p.File, Explain(want), Explain(got))
 				}
-			},
-		} {
-			live := slices.Clone(in.Live)
-			order(live)
-			in2 := in
-			in2.Live = live
-			if got := Decide(p, in2); !reflect.DeepEqual(got, want) {
-				t.Fatalf("order changes the verdict:\n%s\nvs\n%s", Explain(want), Explain(got))
 			}
 		}
 	})
