@@ -1,0 +1,4 @@
+variable "max_conn" {
+  type    = number
+  default = 200
+}
