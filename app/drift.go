@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -84,6 +85,17 @@ type repoDrift struct {
 	snaps  reconcile.SnapshotCache // the branch's files, policy and managers while it does not move
 
 	synced atomic.Int64 // when the clone was last fetched (unix nanoseconds)
+	view   proposalView // the snapshot proposals are judged against
+}
+
+// proposalView is a branch snapshot kept, with its ledger open, for the proposals of the next
+// maxAge: a proposal is then judged without touching the clone. Proposals read it under the read
+// lock; a refresh swaps it under the write lock and closes the old ledger once no one reads it.
+type proposalView struct {
+	mu   sync.RWMutex
+	snap reconcile.Snapshot
+	led  io.Closer
+	at   time.Time
 }
 
 // receivedKey carries a delivery's arrival time to the writer, for the latency metric.
@@ -213,7 +225,7 @@ func (d *Drift) Close() error {
 	closedDefault := false
 	for _, rd := range d.served() {
 		closedDefault = closedDefault || rd.state == d.State
-		errs = append(errs, rd.state.Close())
+		errs = append(errs, rd.closeView(), rd.state.Close())
 	}
 	if d.State != nil && !closedDefault {
 		errs = append(errs, d.State.Close())
@@ -388,6 +400,27 @@ func (rd *repoDrift) withSnapshot(ctx context.Context, fn func(reconcile.Snapsho
 // maxAge ago: a proposal is answered in milliseconds, from a branch at most maxAge old.
 func (rd *repoDrift) withSnapshotWithin(ctx context.Context, maxAge time.Duration, fn func(reconcile.Snapshot) error) error {
 	d := rd.d
+	return rd.withClone(ctx, maxAge, func(dir, branch string) error {
+		led, err := reconcile.OpenLedger(dir, branch, d.PolicyPath, ledger.Options{})
+		if err != nil {
+			return fmt.Errorf("%s: open ledger: %w", rd.name, err)
+		}
+		defer led.Close()
+		snap, err := rd.snaps.Load(ctx, dir, branch, d.PolicyPath, led, nil)
+		if errors.Is(err, reconcile.ErrNoPolicy) {
+			return webhooks.Permanent(fmt.Errorf("%s: %w: add %s to %s to judge drift", rd.name, err, d.PolicyPath, branch))
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", rd.name, err)
+		}
+		return fn(snap)
+	})
+}
+
+// withClone runs fn on the repository's clone, fetched unless it was fetched less than maxAge ago,
+// holding the clone meanwhile.
+func (rd *repoDrift) withClone(ctx context.Context, maxAge time.Duration, fn func(dir, branch string) error) error {
+	d := rd.d
 	t, err := d.resolve(ctx, rd.name, rd.branch)
 	if err != nil {
 		return err
@@ -409,19 +442,7 @@ func (rd *repoDrift) withSnapshotWithin(ctx context.Context, maxAge time.Duratio
 		rd.synced.Store(time.Now().UnixNano())
 	}
 	defer unlock()
-	led, err := reconcile.OpenLedger(dir, t.branch, d.PolicyPath, ledger.Options{})
-	if err != nil {
-		return fmt.Errorf("%s: open ledger: %w", rd.name, err)
-	}
-	defer led.Close()
-	snap, err := rd.snaps.Load(ctx, dir, t.branch, d.PolicyPath, led, nil)
-	if errors.Is(err, reconcile.ErrNoPolicy) {
-		return webhooks.Permanent(fmt.Errorf("%s: %w: add %s to %s to judge drift", rd.name, err, d.PolicyPath, t.branch))
-	}
-	if err != nil {
-		return fmt.Errorf("%s: %w", rd.name, err)
-	}
-	return fn(snap)
+	return fn(dir, t.branch)
 }
 
 // resolve finds the installation covering a repository, its clone URL and branch, once. A
@@ -698,14 +719,67 @@ func (d *Drift) Propose(ctx context.Context, repository string, maxAge time.Dura
 	if err != nil {
 		return "", nil, err
 	}
-	var out []reconcile.Proposed
-	err = rd.withSnapshotWithin(ctx, maxAge, func(snap reconcile.Snapshot) error {
-		var err error
-		out, err = rd.rec.Propose(ctx, snap, id, claims)
-		return err
-	})
+	snap, release, err := rd.proposalSnapshot(ctx, maxAge)
+	if err != nil {
+		return "", nil, err
+	}
+	defer release()
+	out, err := rd.rec.Propose(ctx, snap, id, claims)
 	if err == nil {
 		d.poke() // an accepted proposal sets a timer
 	}
 	return rd.name, out, err
+}
+
+// proposalSnapshot returns the snapshot to judge a proposal against, at most maxAge old, and the
+// function that releases it.
+func (rd *repoDrift) proposalSnapshot(ctx context.Context, maxAge time.Duration) (reconcile.Snapshot, func(), error) {
+	v := &rd.view
+	fresh := func() bool { return v.led != nil && time.Since(v.at) < maxAge }
+	v.mu.RLock()
+	if fresh() {
+		return v.snap, v.mu.RUnlock, nil
+	}
+	v.mu.RUnlock()
+	v.mu.Lock()
+	if !fresh() {
+		loadedAt := time.Now()
+		var snap reconcile.Snapshot
+		var led io.Closer
+		err := rd.withClone(ctx, maxAge, func(dir, branch string) error {
+			l, err := reconcile.OpenLedger(dir, branch, rd.d.PolicyPath, ledger.Options{})
+			if err != nil {
+				return fmt.Errorf("%s: open ledger: %w", rd.name, err)
+			}
+			if snap, err = rd.snaps.Load(ctx, dir, branch, rd.d.PolicyPath, l, nil); err != nil {
+				l.Close()
+				return fmt.Errorf("%s: %w", rd.name, err)
+			}
+			led = l
+			return nil
+		})
+		if err != nil {
+			v.mu.Unlock()
+			return reconcile.Snapshot{}, nil, err
+		}
+		if v.led != nil {
+			v.led.Close() // no reader holds it: they release the read lock first
+		}
+		v.snap, v.led, v.at = snap, led, loadedAt
+	}
+	v.mu.Unlock()
+	v.mu.RLock()
+	return v.snap, v.mu.RUnlock, nil
+}
+
+// closeView closes the proposals' ledger.
+func (rd *repoDrift) closeView() error {
+	rd.view.mu.Lock()
+	defer rd.view.mu.Unlock()
+	if rd.view.led == nil {
+		return nil
+	}
+	err := rd.view.led.Close()
+	rd.view.led = nil
+	return err
 }
