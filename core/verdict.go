@@ -42,3 +42,10 @@ type Verdict struct {
 	Ask         []string `json:"ask,omitempty"`
 	Explanation []Step   `json:"explanation,omitempty"` // omitted only in a truncated summary
 }
+
+// Dependent is a field that depends on another: it reads its value, directly or through others
+// (a Terraform reference, a Deployment's env reading a ConfigMap key). Via says how, in words.
+type Dependent struct {
+	Field Field
+	Via   string
+}

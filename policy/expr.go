@@ -39,6 +39,9 @@ type ClaimView struct {
 	Rank       float64    // rank of the effective intent (0 when undeclared)
 	Urgency    float64    // urgency of the effective motivation (0 when none or undeclared)
 	Downgraded bool       // trust removed an asserted intent or motivation
+	// Dependents are the fields that depend on the claim's field (the same for every claim on a
+	// field), when the caller knows the repository's dependency graph.
+	Dependents []core.Dependent
 
 	val cty.Value // cached ClaimValue
 }
@@ -241,6 +244,15 @@ var claimType = cty.Object(map[string]cty.Type{
 	"motivation": cty.String, "ref": cty.String, "severity": cty.String, "urgency": cty.Number,
 	"value": cty.DynamicPseudoType, "git": cty.Bool, "yield": cty.Bool, "explicit": cty.Bool,
 	"downgraded": cty.Bool, "at": cty.String, "expires": cty.String,
+	"dependents": cty.List(dependentType),
+})
+
+// dependentType is an element of claim.dependents: the dependent field's parts, as field has
+// them, and why it depends.
+var dependentType = cty.Object(map[string]cty.Type{
+	"address": cty.String, "object": cty.String, "scheme": cty.String,
+	"group": cty.String, "kind": cty.String, "namespace": cty.String, "name": cty.String,
+	"module": cty.String, "resource": cty.String, "path": cty.String, "via": cty.String,
 })
 
 // fieldType is the object type of the field variable.
@@ -277,7 +289,21 @@ func ClaimValue(v *ClaimView) cty.Value {
 		"downgraded": cty.BoolVal(v.Downgraded),
 		"at":         cty.StringVal(c.At.UTC().Format(time.RFC3339)),
 		"expires":    cty.StringVal(exp),
+		"dependents": dependentsValue(v.Dependents),
 	})
+}
+
+func dependentsValue(ds []core.Dependent) cty.Value {
+	if len(ds) == 0 {
+		return cty.ListValEmpty(dependentType)
+	}
+	out := make([]cty.Value, len(ds))
+	for i, d := range ds {
+		attrs := FieldValue(d.Field).AsValueMap()
+		attrs["via"] = cty.StringVal(d.Via)
+		out[i] = cty.ObjectVal(attrs)
+	}
+	return cty.ListVal(out)
 }
 
 // FieldValue returns the cty object an expression sees as field.

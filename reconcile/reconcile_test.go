@@ -18,6 +18,7 @@ import (
 	"github.com/parleyhq/parley/core"
 	"github.com/parleyhq/parley/internal/demo"
 	"github.com/parleyhq/parley/internal/gittest"
+	"github.com/parleyhq/parley/policy/arbiter"
 	"github.com/parleyhq/parley/reconcile/driftstate"
 	"github.com/parleyhq/parley/reconcile/events"
 	"github.com/parleyhq/parley/reconcile/gitops"
@@ -968,5 +969,47 @@ func TestProposalsAreJudgedBeforeTheChange(t *testing.T) {
 	}
 	if _, err := e.rec.Propose(ctx, e.snapshot(), "p-4", []core.Claim{claim(10, "", 0), claim(11, "", 0)}); err == nil {
 		t.Fatal("two claims on one field in one proposal must be refused")
+	}
+}
+
+// A claim's dependents reach the policy: raising the database's max_connections is escalated when
+// Kubernetes objects read it (the API's pool size), and the explanation lists what depends on it.
+func TestDependentsReachThePolicy(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	tf, err := os.ReadFile("depgraph/testdata/repo/infra/db/main.tf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k8s, err := os.ReadFile("depgraph/testdata/repo/k8s/prod/api.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol := e.file(".parley/policy.hcl") + `
+rule "dependents-across-teams" {
+  description = "A change that Kubernetes objects read is for the teams running them to agree"
+  when        = !claim.git && length([for d in claim.dependents : d if d.scheme == "k8s"]) > 0
+  decision    = "escalate"
+}
+`
+	commitFiles(t, e, map[string]string{"infra/db/main.tf": string(tf), "k8s/prod/api.yaml": string(k8s), ".parley/policy.hcl": pol}, "The API database")
+	f, err := core.ParseField("tf:infra/db//var.max_connections#/default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice := core.Actor{Identity: core.Identity{Source: core.SourceKubeUser, ID: "alice@parley.example"}}
+	got, err := e.rec.Propose(ctx, e.snapshot(), "p-db", []core.Claim{{Field: f, Actor: alice, Value: core.CanonicalJSONValue("400"), Intent: "performance"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Accepted || got[0].Verdict.Decision != core.DecisionEscalate {
+		t.Fatalf("max_connections 400: %+v", got)
+	}
+	explained := arbiter.Explain(got[0].Verdict)
+	for _, want := range []string{"[dependents: listed] 5 field(s) depend on this one", "k8s:core/ConfigMap/prod/db-pool#/data/POOL_MAX",
+		"tf:infra/db//aws_db_parameter_group.main#/parameter/0/value", "env DB_POOL_MAX from ConfigMap prod/db-pool", "[rule.dependents-across-teams: decided]"} {
+		if !strings.Contains(explained, want) {
+			t.Errorf("the explanation lacks %q:\n%s", want, explained)
+		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/parleyhq/parley/core"
 	"github.com/parleyhq/parley/policy"
+	"github.com/parleyhq/parley/reconcile/depgraph"
 	"github.com/parleyhq/parley/reconcile/gitops"
 	"github.com/parleyhq/parley/trailers/ledger"
 )
@@ -210,6 +211,37 @@ func (c *SnapshotCache) Load(ctx context.Context, dir, branch, policyPath string
 type derived struct {
 	once sync.Once
 	inv  *gitops.Inventory
+
+	graphOnce  sync.Once
+	graph      *depgraph.Graph
+	mu         sync.Mutex
+	dependents map[core.Field][]core.Dependent // by field, as computed
+}
+
+// dependents returns the fields that depend on f in the snapshot's repository (its dependency
+// graph, built once per commit; each field's answer kept).
+func (s Snapshot) dependents(f core.Field) []core.Dependent {
+	d := s.derive
+	if d == nil {
+		d = &derived{}
+	}
+	d.graphOnce.Do(func() { d.graph, _ = depgraph.Build(s.Files) }) // files it cannot read have no dependents
+	d.mu.Lock()
+	deps, ok := d.dependents[f]
+	d.mu.Unlock()
+	if ok {
+		return deps
+	}
+	for _, dep := range d.graph.Dependents(f) {
+		deps = append(deps, core.Dependent{Field: dep.Field, Via: dep.Via})
+	}
+	d.mu.Lock()
+	if d.dependents == nil {
+		d.dependents = map[core.Field][]core.Dependent{}
+	}
+	d.dependents[f] = deps
+	d.mu.Unlock()
+	return deps
 }
 
 // inventory discovers the snapshot's Argo CD and Flux managers, once per commit.

@@ -25,6 +25,9 @@ type Input struct {
 	Now     time.Time
 	// Lookup answers git() and git_values() in bounds and conditions; nil: they return null.
 	Lookup policy.GitLookup
+	// Dependents are the fields that depend on Field (the repository's dependency graph): the
+	// claim.dependents of every claim, and listed in the explanation. nil: unknown.
+	Dependents []core.Dependent
 }
 
 // Arbiter decides verdicts under one policy, caching what repeats between fields. Not safe for
@@ -334,6 +337,9 @@ func (d *decision) run() core.Verdict {
 	} else {
 		d.step("field", "none", "no field block covers this field: no owner, bounds or writer list apply")
 	}
+	if len(d.in.Dependents) > 0 {
+		d.step("dependents", "listed", dependentsText(d.in.Dependents))
+	}
 	d.vetoChecks()
 
 	if v, ok := d.oscillation(); ok {
@@ -361,7 +367,7 @@ func (d *decision) normalise() {
 	views := d.slab[:n+1]
 	if in.Git != nil && !in.Git.Yield {
 		v := &views[n]
-		*v = view{ClaimView: policy.ClaimView{Claim: *in.Git, Git: true}}
+		*v = view{ClaimView: policy.ClaimView{Claim: *in.Git, Git: true, Dependents: in.Dependents}}
 		v.actor = d.p.GitActor()
 		author := d.a.resolve(in.Git.Actor.Identity)
 		v.Claim.Actor.Name = policy.GitActorName
@@ -374,7 +380,7 @@ func (d *decision) normalise() {
 		}
 	}
 	for i := range in.Live {
-		views[i] = view{ClaimView: policy.ClaimView{Claim: in.Live[i]}}
+		views[i] = view{ClaimView: policy.ClaimView{Claim: in.Live[i], Dependents: in.Dependents}}
 		d.live = append(d.live, &views[i])
 	}
 	slices.SortFunc(d.live, func(a, b *view) int { return compareClaims(&a.Claim, &b.Claim) })
@@ -720,4 +726,25 @@ func (d *decision) freezes() {
 		}
 		d.step(rule, outcome, detail)
 	}
+}
+
+// dependentsText lists what depends on the field, the first ten with how.
+func dependentsText(ds []core.Dependent) string {
+	const shown = 10
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d field(s) depend on this one: ", len(ds))
+	for i, dep := range ds {
+		if i == shown {
+			fmt.Fprintf(&b, "; and %d more", len(ds)-shown)
+			break
+		}
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(dep.Field.String())
+		if dep.Via != "" {
+			b.WriteString(" (" + dep.Via + ")")
+		}
+	}
+	return b.String()
 }
