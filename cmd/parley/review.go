@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	tfjson "github.com/hashicorp/terraform-json"
 	"github.com/spf13/cobra"
 
 	"github.com/parleyhq/parley/app/report"
@@ -15,27 +16,45 @@ import (
 	"github.com/parleyhq/parley/core"
 	"github.com/parleyhq/parley/policy"
 	"github.com/parleyhq/parley/policy/arbiter"
+	"github.com/parleyhq/parley/reconcile/tfplan"
+	"github.com/parleyhq/parley/trailers"
 )
 
 func newReviewCmd() *cobra.Command {
 	var dir, base, head, author, at string
+	var plan planFlags
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "review --head REV [--repo DIR] [--base REV]",
-		Short: "Judge a branch as Parley judges a pull request, offline",
+		Use:   "review (--head REV [--base REV] | --plan PLAN.json) [--repo DIR]",
+		Short: "Judge a branch as Parley judges a pull request, or a Terraform plan, offline",
 		Long: `Review gathers the claims a branch makes against its base (the fields it changes, Claim and
 Yield trailers, the intent and motivation of its commits), sets them against Git's claims on the
 default branch's ledger, and prints the verdict on every field under the default branch's policy
 (.parley/policy.hcl). It is the check the GitHub App runs on a pull request, without GitHub.
 
-Exit status: 0 when nothing is vetoed, 1 when a claim is vetoed, 2 for bad input.`,
+Exit status: 0 when nothing is vetoed, 1 when a claim is vetoed, 2 for bad input.
+
+With --plan, review judges a Terraform plan instead of a branch: the JSON of
+'terraform show -json PLANFILE' ("-" reads it from standard input). Every attribute the plan
+creates, updates, replaces or deletes becomes a claim by the plan's author (--author, default the
+repository's HEAD commit author) with --intent and --motivation; attributes Terraform reports as
+drifted (resource_drift) are claims by an unknown outside actor (terraform-drift). Each is judged
+against the default branch's ledger and policy and printed, one verdict per attribute. The plan's
+resources are addressed in --module-dir (the root module's directory in the repository, where
+terraform plan ran; modules called with a local source map to their own directories). Values the
+plan marks sensitive are printed as "(sensitive)", never as themselves. docs/plans.md has more.
+
+Exit status with --plan: 0 when no attribute the plan changes is vetoed, held or escalated; 1 when
+the plan's value of an attribute is vetoed, or an attribute it changes is held or escalated (humans
+must decide before the plan is applied); verdicts on drift alone are printed but do not fail the
+run; 2 for bad input (a missing or malformed plan, an unsupported format_version, a plan over
+64 MiB, bad flags).`,
 		Example: `  parley review --repo ./infra --head my-branch
-  parley review --head HEAD --base origin/main --json`,
+  parley review --head HEAD --base origin/main --json
+  terraform -chdir=infra/kafka show -json plan.out > plan.json
+  parley review --plan plan.json --module-dir infra/kafka --author github-user:alice --intent performance`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if head == "" {
-				return usageErr(fmt.Errorf("--head is required (the branch or commit to judge)"))
-			}
 			now := time.Now().UTC()
 			if at != "" {
 				t, err := time.Parse(time.RFC3339, at)
@@ -43,6 +62,18 @@ Exit status: 0 when nothing is vetoed, 1 when a claim is vetoed, 2 for bad input
 					return usageErr(fmt.Errorf("--at %q: want an RFC 3339 time", at))
 				}
 				now = t
+			}
+			if plan.file != "" {
+				if head != "" || base != "" {
+					return usageErr(fmt.Errorf("--plan judges a Terraform plan; it does not take --head or --base"))
+				}
+				return reviewPlan(cmd, dir, author, plan, asJSON, now)
+			}
+			if plan.moduleDir != "." || plan.intent != "" || plan.motivation != "" {
+				return usageErr(fmt.Errorf("--module-dir, --intent and --motivation go with --plan"))
+			}
+			if head == "" {
+				return usageErr(fmt.Errorf("--head is required (the branch or commit to judge), or --plan (a Terraform plan to judge)"))
 			}
 			repo, err := openRepo(cmd, dir)
 			if err != nil {
@@ -107,10 +138,14 @@ Exit status: 0 when nothing is vetoed, 1 when a claim is vetoed, 2 for bad input
 	f := cmd.Flags()
 	f.StringVar(&dir, "repo", ".", "repository directory")
 	f.StringVar(&base, "base", "", "base revision (default: the default branch)")
-	f.StringVar(&head, "head", "", "the branch or commit to judge (required)")
-	f.StringVar(&author, "author", "", "GitHub login to judge the claims as (default: the head commit's author email)")
-	f.StringVar(&at, "at", "", "judge at this RFC 3339 time (default: now)")
-	f.BoolVar(&asJSON, "json", false, "print the verdicts as JSON (schema parley.dev/verdicts/v2, plus conclusion and problems)")
+	f.StringVar(&head, "head", "", "the branch or commit to judge (required unless --plan)")
+	f.StringVar(&author, "author", "", "GitHub login to judge the claims as (default: the head commit's author email); with --plan, an identity SOURCE:ID such as git-author:alice@example.com or github-user:alice (default: the HEAD commit's author)")
+	f.StringVar(&at, "at", "", "judge at this RFC 3339 time (default: now); with --plan, also the time of the plan's and the drift's claims")
+	f.BoolVar(&asJSON, "json", false, "print the verdicts as JSON (schema parley.dev/verdicts/v2, plus conclusion and problems; with --plan parley.dev/plan-review/v1)")
+	f.StringVar(&plan.file, "plan", "", "judge this Terraform plan: the JSON of terraform show -json PLANFILE (- for standard input)")
+	f.StringVar(&plan.moduleDir, "module-dir", ".", "with --plan: the root module's directory relative to the repository root (where terraform plan ran)")
+	f.StringVar(&plan.intent, "intent", "", "with --plan: the intent of the plan's changes, such as performance (default: none declared)")
+	f.StringVar(&plan.motivation, "motivation", "", `with --plan: the motivation of the plan's changes, as the Motivation trailer writes it, such as "incident INC-4211 severity=high"`)
 	return cmd
 }
 
@@ -145,4 +180,205 @@ func isShallow(dir string) bool {
 
 func hasOrigin(dir string) bool {
 	return exec.Command("git", "-C", dir, "remote", "get-url", "origin").Run() == nil
+}
+
+// planFlags are review's --plan mode flags.
+type planFlags struct {
+	file, moduleDir, intent, motivation string
+}
+
+// planReviewSchema names the JSON document review --plan --json prints
+// (docs/schemas/plan-review.schema.json).
+const planReviewSchema = "parley.dev/plan-review/v1"
+
+// planReviewDoc is review --plan --json's output: the verdicts in review's shape, with the plan's
+// changes beside them.
+type planReviewDoc struct {
+	Schema     string           `json:"schema"`
+	Generated  time.Time        `json:"generated"`
+	Plan       planInfoJSON     `json:"plan"`
+	Author     planAuthorJSON   `json:"author"`
+	Changes    []planChangeJSON `json:"changes"`
+	Verdicts   []core.Verdict   `json:"verdicts"`
+	Conclusion string           `json:"conclusion"`
+	Problems   []string         `json:"problems,omitempty"`
+}
+
+type planInfoJSON struct {
+	FormatVersion    string `json:"format_version"`
+	TerraformVersion string `json:"terraform_version,omitempty"`
+	Timestamp        string `json:"timestamp,omitempty"`
+	ModuleDir        string `json:"module_dir"`
+}
+
+type planAuthorJSON struct {
+	Source string `json:"source"`
+	ID     string `json:"id"`
+	Name   string `json:"name,omitempty"`
+}
+
+// planChangeJSON is one attribute a plan changes; values as in parley fields diff --json, a
+// sensitive one as "(sensitive)".
+type planChangeJSON struct {
+	Field     string          `json:"field"`
+	Address   string          `json:"address"`
+	Action    string          `json:"action"`
+	Old       json.RawMessage `json:"old,omitempty"`
+	OldExpr   string          `json:"old_expr,omitempty"`
+	New       json.RawMessage `json:"new,omitempty"`
+	NewExpr   string          `json:"new_expr,omitempty"`
+	Sensitive bool            `json:"sensitive,omitempty"`
+	// Blocks is the decision that stops the plan on this change: veto, hold or escalate.
+	Blocks string `json:"blocks,omitempty"`
+}
+
+// reviewPlan is review --plan: judge a Terraform plan's changes against the default branch.
+func reviewPlan(cmd *cobra.Command, dir, author string, pf planFlags, asJSON bool, now time.Time) error {
+	now = now.UTC()
+	var p *tfjson.Plan
+	var err error
+	if pf.file == "-" {
+		if p, err = tfplan.ReadPlan(cmd.InOrStdin()); err != nil {
+			err = fmt.Errorf("plan on standard input: %w", err)
+		}
+	} else {
+		p, err = tfplan.ReadPlanFile(pf.file)
+	}
+	if err != nil {
+		return usageErr(err)
+	}
+	res, err := tfplan.Extract(p, tfplan.Options{ModuleDir: pf.moduleDir})
+	if err != nil {
+		return usageErr(fmt.Errorf("--module-dir: %w", err))
+	}
+	opts := tfplan.ClaimOptions{Intent: core.Intent(strings.ToLower(strings.TrimSpace(pf.intent))), At: now}
+	if pf.motivation != "" {
+		if opts.Motivation, err = trailers.ParseMotivation(pf.motivation); err != nil {
+			return usageErr(fmt.Errorf("--motivation %q: %w", pf.motivation, err))
+		}
+	}
+	if author != "" {
+		if opts.Author, err = parsePlanAuthor(author); err != nil {
+			return usageErr(err)
+		}
+	}
+
+	repo, err := openRepo(cmd, dir)
+	if err != nil {
+		return err
+	}
+	defer repo.Close()
+	polSrc, polName, err := repo.policySource()
+	if err != nil {
+		return usageErr(err)
+	}
+	pol, err := policy.Parse(polSrc, polName)
+	if err != nil {
+		return findingsErr(fmt.Errorf("the default branch's policy is invalid:\n%w", err))
+	}
+	if author == "" {
+		out, err := explainGit(dir, "log", "-1", "--format=%ae%x00%an", "HEAD")
+		if err != nil {
+			return usageErr(fmt.Errorf("the plan's author: read the HEAD commit's author (or give --author): %w", err))
+		}
+		email, name, _ := strings.Cut(strings.TrimRight(string(out), "\n"), "\x00")
+		opts.Author = core.Identity{Source: core.SourceGitAuthor, ID: email, Name: name}
+	}
+
+	js, err := tfplan.Judge(cmd.Context(), pol, res, repo, opts, now)
+	if err != nil {
+		return err
+	}
+	verdicts := make([]core.Verdict, len(js))
+	for i, j := range js {
+		verdicts[i] = j.Verdict
+	}
+	conclusion := tfplan.Conclusion(js)
+	out := cmd.OutOrStdout()
+	if asJSON {
+		doc := planReviewDoc{Schema: planReviewSchema, Generated: now, Verdicts: verdicts, Conclusion: conclusion, Problems: res.Notes,
+			Plan:    planInfoJSON{FormatVersion: res.FormatVersion, TerraformVersion: res.TerraformVersion, ModuleDir: pf.moduleDir},
+			Author:  planAuthorJSON{Source: string(opts.Author.Source), ID: opts.Author.ID, Name: opts.Author.Name},
+			Changes: []planChangeJSON{}}
+		if doc.Verdicts == nil {
+			doc.Verdicts = []core.Verdict{}
+		}
+		if !res.Timestamp.IsZero() {
+			doc.Plan.Timestamp = res.Timestamp.Format(time.RFC3339)
+		}
+		for _, j := range js {
+			for _, c := range j.Changes {
+				pc := planChangeJSON{Field: c.Field.String(), Address: c.Address, Action: string(c.Action),
+					Old: c.Old.RawJSON(), OldExpr: c.Old.Expr(), New: c.New.RawJSON(), NewExpr: c.New.Expr(), Sensitive: c.Sensitive}
+				if c.Action != tfplan.ActionDrift {
+					pc.Blocks = string(j.Blocks)
+				}
+				doc.Changes = append(doc.Changes, pc)
+			}
+		}
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(doc); err != nil {
+			return err
+		}
+	} else {
+		version := "terraform " + res.TerraformVersion
+		if res.TerraformVersion == "" {
+			version = "terraform version unknown"
+		}
+		fmt.Fprintf(out, "%s (plan by %s, %s, format %s)\n", report.Headline(verdicts)[4:], opts.Author, version, res.FormatVersion)
+		if opts.Intent != "" || !opts.Motivation.IsZero() {
+			fmt.Fprintf(out, "  intent %s, motivation %s\n", orNoneText(string(opts.Intent)), orNoneText(opts.Motivation.String()))
+		}
+		for _, j := range js {
+			text := arbiter.Explain(j.Verdict)
+			first, rest, _ := strings.Cut(text, "\n")
+			fmt.Fprintf(out, "\n%s\n", first)
+			for _, c := range j.Changes {
+				fmt.Fprintf(out, "  plan:     %s\n", c)
+			}
+			switch j.Blocks {
+			case core.DecisionVeto:
+				fmt.Fprintf(out, "  blocks:   the plan's value is vetoed\n")
+			case core.DecisionHold, core.DecisionEscalate:
+				fmt.Fprintf(out, "  blocks:   the field is %s: humans must decide before the plan is applied\n", map[core.Decision]string{core.DecisionHold: "held", core.DecisionEscalate: "escalated"}[j.Blocks])
+			}
+			fmt.Fprint(out, rest)
+		}
+		for _, n := range res.Notes {
+			fmt.Fprintf(out, "\nproblem: %s\n", n)
+		}
+		fmt.Fprintf(out, "\nconclusion: %s\n", conclusion)
+	}
+	switch conclusion {
+	case "failure":
+		return findingsErr(fmt.Errorf("the plan changes a field the policy vetoes"))
+	case "action_required":
+		return findingsErr(fmt.Errorf("the plan changes a field that is held or escalated: humans must decide"))
+	}
+	return nil
+}
+
+// parsePlanAuthor reads --author in --plan mode: SOURCE:ID with a known identity source, or a
+// bare GitHub login as review takes it.
+func parsePlanAuthor(s string) (core.Identity, error) {
+	if src, id, ok := strings.Cut(s, ":"); ok {
+		for _, k := range core.KnownSources() {
+			if string(k) == src {
+				if id == "" {
+					return core.Identity{}, fmt.Errorf("--author %q: no id after %s:", s, src)
+				}
+				return core.Identity{Source: k, ID: id}, nil
+			}
+		}
+		return core.Identity{}, fmt.Errorf("--author %q: unknown identity source %q (want one of git-author, github-user, github-team, k8s-user, field-manager, aws-principal)", s, src)
+	}
+	return core.Identity{Source: core.SourceGitHubUser, ID: s}, nil
+}
+
+func orNoneText(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
 }
