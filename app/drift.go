@@ -731,6 +731,33 @@ func (d *Drift) Propose(ctx context.Context, repository string, maxAge time.Dura
 	return rd.name, out, err
 }
 
+// WithBranch runs fn on a repository's branch ("" = the default repository) as proposals see it:
+// a snapshot at most maxAge old. It returns the repository it ran on.
+func (d *Drift) WithBranch(ctx context.Context, repository string, maxAge time.Duration, fn func(reconcile.Snapshot) error) (string, error) {
+	d.init()
+	if repository == "" {
+		repository = d.Repository
+	}
+	if repository == "" {
+		return "", fmt.Errorf("%w: name the repository (no default gitops_repository is configured)", ErrUnknownRepository)
+	}
+	if _, err := d.resolve(ctx, repository, d.branchOf(repository)); errors.Is(err, errNotInstalled) {
+		return "", fmt.Errorf("%w: %w", ErrUnknownRepository, err)
+	} else if err != nil {
+		return "", err
+	}
+	rd, err := d.repo(ctx, repository, d.branchOf(repository))
+	if err != nil {
+		return "", err
+	}
+	snap, release, err := rd.proposalSnapshot(ctx, maxAge)
+	if err != nil {
+		return "", err
+	}
+	defer release()
+	return rd.name, fn(snap)
+}
+
 // proposalSnapshot returns the snapshot to judge a proposal against, at most maxAge old, and the
 // function that releases it.
 func (rd *repoDrift) proposalSnapshot(ctx context.Context, maxAge time.Duration) (reconcile.Snapshot, func(), error) {

@@ -141,38 +141,9 @@ func (h *Proposals) serve(w http.ResponseWriter, r *http.Request) int {
 		writeJSON(w, code, proposalError{Error: fmt.Sprintf(format, args...)})
 		return code
 	}
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		return fail(http.StatusMethodNotAllowed, "method %s not allowed, use POST", r.Method)
-	}
-	scheme, bearer, _ := strings.Cut(r.Header.Get("Authorization"), " ")
-	if !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(bearer) == "" {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="parley"`)
-		return fail(http.StatusUnauthorized, "missing credentials: send Authorization: Bearer <token> (parley tokens create)")
-	}
-	tok, err := h.Agents.Verify(r.Context(), strings.TrimSpace(bearer), h.now())
-	if errors.Is(err, agentstore.ErrUnknownToken) || errors.Is(err, agentstore.ErrRevoked) {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="parley", error="invalid_token"`)
-		return fail(http.StatusUnauthorized, "the token is not valid (unknown or revoked)")
-	}
-	if err != nil {
-		h.log().Error("proposals: token store", "error", err.Error())
-		w.Header().Set("Retry-After", "5")
-		return fail(http.StatusServiceUnavailable, "the token store is unavailable; send the proposal again later")
-	}
-	if lim := h.limiter(tok.ID); lim != nil && !lim.Allow() {
-		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(1/float64(h.Rate)))))
-		return fail(http.StatusTooManyRequests, "token %s is over its rate of %g proposals per second; slow down", tok.Name, float64(h.Rate))
-	}
-	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(strings.ToLower(strings.TrimSpace(ct)), "application/json") {
-		return fail(http.StatusUnsupportedMediaType, "Content-Type %q: want application/json", ct)
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxProposalBytes))
-	if err != nil {
-		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			return fail(http.StatusRequestEntityTooLarge, "body exceeds the %d-byte limit", maxProposalBytes)
-		}
-		return fail(http.StatusBadRequest, "read body: %v", err)
+	tok, body, code := h.admit(w, r, maxProposalBytes)
+	if code != 0 {
+		return code
 	}
 	var req ProposalRequest
 	dec := json.NewDecoder(bytes.NewReader(body))
@@ -258,6 +229,49 @@ func (h *Proposals) serve(w http.ResponseWriter, r *http.Request) int {
 	h.log().Info("proposal judged", "proposal", id, "token", tok.Name, "repository", repo, "accepted", resp.Accepted, "refused", resp.Refused)
 	writeRaw(w, http.StatusOK, out)
 	return http.StatusOK
+}
+
+// admit authenticates a request by its bearer token, applies the token's rate limit, and reads
+// its JSON body up to limit bytes. A non-zero code is the error already answered.
+func (h *Proposals) admit(w http.ResponseWriter, r *http.Request, limit int64) (agentstore.Token, []byte, int) {
+	fail := func(code int, format string, args ...any) (agentstore.Token, []byte, int) {
+		writeJSON(w, code, proposalError{Error: fmt.Sprintf(format, args...)})
+		return agentstore.Token{}, nil, code
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		return fail(http.StatusMethodNotAllowed, "method %s not allowed, use POST", r.Method)
+	}
+	scheme, bearer, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(bearer) == "" {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="parley"`)
+		return fail(http.StatusUnauthorized, "missing credentials: send Authorization: Bearer <token> (parley tokens create)")
+	}
+	tok, err := h.Agents.Verify(r.Context(), strings.TrimSpace(bearer), h.now())
+	if errors.Is(err, agentstore.ErrUnknownToken) || errors.Is(err, agentstore.ErrRevoked) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="parley", error="invalid_token"`)
+		return fail(http.StatusUnauthorized, "the token is not valid (unknown or revoked)")
+	}
+	if err != nil {
+		h.log().Error("agent API: token store", "error", err.Error())
+		w.Header().Set("Retry-After", "5")
+		return fail(http.StatusServiceUnavailable, "the token store is unavailable; send the request again later")
+	}
+	if lim := h.limiter(tok.ID); lim != nil && !lim.Allow() {
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(1/float64(h.Rate)))))
+		return fail(http.StatusTooManyRequests, "token %s is over its rate of %g requests per second; slow down", tok.Name, float64(h.Rate))
+	}
+	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(strings.ToLower(strings.TrimSpace(ct)), "application/json") {
+		return fail(http.StatusUnsupportedMediaType, "Content-Type %q: want application/json", ct)
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			return fail(http.StatusRequestEntityTooLarge, "body exceeds the %d-byte limit", limit)
+		}
+		return fail(http.StatusBadRequest, "read body: %v", err)
+	}
+	return tok, body, 0
 }
 
 // proposalClaims reads the proposed claims: the claim shape, without actor, at or evidence.

@@ -187,51 +187,6 @@ type planFlags struct {
 	file, moduleDir, intent, motivation string
 }
 
-// planReviewSchema names the JSON document review --plan --json prints
-// (docs/schemas/plan-review.schema.json).
-const planReviewSchema = "parley.dev/plan-review/v1"
-
-// planReviewDoc is review --plan --json's output: the verdicts in review's shape, with the plan's
-// changes beside them.
-type planReviewDoc struct {
-	Schema     string           `json:"schema"`
-	Generated  time.Time        `json:"generated"`
-	Plan       planInfoJSON     `json:"plan"`
-	Author     planAuthorJSON   `json:"author"`
-	Changes    []planChangeJSON `json:"changes"`
-	Verdicts   []core.Verdict   `json:"verdicts"`
-	Conclusion string           `json:"conclusion"`
-	Problems   []string         `json:"problems,omitempty"`
-}
-
-type planInfoJSON struct {
-	FormatVersion    string `json:"format_version"`
-	TerraformVersion string `json:"terraform_version,omitempty"`
-	Timestamp        string `json:"timestamp,omitempty"`
-	ModuleDir        string `json:"module_dir"`
-}
-
-type planAuthorJSON struct {
-	Source string `json:"source"`
-	ID     string `json:"id"`
-	Name   string `json:"name,omitempty"`
-}
-
-// planChangeJSON is one attribute a plan changes; values as in parley fields diff --json, a
-// sensitive one as "(sensitive)".
-type planChangeJSON struct {
-	Field     string          `json:"field"`
-	Address   string          `json:"address"`
-	Action    string          `json:"action"`
-	Old       json.RawMessage `json:"old,omitempty"`
-	OldExpr   string          `json:"old_expr,omitempty"`
-	New       json.RawMessage `json:"new,omitempty"`
-	NewExpr   string          `json:"new_expr,omitempty"`
-	Sensitive bool            `json:"sensitive,omitempty"`
-	// Blocks is the decision that stops the plan on this change: veto, hold or escalate.
-	Blocks string `json:"blocks,omitempty"`
-}
-
 // reviewPlan is review --plan: judge a Terraform plan's changes against the default branch.
 func reviewPlan(cmd *cobra.Command, dir, author string, pf planFlags, asJSON bool, now time.Time) error {
 	now = now.UTC()
@@ -296,26 +251,7 @@ func reviewPlan(cmd *cobra.Command, dir, author string, pf planFlags, asJSON boo
 	conclusion := tfplan.Conclusion(js)
 	out := cmd.OutOrStdout()
 	if asJSON {
-		doc := planReviewDoc{Schema: planReviewSchema, Generated: now, Verdicts: verdicts, Conclusion: conclusion, Problems: res.Notes,
-			Plan:    planInfoJSON{FormatVersion: res.FormatVersion, TerraformVersion: res.TerraformVersion, ModuleDir: pf.moduleDir},
-			Author:  planAuthorJSON{Source: string(opts.Author.Source), ID: opts.Author.ID, Name: opts.Author.Name},
-			Changes: []planChangeJSON{}}
-		if doc.Verdicts == nil {
-			doc.Verdicts = []core.Verdict{}
-		}
-		if !res.Timestamp.IsZero() {
-			doc.Plan.Timestamp = res.Timestamp.Format(time.RFC3339)
-		}
-		for _, j := range js {
-			for _, c := range j.Changes {
-				pc := planChangeJSON{Field: c.Field.String(), Address: c.Address, Action: string(c.Action),
-					Old: c.Old.RawJSON(), OldExpr: c.Old.Expr(), New: c.New.RawJSON(), NewExpr: c.New.Expr(), Sensitive: c.Sensitive}
-				if c.Action != tfplan.ActionDrift {
-					pc.Blocks = string(j.Blocks)
-				}
-				doc.Changes = append(doc.Changes, pc)
-			}
-		}
+		doc := tfplan.NewDocument(res, js, opts.Author, pf.moduleDir, now)
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(doc); err != nil {

@@ -1,0 +1,107 @@
+package app
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"path"
+	"strings"
+
+	"github.com/parleyhq/parley/core"
+	"github.com/parleyhq/parley/reconcile"
+	"github.com/parleyhq/parley/reconcile/tfplan"
+	"github.com/parleyhq/parley/trailers"
+)
+
+// PlansPath is where a CI job or an apply wrapper asks about a Terraform plan before applying it.
+const PlansPath = "/v1/plans"
+
+// Plans serves POST /v1/plans: the body is a plan as `terraform show -json PLANFILE` prints it,
+// judged as parley review --plan judges it, with the bearer token's identity as the plan's
+// author (docs/plans.md). The query says where: repository (default: the default repository),
+// module_dir (the repository directory of the plan's root module, default "."), and optionally
+// intent and motivation ("incident:INC-4211"). The answer is the judged plan's document
+// (docs/schemas/plan-review.schema.json): its conclusion is "failure" when the plan's own value
+// is vetoed, "action_required" when a changed field is held or escalated. Nothing is recorded:
+// a plan is a question, and its apply is judged from CloudTrail like any change.
+type Plans struct {
+	// Proposals gives the token check, rate limits, drift loop and branch age proposals use.
+	Proposals *Proposals
+}
+
+func (h *Plans) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p := h.Proposals
+	fail := func(code int, format string, args ...any) {
+		writeJSON(w, code, proposalError{Error: fmt.Sprintf(format, args...)})
+	}
+	tok, body, code := p.admit(w, r, tfplan.MaxPlanSize)
+	if code != 0 {
+		return
+	}
+	q := r.URL.Query()
+	for k := range q {
+		switch k {
+		case "repository", "module_dir", "intent", "motivation":
+		default:
+			fail(http.StatusBadRequest, "unknown query parameter %q (want repository, module_dir, intent, motivation)", k)
+			return
+		}
+	}
+	moduleDir := q.Get("module_dir")
+	if moduleDir == "" {
+		moduleDir = "."
+	}
+	if clean := path.Clean(moduleDir); clean != moduleDir || path.IsAbs(moduleDir) || clean == ".." || strings.HasPrefix(clean, "../") {
+		fail(http.StatusBadRequest, "module_dir %q: want a clean repository-relative directory", moduleDir)
+		return
+	}
+	plan, err := tfplan.ParsePlan(body)
+	if err != nil {
+		fail(http.StatusUnprocessableEntity, "plan: %v", err)
+		return
+	}
+	res, err := tfplan.Extract(plan, tfplan.Options{ModuleDir: moduleDir})
+	if err != nil {
+		fail(http.StatusUnprocessableEntity, "plan: %v", err)
+		return
+	}
+	now := p.now()
+	opts := tfplan.ClaimOptions{Author: tok.Identity, Intent: core.Intent(strings.ToLower(strings.TrimSpace(q.Get("intent")))), At: now}
+	if m := q.Get("motivation"); m != "" {
+		if opts.Motivation, err = trailers.ParseMotivation(m); err != nil {
+			fail(http.StatusBadRequest, "motivation %q: %v", m, err)
+			return
+		}
+	}
+	var doc tfplan.Document
+	repo, err := p.Drift.WithBranch(r.Context(), q.Get("repository"), p.MaxAge, func(snap reconcile.Snapshot) error {
+		js, err := tfplan.Judge(r.Context(), snap.Policy, res, snap.Git, opts, now)
+		if err != nil {
+			return err
+		}
+		doc = tfplan.NewDocument(res, js, tok.Identity, moduleDir, now)
+		return nil
+	})
+	switch {
+	case errors.Is(err, ErrUnknownRepository):
+		fail(http.StatusNotFound, "%v", err)
+		return
+	case errors.Is(err, reconcile.ErrNoPolicy):
+		fail(http.StatusConflict, "%v", err)
+		return
+	case err != nil:
+		p.log().Error("plan not judged", "token", tok.Name, "error", err.Error())
+		w.Header().Set("Retry-After", "5")
+		fail(http.StatusServiceUnavailable, "the plan could not be judged: %v; send it again", err)
+		return
+	}
+	var out bytes.Buffer
+	if err := json.NewEncoder(&out).Encode(doc); err != nil {
+		fail(http.StatusInternalServerError, "encode the answer: %v", err)
+		return
+	}
+	p.log().Info("plan judged", "token", tok.Name, "repository", repo, "changes", len(doc.Changes), "conclusion", doc.Conclusion)
+	writeRaw(w, http.StatusOK, bytes.TrimRight(out.Bytes(), "\n"))
+}
