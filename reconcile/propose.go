@@ -120,3 +120,46 @@ func asProposed(standing []core.Claim, fresh []core.Claim, now time.Time) map[in
 	}
 	return out
 }
+
+// Explain judges a field as it stands, with no new claim: the standing live claims against Git's.
+// Nothing is recorded.
+func (r *Reconciler) Explain(ctx context.Context, snap Snapshot, f core.Field) (core.Verdict, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if snap.Policy == nil {
+		return core.Verdict{}, errors.New("reconcile: no policy")
+	}
+	return r.judge(ctx, snap, f, nil, r.now())
+}
+
+// Holders are a field's claims as they stand: Git's, and the live claims not closed.
+type Holders struct {
+	Field core.Field
+	Git   *core.Claim
+	Live  []core.Claim
+}
+
+// Claims lists, for the fields Git holds that match p (at most limit, in Git's order), who holds
+// what: Git's claim and the standing live claims. more is true when more fields match.
+func (r *Reconciler) Claims(ctx context.Context, snap Snapshot, p core.FieldPattern, limit int) (out []Holders, more bool, err error) {
+	fields, err := snap.Git.Fields(p)
+	if err != nil {
+		return nil, false, err
+	}
+	if limit > 0 && len(fields) > limit {
+		fields, more = fields[:limit], true
+	}
+	for _, f := range fields {
+		h := Holders{Field: f}
+		if c, ok, err := snap.gitClaim(f); err != nil {
+			return nil, false, err
+		} else if ok {
+			h.Git = &c
+		}
+		if h.Live, err = r.State.Standing(ctx, f); err != nil {
+			return nil, false, err
+		}
+		out = append(out, h)
+	}
+	return out, more, nil
+}
