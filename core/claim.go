@@ -155,7 +155,14 @@ type Evidence struct {
 	// Explicit is true when the claim was stated (a Claim trailer or command) rather than implied
 	// by a change to the field.
 	Explicit bool
+	// Proposal is the proposal the change carries out, when its actor asked first (a drift event
+	// matching a standing accepted proposal of the same actor, field and value).
+	Proposal string
 }
+
+// Asked reports whether the claim was asked for before the change: a proposal, or a change that
+// carries one out.
+func (e Evidence) Asked() bool { return e.Source == "proposal" || e.Proposal != "" }
 
 // Claim is one actor's wish for one field.
 type Claim struct {

@@ -57,6 +57,7 @@ type EvidenceJSON struct {
 	PR       int      `json:"pr,omitempty"`
 	EventIDs []string `json:"event_ids,omitempty"`
 	Explicit bool     `json:"explicit,omitempty"`
+	Proposal string   `json:"proposal,omitempty"`
 }
 
 // KnownSources lists the identity sources in a stable order.
@@ -94,8 +95,8 @@ func (c Claim) JSON() ClaimJSON {
 	if !c.Expires.IsZero() {
 		cj.Expires = c.Expires.UTC().Format(time.RFC3339Nano)
 	}
-	if e := c.Evidence; e.Source != "" || e.Commit != "" || e.PR != 0 || len(e.EventIDs) > 0 || e.Explicit {
-		cj.Evidence = &EvidenceJSON{Source: e.Source, Commit: e.Commit, PR: e.PR, EventIDs: e.EventIDs, Explicit: e.Explicit}
+	if e := c.Evidence; e.Source != "" || e.Commit != "" || e.PR != 0 || len(e.EventIDs) > 0 || e.Explicit || e.Proposal != "" {
+		cj.Evidence = &EvidenceJSON{Source: e.Source, Commit: e.Commit, PR: e.PR, EventIDs: e.EventIDs, Explicit: e.Explicit, Proposal: e.Proposal}
 	}
 	return cj
 }
@@ -181,7 +182,7 @@ func (cj ClaimJSON) Claim(defaultField Field, defaultAt time.Time) (Claim, error
 		if e.PR < 0 {
 			return c, fmt.Errorf("evidence pr %d: want a pull request number", e.PR)
 		}
-		c.Evidence = Evidence{Source: e.Source, Commit: e.Commit, PR: e.PR, EventIDs: nilIfEmpty(e.EventIDs), Explicit: e.Explicit}
+		c.Evidence = Evidence{Source: e.Source, Commit: e.Commit, PR: e.PR, EventIDs: nilIfEmpty(e.EventIDs), Explicit: e.Explicit, Proposal: e.Proposal}
 	}
 	return c, nil
 }

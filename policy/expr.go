@@ -244,7 +244,7 @@ var claimType = cty.Object(map[string]cty.Type{
 	"motivation": cty.String, "ref": cty.String, "severity": cty.String, "urgency": cty.Number,
 	"value": cty.DynamicPseudoType, "git": cty.Bool, "yield": cty.Bool, "explicit": cty.Bool,
 	"downgraded": cty.Bool, "at": cty.String, "expires": cty.String,
-	"dependents": cty.List(dependentType),
+	"dependents": cty.List(dependentType), "asked": cty.Bool,
 })
 
 // dependentType is an element of claim.dependents: the dependent field's parts, as field has
@@ -290,6 +290,7 @@ func ClaimValue(v *ClaimView) cty.Value {
 		"at":         cty.StringVal(c.At.UTC().Format(time.RFC3339)),
 		"expires":    cty.StringVal(exp),
 		"dependents": dependentsValue(v.Dependents),
+		"asked":      cty.BoolVal(c.Evidence.Asked()),
 	})
 }
 

@@ -114,6 +114,7 @@ func asProposed(standing []core.Claim, fresh []core.Claim, now time.Time) map[in
 			}
 			if len(s.Evidence.EventIDs) > 0 {
 				out[i] = s.Evidence.EventIDs[0]
+				c.Evidence.Proposal = out[i]
 			}
 			break
 		}

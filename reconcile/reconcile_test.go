@@ -1013,3 +1013,35 @@ rule "dependents-across-teams" {
 		}
 	}
 }
+
+// claim.asked lets a policy hold agents to asking first: the Kafka agent's change that carries out
+// its accepted proposal stands; the change it makes without asking is vetoed.
+func TestAgentsThatDoNotAskAreVetoed(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	commitFiles(t, e, map[string]string{".parley/policy.hcl": e.file(".parley/policy.hcl") + `
+rule "agents-ask-first" {
+  description = "The Kafka agent asks before it scales"
+  when        = claim.actor == "kafka-agent" && !claim.asked
+  decision    = "veto"
+}
+`}, "Agents ask first")
+	agent := core.Actor{Identity: core.Identity{Source: core.SourceAWSPrincipal, ID: agentRole}}
+	got, err := e.rec.Propose(ctx, e.snapshot(), "p-ask", []core.Claim{{Field: capacity, Actor: agent, Value: core.CanonicalJSONValue("12"),
+		Intent: "performance", Expires: e.now.Add(4 * time.Hour)}})
+	if err != nil || len(got) != 1 || !got[0].Accepted {
+		t.Fatalf("the proposal: %+v %v", got, err)
+	}
+	e.now = t0.Add(time.Minute)
+	r := only(t, e.ingest(events.SourceCloudTrail, trail("ct-ask-1", agentRole, "autoscaling.amazonaws.com", "SetDesiredCapacity", e.now,
+		`{"autoScalingGroupName":"kafka-consumer","desiredCapacity":12}`)), capacity)
+	if r.Verdict.Decision != core.DecisionYield || r.Verdict.Winner == nil || r.Verdict.Winner.Evidence.Proposal != "p-ask" {
+		t.Fatalf("the asked-for change: %s (%s), winner %+v", r.Verdict.Decision, r.Verdict.Rule, r.Verdict.Winner)
+	}
+	e.now = t0.Add(2 * time.Minute)
+	r = only(t, e.ingest(events.SourceCloudTrail, trail("ct-ask-2", agentRole, "autoscaling.amazonaws.com", "SetDesiredCapacity", e.now,
+		`{"autoScalingGroupName":"kafka-consumer","desiredCapacity":14}`)), capacity)
+	if r.Verdict.Decision != core.DecisionVeto || !strings.Contains(arbiter.Explain(r.Verdict), "agents-ask-first") {
+		t.Fatalf("the unasked change: %s (%s)\n%s", r.Verdict.Decision, r.Verdict.Rule, arbiter.Explain(r.Verdict))
+	}
+}
