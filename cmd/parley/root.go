@@ -28,6 +28,8 @@ Start with 'parley demo': it builds a small infrastructure repository with histo
 		newReviewCmd(),
 		newServeCmd(), newDeliveriesCmd(),
 		newGatesCmd(), newIngestCmd(), newVerdictsCmd(), newDiscoverCmd(),
+		newTokensCmd(),
+		newProposeCmd(),
 	)
 	return root
 }

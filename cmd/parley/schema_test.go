@@ -23,8 +23,10 @@ var jsonOutputs = map[string]string{
 	"gates":       "gates.schema.json",
 	"ingest":      "ingest.schema.json",
 	"ledger":      "ledger.schema.json",
+	"propose":     "proposal-response.schema.json",
 	"review":      "verdicts-document.schema.json",
 	"simulate":    "simulate.schema.json",
+	"tokens list": "tokens.schema.json",
 	"verdicts":    "drift-verdicts.schema.json", // with --timers: timers.schema.json
 }
 
@@ -86,6 +88,17 @@ func TestEveryJSONOutputMatchesItsSchema(t *testing.T) {
 		return out
 	}
 
+	// Proposals, judged offline before the drift below moves Git's value: a refusal (with its
+	// holder) and an acceptance (with its until).
+	if out := check("propose", "proposal-response.schema.json", "propose", "--repo", dir, "--as", agentIdentity, "--at", "2026-11-20T12:00:00Z",
+		"--field", capacityField, "--value", "24", "--json"); !strings.Contains(out, `"holder"`) {
+		t.Errorf("propose --json refuses 24 without naming the holder:\n%s", out)
+	}
+	if out := check("propose", "proposal-response.schema.json", "propose", "--repo", dir, "--as", agentIdentity, "--at", "2026-11-20T12:00:00Z",
+		"--field", capacityField, "--value", "12", "--expires", "4h", "--json"); !strings.Contains(out, `"until"`) {
+		t.Errorf("propose --json accepts 12 for 4h without saying until when:\n%s", out)
+	}
+
 	// Drift: ingest writes gates and adoptions into the demo repository and records verdicts.
 	out := check("ingest", "ingest.schema.json", append([]string{"ingest", "--repo", dir, "--apply", "--state", state, "--json"}, driftExamples...)...)
 	for _, want := range []string{`"action": "gate"`, `"action": "adopt"`, `"decision": "veto"`, `"timers": [`} {
@@ -109,6 +122,19 @@ func TestEveryJSONOutputMatchesItsSchema(t *testing.T) {
 	check("ledger", "ledger.schema.json", "ledger", "--repo", dir, "--all", "--json")
 	check("explain", "explain.schema.json", "explain", "k8s:apps/Deployment/prod/web#/spec/replicas", "--repo", dir, "--json")
 	check("explain", "explain.schema.json", "explain", "tf:**//*#/**", "--repo", dir, "--json")
+
+	// The agents' tokens: one used, one revoked.
+	agents := filepath.Join(t.TempDir(), "agents.db")
+	if _, err := verifyToken(t, agents, createToken(t, agents, "kafka-agent", agentIdentity)); err != nil {
+		t.Fatal(err)
+	}
+	createToken(t, agents, "retired", "github-user:alice")
+	if code, _, errOut := runCLI(t, "tokens", "revoke", "retired", "--db", agents); code != 0 {
+		t.Fatalf("tokens revoke: %s", errOut)
+	}
+	if out := check("tokens list", "tokens.schema.json", "tokens", "list", "--db", agents, "--json"); !strings.Contains(out, `"last_used"`) || !strings.Contains(out, `"revoked"`) {
+		t.Errorf("tokens list --json lacks last_used or revoked:\n%s", out)
+	}
 
 	// A claims file with every form of claim, itself valid input.
 	claims := `{
