@@ -90,12 +90,15 @@ type repoDrift struct {
 
 // proposalView is a branch snapshot kept, with its ledger open, for the proposals of the next
 // maxAge: a proposal is then judged without touching the clone. Proposals read it under the read
-// lock; a refresh swaps it under the write lock and closes the old ledger once no one reads it.
+// lock. When it is stale, one proposal refreshes it (the others keep reading the stale view
+// meanwhile, so a fetch never stalls them all) and swaps it in under the write lock, closing the
+// old ledger once no one reads it.
 type proposalView struct {
-	mu   sync.RWMutex
-	snap reconcile.Snapshot
-	led  io.Closer
-	at   time.Time
+	mu         sync.RWMutex
+	snap       reconcile.Snapshot
+	led        io.Closer
+	at         time.Time
+	refreshing atomic.Bool
 }
 
 // receivedKey carries a delivery's arrival time to the writer, for the latency metric.
@@ -758,45 +761,69 @@ func (d *Drift) WithBranch(ctx context.Context, repository string, maxAge time.D
 	return rd.name, fn(snap)
 }
 
-// proposalSnapshot returns the snapshot to judge a proposal against, at most maxAge old, and the
-// function that releases it.
+// proposalSnapshot returns the snapshot to judge a proposal against, and the function that
+// releases it. It is at most maxAge old, or, while another proposal refreshes it, at most maxAge
+// plus the time that refresh takes.
 func (rd *repoDrift) proposalSnapshot(ctx context.Context, maxAge time.Duration) (reconcile.Snapshot, func(), error) {
 	v := &rd.view
-	fresh := func() bool { return v.led != nil && time.Since(v.at) < maxAge }
-	v.mu.RLock()
-	if fresh() {
-		return v.snap, v.mu.RUnlock, nil
-	}
-	v.mu.RUnlock()
-	v.mu.Lock()
-	if !fresh() {
-		loadedAt := time.Now()
-		var snap reconcile.Snapshot
-		var led io.Closer
-		err := rd.withClone(ctx, maxAge, func(dir, branch string) error {
-			l, err := reconcile.OpenLedger(dir, branch, rd.d.PolicyPath, ledger.Options{})
+	for {
+		v.mu.RLock()
+		have, fresh := v.led != nil, v.led != nil && time.Since(v.at) < maxAge
+		if fresh {
+			return v.snap, v.mu.RUnlock, nil
+		}
+		if v.refreshing.CompareAndSwap(false, true) {
+			v.mu.RUnlock()
+			err := rd.refreshView(ctx, maxAge)
+			v.refreshing.Store(false)
 			if err != nil {
-				return fmt.Errorf("%s: open ledger: %w", rd.name, err)
+				return reconcile.Snapshot{}, nil, err
 			}
-			if snap, err = rd.snaps.Load(ctx, dir, branch, rd.d.PolicyPath, l, nil); err != nil {
-				l.Close()
-				return fmt.Errorf("%s: %w", rd.name, err)
-			}
-			led = l
-			return nil
-		})
-		if err != nil {
-			v.mu.Unlock()
-			return reconcile.Snapshot{}, nil, err
+			continue
 		}
-		if v.led != nil {
-			v.led.Close() // no reader holds it: they release the read lock first
+		if have {
+			return v.snap, v.mu.RUnlock, nil // another proposal is refreshing it
 		}
-		v.snap, v.led, v.at = snap, led, loadedAt
+		v.mu.RUnlock()
+		// The first view is being loaded: wait for it.
+		select {
+		case <-ctx.Done():
+			return reconcile.Snapshot{}, nil, ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
 	}
+}
+
+// refreshView loads the branch (fetching the clone unless it was fetched less than maxAge ago) and
+// swaps it in as the proposals' view.
+func (rd *repoDrift) refreshView(ctx context.Context, maxAge time.Duration) error {
+	loadedAt := time.Now()
+	var snap reconcile.Snapshot
+	var led io.Closer
+	err := rd.withClone(ctx, maxAge, func(dir, branch string) error {
+		l, err := reconcile.OpenLedger(dir, branch, rd.d.PolicyPath, ledger.Options{})
+		if err != nil {
+			return fmt.Errorf("%s: open ledger: %w", rd.name, err)
+		}
+		if snap, err = rd.snaps.Load(ctx, dir, branch, rd.d.PolicyPath, l, nil); err != nil {
+			l.Close()
+			return fmt.Errorf("%s: %w", rd.name, err)
+		}
+		led = l
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	v := &rd.view
+	v.mu.Lock()
+	old := v.led
+	v.snap, v.led, v.at = snap, led, loadedAt
 	v.mu.Unlock()
-	v.mu.RLock()
-	return v.snap, v.mu.RUnlock, nil
+	if old != nil {
+		return old.Close() // no reader holds it: the write lock waited for them
+	}
+	return nil
 }
 
 // closeView closes the proposals' ledger.

@@ -45,8 +45,14 @@ CREATE UNIQUE INDEX IF NOT EXISTS proposals_key ON proposals (token_id, idempote
 CREATE INDEX IF NOT EXISTS proposals_at ON proposals (at);`
 
 // Open opens (creating on first use) the store at path; ":memory:" is a private in-memory one.
+//
+// Commits are synchronous=NORMAL (WAL): a crash can lose the last log entries, never corrupt the
+// file. That is enough here: what must survive, an accepted proposal's claim, is in the drift
+// state, written with FULL before the answer; a lost log entry only means a retry under the same
+// key is judged again, and it records its claim once (the proposal's id comes from the key).
+// Token changes are rare and made by hand, and are checkpointed at close.
 func Open(ctx context.Context, path string) (*DB, error) {
-	dsn := "file:" + path + "?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)"
+	dsn := "file:" + path + "?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"
 	if path == ":memory:" {
 		dsn = "file:agentstore-" + randomID(8) + "?mode=memory&cache=shared"
 	}
