@@ -706,59 +706,22 @@ var ErrUnknownRepository = errors.New("unknown repository")
 // before it makes them, under that repository's policy and standing claims (reconcile.Propose).
 // The branch is read as fetched at most maxAge ago. It returns the repository judged in.
 func (d *Drift) Propose(ctx context.Context, repository string, maxAge time.Duration, id string, claims []core.Claim) (string, []reconcile.Proposed, error) {
-	d.init()
-	if repository == "" {
-		repository = d.Repository
-	}
-	if repository == "" {
-		return "", nil, fmt.Errorf("%w: name the repository (no default gitops_repository is configured)", ErrUnknownRepository)
-	}
-	if _, err := d.resolve(ctx, repository, d.branchOf(repository)); errors.Is(err, errNotInstalled) {
-		return "", nil, fmt.Errorf("%w: %w", ErrUnknownRepository, err)
-	} else if err != nil {
-		return "", nil, err
-	}
-	rd, err := d.repo(ctx, repository, d.branchOf(repository))
-	if err != nil {
-		return "", nil, err
-	}
-	snap, release, err := rd.proposalSnapshot(ctx, maxAge)
-	if err != nil {
-		return "", nil, err
-	}
-	defer release()
-	out, err := rd.rec.Propose(ctx, snap, id, claims)
+	var out []reconcile.Proposed
+	repo, err := d.withRepoView(ctx, repository, maxAge, func(rd *repoDrift, snap reconcile.Snapshot) error {
+		var err error
+		out, err = rd.rec.Propose(ctx, snap, id, claims)
+		return err
+	})
 	if err == nil {
 		d.poke() // an accepted proposal sets a timer
 	}
-	return rd.name, out, err
+	return repo, out, err
 }
 
 // WithBranch runs fn on a repository's branch ("" = the default repository) as proposals see it:
 // a snapshot at most maxAge old. It returns the repository it ran on.
 func (d *Drift) WithBranch(ctx context.Context, repository string, maxAge time.Duration, fn func(reconcile.Snapshot) error) (string, error) {
-	d.init()
-	if repository == "" {
-		repository = d.Repository
-	}
-	if repository == "" {
-		return "", fmt.Errorf("%w: name the repository (no default gitops_repository is configured)", ErrUnknownRepository)
-	}
-	if _, err := d.resolve(ctx, repository, d.branchOf(repository)); errors.Is(err, errNotInstalled) {
-		return "", fmt.Errorf("%w: %w", ErrUnknownRepository, err)
-	} else if err != nil {
-		return "", err
-	}
-	rd, err := d.repo(ctx, repository, d.branchOf(repository))
-	if err != nil {
-		return "", err
-	}
-	snap, release, err := rd.proposalSnapshot(ctx, maxAge)
-	if err != nil {
-		return "", err
-	}
-	defer release()
-	return rd.name, fn(snap)
+	return d.withRepoView(ctx, repository, maxAge, func(_ *repoDrift, snap reconcile.Snapshot) error { return fn(snap) })
 }
 
 // proposalSnapshot returns the snapshot to judge a proposal against, and the function that
@@ -836,4 +799,56 @@ func (rd *repoDrift) closeView() error {
 	err := rd.view.led.Close()
 	rd.view.led = nil
 	return err
+}
+
+// Explain judges a field of a repository ("" = the default repository) as it stands, from the
+// proposals' view of its branch. Nothing is recorded.
+func (d *Drift) Explain(ctx context.Context, repository string, maxAge time.Duration, f core.Field) (string, core.Verdict, error) {
+	var v core.Verdict
+	repo, err := d.withRepoView(ctx, repository, maxAge, func(rd *repoDrift, snap reconcile.Snapshot) error {
+		var err error
+		v, err = rd.rec.Explain(ctx, snap, f)
+		return err
+	})
+	return repo, v, err
+}
+
+// Claims lists who holds the fields of a repository matching p (at most limit), from the
+// proposals' view of its branch.
+func (d *Drift) Claims(ctx context.Context, repository string, maxAge time.Duration, p core.FieldPattern, limit int) (string, []reconcile.Holders, bool, error) {
+	var hs []reconcile.Holders
+	var more bool
+	repo, err := d.withRepoView(ctx, repository, maxAge, func(rd *repoDrift, snap reconcile.Snapshot) error {
+		var err error
+		hs, more, err = rd.rec.Claims(ctx, snap, p, limit)
+		return err
+	})
+	return repo, hs, more, err
+}
+
+// withRepoView runs fn on a repository's proposals' view, resolving "" to the default repository
+// and refusing a repository the App is not installed on (ErrUnknownRepository).
+func (d *Drift) withRepoView(ctx context.Context, repository string, maxAge time.Duration, fn func(*repoDrift, reconcile.Snapshot) error) (string, error) {
+	d.init()
+	if repository == "" {
+		repository = d.Repository
+	}
+	if repository == "" {
+		return "", fmt.Errorf("%w: name the repository (no default gitops_repository is configured)", ErrUnknownRepository)
+	}
+	if _, err := d.resolve(ctx, repository, d.branchOf(repository)); errors.Is(err, errNotInstalled) {
+		return "", fmt.Errorf("%w: %w", ErrUnknownRepository, err)
+	} else if err != nil {
+		return "", err
+	}
+	rd, err := d.repo(ctx, repository, d.branchOf(repository))
+	if err != nil {
+		return "", err
+	}
+	snap, release, err := rd.proposalSnapshot(ctx, maxAge)
+	if err != nil {
+		return "", err
+	}
+	defer release()
+	return rd.name, fn(rd, snap)
 }
