@@ -20,7 +20,11 @@ const fakeSpec = "@parley/fake@1.0.0"
 // TestMain lets a test run this binary as one of several processes fetching at the same time.
 func TestMain(m *testing.M) {
 	if root := os.Getenv("NPMDATA_TEST_ENSURE_ROOT"); root != "" {
-		dir, err := ensure(root, os.Getenv("NPMDATA_TEST_ENSURE_SPEC"))
+		fetch := ensure
+		if os.Getenv("NPMDATA_TEST_ENSURE_INSTALL") != "" {
+			fetch = install
+		}
+		dir, err := fetch(root, os.Getenv("NPMDATA_TEST_ENSURE_SPEC"))
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)

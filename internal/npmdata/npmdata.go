@@ -2,8 +2,10 @@
 // webhook payloads, the REST API description). They are pinned here and cached in .cache/npm/<spec>
 // at the module root (ignored by git); Dir fetches a package with `npm pack` on first use, so a
 // fresh clone needs nothing run before `go test ./...`. Without npm, Dir's error wraps ErrNoNPM
-// and tests skip (see Require and FatalOrSkip). scripts/fetch-testdata.sh fetches every pinned
-// package ahead.
+// and tests skip (see Require and FatalOrSkip). Packages tests run, such as the MCP TypeScript
+// SDK's client, need their dependencies: InstallDir installs those with `npm install` into
+// .cache/npm-install/<spec> (RequireInstalled in tests). scripts/fetch-testdata.sh fetches and
+// installs every pinned package ahead.
 package npmdata
 
 import (
@@ -18,9 +20,14 @@ import (
 const (
 	WebhooksExamples = "@octokit/webhooks-examples@7.6.1"
 	OpenAPI          = "@octokit/openapi@23.0.2"
+	// MCPSDK is the Model Context Protocol's TypeScript SDK, whose Client tests run against parley
+	// mcp; it is installed with its dependencies (InstallDir), not packed. 1.32.2 is the newest
+	// 1.x and needs Node 18 or later.
+	MCPSDK = "@modelcontextprotocol/sdk@1.32.2"
 )
 
-// Pinned returns every pinned package spec.
+// Pinned returns every pinned package spec that Dir fetches (Installed lists those InstallDir
+// installs).
 func Pinned() []string { return []string{WebhooksExamples, OpenAPI} }
 
 // Dir returns the directory of a pinned package (a spec such as WebhooksExamples) in
