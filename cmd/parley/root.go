@@ -30,6 +30,7 @@ Start with 'parley demo': it builds a small infrastructure repository with histo
 		newGatesCmd(), newIngestCmd(), newVerdictsCmd(), newDiscoverCmd(),
 		newTokensCmd(),
 		newProposeCmd(),
+		newMCPCmd(),
 	)
 	return root
 }
