@@ -242,6 +242,30 @@ func (h *Proposals) admit(w http.ResponseWriter, r *http.Request, limit int64) (
 		w.Header().Set("Allow", http.MethodPost)
 		return fail(http.StatusMethodNotAllowed, "method %s not allowed, use POST", r.Method)
 	}
+	tok, code := h.authenticate(w, r)
+	if code != 0 {
+		return tok, nil, code
+	}
+	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(strings.ToLower(strings.TrimSpace(ct)), "application/json") {
+		return fail(http.StatusUnsupportedMediaType, "Content-Type %q: want application/json", ct)
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			return fail(http.StatusRequestEntityTooLarge, "body exceeds the %d-byte limit", limit)
+		}
+		return fail(http.StatusBadRequest, "read body: %v", err)
+	}
+	return tok, body, 0
+}
+
+// authenticate checks a request's bearer token and applies the token's rate limit. A non-zero
+// code is the error already answered.
+func (h *Proposals) authenticate(w http.ResponseWriter, r *http.Request) (agentstore.Token, int) {
+	fail := func(code int, format string, args ...any) (agentstore.Token, int) {
+		writeJSON(w, code, proposalError{Error: fmt.Sprintf(format, args...)})
+		return agentstore.Token{}, code
+	}
 	scheme, bearer, _ := strings.Cut(r.Header.Get("Authorization"), " ")
 	if !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(bearer) == "" {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="parley"`)
@@ -261,17 +285,7 @@ func (h *Proposals) admit(w http.ResponseWriter, r *http.Request, limit int64) (
 		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(1/float64(h.Rate)))))
 		return fail(http.StatusTooManyRequests, "token %s is over its rate of %g requests per second; slow down", tok.Name, float64(h.Rate))
 	}
-	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(strings.ToLower(strings.TrimSpace(ct)), "application/json") {
-		return fail(http.StatusUnsupportedMediaType, "Content-Type %q: want application/json", ct)
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
-	if err != nil {
-		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			return fail(http.StatusRequestEntityTooLarge, "body exceeds the %d-byte limit", limit)
-		}
-		return fail(http.StatusBadRequest, "read body: %v", err)
-	}
-	return tok, body, 0
+	return tok, 0
 }
 
 // proposalClaims reads the proposed claims: the claim shape, without actor, at or evidence.

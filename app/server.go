@@ -330,6 +330,7 @@ func (s *Server) Handler() http.Handler {
 	}
 	mux.Handle(ProposalsPath, s.props) // any method: it answers 405 with Allow itself
 	mux.Handle(PlansPath, &Plans{Proposals: s.props})
+	mux.Handle(MCPPath, &MCP{Proposals: s.props, Version: buildVersion()})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("GET /readyz", s.ready)
 	if s.cfg.MetricsListen == "" {
