@@ -163,7 +163,7 @@ func Evaluate(ctx context.Context, pr PullRequest, src Source, pol *policy.Polic
 		}
 	}
 
-	lookup := overlay{git: git, head: changed}
+	lookup := policy.Overlay{Git: git, Head: changed}
 	arb := arbiter.New(pol)
 	fields := make([]core.Field, 0, len(claims))
 	for f := range claims {
@@ -306,54 +306,6 @@ func declare(pr PullRequest, commits []Commit, res *Result) (core.Declaration, e
 	}
 	d.PR = pr.Number
 	return d, ex
-}
-
-// overlay answers Git lookups for bounds and conditions with the pull request's head values first:
-// a pull request that raises max_size and desired_capacity together is checked against its own
-// max_size (and the change to max_size is itself judged by that field's rules).
-type overlay struct {
-	git  GitState
-	head map[core.Field]core.Value
-}
-
-func (o overlay) GitValue(f core.Field) (core.Value, bool, error) {
-	if v, ok := o.head[f]; ok {
-		return v, !v.Absent(), nil
-	}
-	if o.git == nil {
-		return core.Value{}, false, nil
-	}
-	c, ok, err := o.git.Current(f)
-	if err != nil || !ok {
-		return core.Value{}, false, err
-	}
-	return c.Value, !c.Value.Absent(), nil
-}
-
-func (o overlay) GitFields(p core.FieldPattern) ([]core.Field, error) {
-	set := map[core.Field]bool{}
-	if o.git != nil {
-		fs, err := o.git.Fields(p)
-		if err != nil {
-			return nil, err
-		}
-		for _, f := range fs {
-			set[f] = true
-		}
-	}
-	for f, v := range o.head {
-		if p.Match(f) {
-			set[f] = !v.Absent()
-		}
-	}
-	var out []core.Field
-	for f, present := range set {
-		if present {
-			out = append(out, f)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
-	return out, nil
 }
 
 func short(sha string) string {

@@ -133,7 +133,7 @@ func Judge(ctx context.Context, pol *policy.Policy, res Result, git GitState, o 
 		head[c.Field] = h.value(c.Field, c.New)
 	}
 	gs := redactedGit{git: git, h: h}
-	lookup := overlay{git: gs, head: head}
+	lookup := policy.Overlay{Git: gs, Head: head}
 	fields := make([]core.Field, 0, len(byField))
 	for f := range byField {
 		fields = append(fields, f)
@@ -270,47 +270,4 @@ func (g redactedGit) Fields(p core.FieldPattern) ([]core.Field, error) {
 		return nil, nil
 	}
 	return g.git.Fields(p)
-}
-
-// overlay answers git() and git_values() in bounds and conditions with the plan's new values
-// first: a plan that raises max_size and desired_capacity together is checked against its own
-// max_size (and the change to max_size is itself judged by that field's rules).
-type overlay struct {
-	git  redactedGit
-	head map[core.Field]core.Value
-}
-
-func (o overlay) GitValue(f core.Field) (core.Value, bool, error) {
-	if v, ok := o.head[f]; ok {
-		return v, !v.Absent(), nil
-	}
-	c, ok, err := o.git.Current(f)
-	if err != nil || !ok {
-		return core.Value{}, false, err
-	}
-	return c.Value, !c.Value.Absent(), nil
-}
-
-func (o overlay) GitFields(p core.FieldPattern) ([]core.Field, error) {
-	set := map[core.Field]bool{}
-	fs, err := o.git.Fields(p)
-	if err != nil {
-		return nil, err
-	}
-	for _, f := range fs {
-		set[f] = true
-	}
-	for f, v := range o.head {
-		if p.Match(f) {
-			set[f] = !v.Absent()
-		}
-	}
-	var out []core.Field
-	for f, present := range set {
-		if present {
-			out = append(out, f)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
-	return out, nil
 }
