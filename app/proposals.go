@@ -192,25 +192,7 @@ func (h *Proposals) serve(w http.ResponseWriter, r *http.Request) int {
 		w.Header().Set("Retry-After", "5")
 		return fail(http.StatusServiceUnavailable, "proposal %s could not be judged: %v; send it again (with the same idempotency key)", id, err)
 	}
-	resp := ProposalResponse{Proposal: id, Repository: repo, Actor: core.Claim{Actor: core.Actor{Identity: tok.Identity}}.JSON().Actor, Verdicts: []ProposalVerdict{}}
-	for _, p := range judged {
-		pv := ProposalVerdict{Field: p.Claim.Field.String(), Accepted: p.Accepted, Decision: string(p.Verdict.Decision), Rule: p.Verdict.Rule,
-			Explanation: arbiter.Explain(p.Verdict), Verdict: p.Verdict}
-		if !p.Verdict.Until.IsZero() {
-			pv.Until = p.Verdict.Until.UTC().Format(time.RFC3339)
-		}
-		if p.Holder != nil {
-			hj := p.Holder.JSON()
-			pv.Holder = &hj
-		}
-		if p.Accepted {
-			resp.Accepted++
-			resp.Actor.PolicyActor = p.Claim.Actor.Name
-		} else {
-			resp.Refused++
-		}
-		resp.Verdicts = append(resp.Verdicts, pv)
-	}
+	resp := NewProposalResponse(id, repo, tok.Identity, judged)
 	out, err := json.Marshal(resp)
 	if err != nil {
 		return fail(http.StatusInternalServerError, "encode the answer: %v", err)
@@ -286,6 +268,32 @@ func (h *Proposals) authenticate(w http.ResponseWriter, r *http.Request) (agents
 		return fail(http.StatusTooManyRequests, "token %s is over its rate of %g requests per second; slow down", tok.Name, float64(h.Rate))
 	}
 	return tok, 0
+}
+
+// NewProposalResponse is the answer to a judged proposal: the verdict on each claim, who holds
+// the field when it is refused. parley propose builds its offline answers with it too.
+func NewProposalResponse(id, repository string, identity core.Identity, judged []reconcile.Proposed) ProposalResponse {
+	resp := ProposalResponse{Proposal: id, Repository: repository, Actor: core.Claim{Actor: core.Actor{Identity: identity}}.JSON().Actor,
+		Verdicts: []ProposalVerdict{}}
+	for _, p := range judged {
+		pv := ProposalVerdict{Field: p.Claim.Field.String(), Accepted: p.Accepted, Decision: string(p.Verdict.Decision), Rule: p.Verdict.Rule,
+			Explanation: arbiter.Explain(p.Verdict), Verdict: p.Verdict}
+		if !p.Verdict.Until.IsZero() {
+			pv.Until = p.Verdict.Until.UTC().Format(time.RFC3339)
+		}
+		if p.Holder != nil {
+			hj := p.Holder.JSON()
+			pv.Holder = &hj
+		}
+		if p.Accepted {
+			resp.Accepted++
+			resp.Actor.PolicyActor = p.Claim.Actor.Name
+		} else {
+			resp.Refused++
+		}
+		resp.Verdicts = append(resp.Verdicts, pv)
+	}
+	return resp
 }
 
 // proposalClaims reads the proposed claims: the claim shape, without actor, at or evidence.

@@ -21,7 +21,6 @@ import (
 	"github.com/parleyhq/parley/core"
 	"github.com/parleyhq/parley/internal/agentstore"
 	"github.com/parleyhq/parley/policy"
-	"github.com/parleyhq/parley/policy/arbiter"
 	"github.com/parleyhq/parley/reconcile"
 	"github.com/parleyhq/parley/reconcile/driftstate"
 	"github.com/parleyhq/parley/trailers"
@@ -454,33 +453,7 @@ func proposeOffline(cmd *cobra.Command, dir, statePath, repository, key string, 
 	if err != nil {
 		return app.ProposalResponse{}, err
 	}
-	return proposalResponse(pid, repository, id, judged), nil
-}
-
-// proposalResponse is the answer in the shape of POST /v1/proposals's (app.Proposals builds the
-// same).
-func proposalResponse(id, repository string, identity core.Identity, judged []reconcile.Proposed) app.ProposalResponse {
-	resp := app.ProposalResponse{Proposal: id, Repository: repository, Actor: core.Claim{Actor: core.Actor{Identity: identity}}.JSON().Actor,
-		Verdicts: []app.ProposalVerdict{}}
-	for _, p := range judged {
-		pv := app.ProposalVerdict{Field: p.Claim.Field.String(), Accepted: p.Accepted, Decision: string(p.Verdict.Decision), Rule: p.Verdict.Rule,
-			Explanation: arbiter.Explain(p.Verdict), Verdict: p.Verdict}
-		if !p.Verdict.Until.IsZero() {
-			pv.Until = p.Verdict.Until.UTC().Format(time.RFC3339)
-		}
-		if p.Holder != nil {
-			hj := p.Holder.JSON()
-			pv.Holder = &hj
-		}
-		if p.Accepted {
-			resp.Accepted++
-			resp.Actor.PolicyActor = p.Claim.Actor.Name
-		} else {
-			resp.Refused++
-		}
-		resp.Verdicts = append(resp.Verdicts, pv)
-	}
-	return resp
+	return app.NewProposalResponse(pid, repository, id, judged), nil
 }
 
 // localRepositoryName names a local repository owner/name: from its origin's URL when that ends in
