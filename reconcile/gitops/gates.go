@@ -388,7 +388,7 @@ func groupOf(f core.Field) string { return f.Group }
 
 func addArgo(obj *yaml.RNode, t Target, f core.Field) (addedOption bool, err error) {
 	spec, _ := argoSpec(obj, t)
-	list, err := obj.Pipe(yaml.LookupCreate(yaml.SequenceNode, append(spec, "ignoreDifferences")...))
+	list, err := lookupCreate(obj, yaml.SequenceNode, append(spec, "ignoreDifferences")...)
 	if err != nil {
 		return false, err
 	}
@@ -417,7 +417,7 @@ func addArgo(obj *yaml.RNode, t Target, f core.Field) (addedOption bool, err err
 			return false, err
 		}
 	}
-	ptrs, err := entry.Pipe(yaml.LookupCreate(yaml.SequenceNode, "jsonPointers"))
+	ptrs, err := lookupCreate(entry, yaml.SequenceNode, "jsonPointers")
 	if err != nil {
 		return false, err
 	}
@@ -426,7 +426,7 @@ func addArgo(obj *yaml.RNode, t Target, f core.Field) (addedOption bool, err err
 			return false, err
 		}
 	}
-	opts, err := obj.Pipe(yaml.LookupCreate(yaml.SequenceNode, append(spec, "syncPolicy", "syncOptions")...))
+	opts, err := lookupCreate(obj, yaml.SequenceNode, append(spec, "syncPolicy", "syncOptions")...)
 	if err != nil {
 		return false, err
 	}
@@ -571,7 +571,7 @@ func addFluxIgnore(obj *yaml.RNode, f core.Field) error {
 // addIgnoreRule adds f's pointer to the list of ignore rules at path (Kustomization spec.ignore,
 // HelmRelease spec.driftDetection.ignore): to the rule selecting exactly f's object, or a new one.
 func addIgnoreRule(obj *yaml.RNode, path []string, f core.Field) error {
-	list, err := obj.Pipe(yaml.LookupCreate(yaml.SequenceNode, path...))
+	list, err := lookupCreate(obj, yaml.SequenceNode, path...)
 	if err != nil {
 		return err
 	}
@@ -597,7 +597,7 @@ func addIgnoreRule(obj *yaml.RNode, path []string, f core.Field) error {
 			return err
 		}
 	}
-	paths, err := entry.Pipe(yaml.LookupCreate(yaml.SequenceNode, "paths"))
+	paths, err := lookupCreate(entry, yaml.SequenceNode, "paths")
 	if err != nil {
 		return err
 	}
@@ -706,7 +706,7 @@ func parleyPatch(e *yaml.RNode, f core.Field) bool {
 }
 
 func addFluxPatch(obj *yaml.RNode, f core.Field) error {
-	list, err := obj.Pipe(yaml.LookupCreate(yaml.SequenceNode, "spec", "patches"))
+	list, err := lookupCreate(obj, yaml.SequenceNode, "spec", "patches")
 	if err != nil {
 		return err
 	}
@@ -793,7 +793,7 @@ func parleyJSON6902(e *yaml.RNode, f core.Field) bool {
 }
 
 func addFluxJSON6902(obj *yaml.RNode, f core.Field) error {
-	list, err := obj.Pipe(yaml.LookupCreate(yaml.SequenceNode, "spec", "patchesJson6902"))
+	list, err := lookupCreate(obj, yaml.SequenceNode, "spec", "patchesJson6902")
 	if err != nil {
 		return err
 	}
@@ -893,6 +893,27 @@ func str(n *yaml.RNode, field string) string {
 		return ""
 	}
 	return yaml.GetValue(v)
+}
+
+// lookupCreate is kyaml's LookupCreate that fails, naming the path, where kyaml gives nothing: a
+// step on the way that is not a map (syncPolicy: a string), or an existing node of another kind.
+func lookupCreate(n *yaml.RNode, kind yaml.Kind, path ...string) (*yaml.RNode, error) {
+	got, err := n.Pipe(yaml.LookupCreate(kind, path...))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", strings.Join(path, "."), err)
+	}
+	if got == nil || got.YNode().Kind != kind {
+		want := map[yaml.Kind]string{yaml.SequenceNode: "a list", yaml.MappingNode: "a map"}[kind]
+		return nil, fmt.Errorf("%s cannot be written: it, or a key on the way to it, is not %s", strings.Join(path, "."), orText(want, "of the expected kind"))
+	}
+	return got, nil
+}
+
+func orText(s, fallback string) string {
+	if s == "" {
+		return fallback
+	}
+	return s
 }
 
 func hasScalar(list *yaml.RNode, s string) bool {

@@ -126,7 +126,7 @@ func driftDetectionEnabledBefore(gates []Gate) bool {
 // enableHelmDriftDetection sets spec.driftDetection.mode: enabled unless it is; it returns whether
 // it changed the mode and the mode it found ("" when unset).
 func enableHelmDriftDetection(obj *yaml.RNode) (changed bool, was string, err error) {
-	dd, err := obj.Pipe(yaml.LookupCreate(yaml.MappingNode, "spec", "driftDetection"))
+	dd, err := lookupCreate(obj, yaml.MappingNode, "spec", "driftDetection")
 	if err != nil {
 		return false, "", err
 	}

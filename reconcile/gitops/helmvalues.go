@@ -210,7 +210,7 @@ func AdoptHelmValue(path string, content []byte, t Target, key ValuesKey, v core
 		if err != nil {
 			return nil, false, err
 		}
-		parent, err := n.Pipe(yaml.LookupCreate(yaml.MappingNode, fieldPath[:len(fieldPath)-1]...))
+		parent, err := lookupCreate(n, yaml.MappingNode, fieldPath[:len(fieldPath)-1]...)
 		if err != nil {
 			return nil, false, fmt.Errorf("spec.values.%s: %w", key, err)
 		}
