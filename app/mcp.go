@@ -63,6 +63,14 @@ func (b agentBackend) Identity() core.Identity { return b.tok.Identity }
 
 func (b agentBackend) Propose(ctx context.Context, repository, key string, claims []core.Claim) (mcptools.Proposal, error) {
 	id := agentstore.ProposalID(b.tok.ID, key)
+	req, _ := json.Marshal(claimsJSON(claims))
+	// A key names one proposal: used again for other claims, the second would share the first's
+	// id, and its claims would not be recorded though it might be answered "accepted".
+	if prev, ok, err := b.p.Agents.Lookup(ctx, b.tok.ID, key); err != nil {
+		return mcptools.Proposal{}, err
+	} else if ok && prev.RequestSHA256 != agentstore.RequestDigest(req) {
+		return mcptools.Proposal{}, fmt.Errorf("idempotency key %q was used for a different proposal (%s): use a new key for a new change", key, prev.ID)
+	}
 	repo, res, err := b.p.Drift.Propose(ctx, repository, b.p.MaxAge, id, claims)
 	if err != nil {
 		return mcptools.Proposal{}, mcpError(err)
@@ -74,7 +82,6 @@ func (b agentBackend) Propose(ctx context.Context, repository, key string, claim
 		}
 	}
 	// Logged like an API proposal, so a proposal made through MCP is on record too.
-	req, _ := json.Marshal(claimsJSON(claims))
 	resp, _ := json.Marshal(struct {
 		Via     string               `json:"via"`
 		Results []reconcile.Proposed `json:"results"`

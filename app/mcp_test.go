@@ -83,6 +83,11 @@ func TestMCPOverHTTPActsAsTheTokensIdentity(t *testing.T) {
 	if p, ok, err := h.Agents.Lookup(ctx, mustTokenID(t, h, token), "mcp-12"); err != nil || !ok || p.ID != out.Proposal || p.Accepted != 1 {
 		t.Fatalf("the MCP proposal is not logged: %+v %v %v", p, ok, err)
 	}
+	// The same key for another change is refused, not answered under the first one's id.
+	if res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: mcptools.ToolPropose, Arguments: map[string]any{"field": capacityField, "value": 13, "idempotency_key": "mcp-12"}}); err != nil ||
+		!res.IsError || !strings.Contains(toolText(res), "different proposal") {
+		t.Fatalf("a reused key: %v %+v", err, res)
+	}
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: mcptools.ToolExplain, Arguments: map[string]any{"field": capacityField}})
 	if err != nil || res.IsError {
 		t.Fatalf("explain_field: %v %+v", err, res)
@@ -103,4 +108,15 @@ func mustTokenID(t *testing.T, h *Proposals, token string) string {
 		t.Fatal(err)
 	}
 	return tok.ID
+}
+
+// toolText is the text of a tool result's content.
+func toolText(res *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
 }
