@@ -42,19 +42,7 @@ func parseTF(p string, content []byte) ([]leaf, error) {
 	module := moduleDir(p)
 	t := tfParser{src: content, module: module, defined: map[string]hcl.Range{}}
 	for _, blk := range body.Blocks {
-		var addr string
-		switch {
-		case blk.Type == "resource" && len(blk.Labels) == 2:
-			addr = blk.Labels[0] + "." + blk.Labels[1]
-		case blk.Type == "data" && len(blk.Labels) == 2:
-			addr = "data." + blk.Labels[0] + "." + blk.Labels[1]
-		case blk.Type == "module" && len(blk.Labels) == 1:
-			addr = "module." + blk.Labels[0]
-		case blk.Type == "variable" && len(blk.Labels) == 1:
-			addr = "var." + blk.Labels[0]
-		case blk.Type == "output" && len(blk.Labels) == 1:
-			addr = "output." + blk.Labels[0]
-		case blk.Type == "locals":
+		if blk.Type == "locals" {
 			for _, a := range sortedAttrs(blk.Body) {
 				if err := t.define("local."+a.Name, a.SrcRange); err != nil {
 					return nil, err
@@ -64,7 +52,9 @@ func parseTF(p string, content []byte) ([]leaf, error) {
 				}
 			}
 			continue
-		default:
+		}
+		addr, ok := TFBlockAddress(blk)
+		if !ok {
 			continue
 		}
 		if err := t.define(addr, blk.DefRange()); err != nil {
@@ -278,4 +268,23 @@ func normaliseExpr(src []byte) string {
 		prevEnd = tok.Range.End.Byte
 	}
 	return string(bytes.TrimSpace(hclwrite.Format(b.Bytes())))
+}
+
+// TFBlockAddress is the address a top-level Terraform block has in field addresses:
+// TYPE.NAME for a resource, data.TYPE.NAME, module.NAME, var.NAME for a variable, output.NAME.
+// It is false for other blocks (locals, provider, terraform, moved, import, check).
+func TFBlockAddress(blk *hclsyntax.Block) (string, bool) {
+	switch {
+	case blk.Type == "resource" && len(blk.Labels) == 2:
+		return blk.Labels[0] + "." + blk.Labels[1], true
+	case blk.Type == "data" && len(blk.Labels) == 2:
+		return "data." + blk.Labels[0] + "." + blk.Labels[1], true
+	case blk.Type == "module" && len(blk.Labels) == 1:
+		return "module." + blk.Labels[0], true
+	case blk.Type == "variable" && len(blk.Labels) == 1:
+		return "var." + blk.Labels[0], true
+	case blk.Type == "output" && len(blk.Labels) == 1:
+		return "output." + blk.Labels[0], true
+	}
+	return "", false
 }

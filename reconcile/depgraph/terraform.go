@@ -13,6 +13,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/parleyhq/parley/core"
+	"github.com/parleyhq/parley/core/fielddiff"
 )
 
 // maxDepth bounds how deep blocks and object literals are walked.
@@ -150,24 +151,16 @@ type tfWalker struct {
 
 func (w *tfWalker) file(body *hclsyntax.Body) {
 	for _, blk := range body.Blocks {
-		var addr string
-		switch {
-		case blk.Type == "resource" && len(blk.Labels) == 2:
-			addr = blk.Labels[0] + "." + blk.Labels[1]
-		case blk.Type == "data" && len(blk.Labels) == 2:
-			addr = "data." + blk.Labels[0] + "." + blk.Labels[1]
-		case blk.Type == "module" && len(blk.Labels) == 1:
-			addr = "module." + blk.Labels[0]
-		case blk.Type == "output" && len(blk.Labels) == 1:
-			addr = "output." + blk.Labels[0]
-		case blk.Type == "locals":
+		if blk.Type == "locals" {
 			for _, a := range sortedAttrs(blk.Body) {
 				w.start("local." + a.Name)
 				w.expr(w.block, a.Expr, 0)
 			}
 			continue
-		default:
-			continue // variable (literal defaults), provider, terraform, moved, import, check
+		}
+		addr, ok := fielddiff.TFBlockAddress(blk)
+		if !ok || blk.Type == "variable" {
+			continue // variables (literal defaults), provider, terraform, moved, import, check
 		}
 		w.start(addr)
 		w.scope["each"] = w.block.Child("for_each")
