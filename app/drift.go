@@ -505,10 +505,34 @@ func (d *Drift) resolve(ctx context.Context, name, branch string) (driftTarget, 
 type driftWriter struct{ rd *repoDrift }
 
 func (w driftWriter) Write(ctx context.Context, c reconcile.Change) (reconcile.Landed, error) {
+	gw, err := w.gitWriter(ctx)
+	if err != nil {
+		return reconcile.Landed{}, err
+	}
+	l, err := gw.Write(ctx, c)
+	if d := w.rd.d; err == nil && l.Committed && d.Metrics != nil {
+		if received, ok := ctx.Value(receivedKey{}).(time.Time); ok {
+			d.Metrics.latency.Observe(d.now().Sub(received).Seconds())
+		}
+	}
+	return l, err
+}
+
+// Settle implements reconcile.Settler: a hold or escalation put to people on a pull request ended.
+func (w driftWriter) Settle(ctx context.Context, branch, comment string) (int, error) {
+	gw, err := w.gitWriter(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return gw.Settle(ctx, branch, comment)
+}
+
+// gitWriter writes to the repository with the installation's token.
+func (w driftWriter) gitWriter(ctx context.Context) (*reconcile.GitWriter, error) {
 	rd, d := w.rd, w.rd.d
 	t, err := d.resolve(ctx, rd.name, rd.branch)
 	if err != nil {
-		return reconcile.Landed{}, err
+		return nil, err
 	}
 	gw := &reconcile.GitWriter{URL: t.cloneURL, Base: t.branch, Mode: d.Mode, Author: d.Author, Now: d.now,
 		Auth: func(ctx context.Context) (transport.AuthMethod, error) {
@@ -519,18 +543,14 @@ func (w driftWriter) Write(ctx context.Context, c reconcile.Change) (reconcile.L
 			return &githttp.BasicAuth{Username: "x-access-token", Password: tok}, nil
 		}}
 	// Pull requests in both modes: in direct mode a question (an adopted value Parley cannot
-	// place) still goes through one.
+	// place, a hold put to people) still goes through one.
 	gh, err := d.GitHub.Client(t.installation)
 	if err != nil {
-		return reconcile.Landed{}, err
+		return nil, err
 	}
 	owner, name, _ := strings.Cut(rd.name, "/")
 	gw.PRs = pullRequests{gh: gh, owner: owner, repo: name}
-	l, err := gw.Write(ctx, c)
-	if received, ok := ctx.Value(receivedKey{}).(time.Time); ok && err == nil && l.Committed && d.Metrics != nil {
-		d.Metrics.latency.Observe(d.now().Sub(received).Seconds())
-	}
-	return l, err
+	return gw, nil
 }
 
 // pullRequests opens one pull request per work branch.
@@ -539,34 +559,45 @@ type pullRequests struct {
 	owner, repo string
 }
 
-func (p pullRequests) Ensure(ctx context.Context, head, base, title, body string) (int, error) {
-	open, _, err := p.gh.PullRequests.List(ctx, p.owner, p.repo, &github.PullRequestListOptions{State: "open", Head: p.owner + ":" + head, Base: base})
-	if err != nil {
-		return 0, err
-	}
-	if len(open) > 0 {
-		return open[0].GetNumber(), nil
+func (p pullRequests) Ensure(ctx context.Context, head, base, title, body string) (int, bool, error) {
+	open, err := p.open(ctx, head, base)
+	if err != nil || open != 0 {
+		return open, false, err
 	}
 	body += "\n---\nOpened by Parley for a verdict on a live change; merging it lets the GitOps tool act on the verdict. Later verdicts on the same field update this pull request.\n"
 	pr, _, err := p.gh.PullRequests.Create(ctx, p.owner, p.repo, &github.NewPullRequest{Title: &title, Head: &head, Base: &base, Body: &body})
 	if err != nil {
+		return 0, false, err
+	}
+	return pr.GetNumber(), true, nil
+}
+
+func (p pullRequests) Comment(ctx context.Context, head, base, body string) (int, error) {
+	n, err := p.open(ctx, head, base)
+	if err != nil || n == 0 {
 		return 0, err
 	}
-	return pr.GetNumber(), nil
+	_, _, err = p.gh.Issues.CreateComment(ctx, p.owner, p.repo, n, &github.IssueComment{Body: &body})
+	return n, err
 }
 
 func (p pullRequests) Close(ctx context.Context, head, base, comment string) (int, error) {
-	open, _, err := p.gh.PullRequests.List(ctx, p.owner, p.repo, &github.PullRequestListOptions{State: "open", Head: p.owner + ":" + head, Base: base})
-	if err != nil || len(open) == 0 {
-		return 0, err
-	}
-	n := open[0].GetNumber()
-	if _, _, err := p.gh.Issues.CreateComment(ctx, p.owner, p.repo, n, &github.IssueComment{Body: &comment}); err != nil {
+	n, err := p.Comment(ctx, head, base, comment)
+	if err != nil || n == 0 {
 		return n, err
 	}
 	closed := "closed"
 	_, _, err = p.gh.PullRequests.Edit(ctx, p.owner, p.repo, n, &github.PullRequest{State: &closed})
 	return n, err
+}
+
+// open is the number of the open pull request from head into base, 0 when there is none.
+func (p pullRequests) open(ctx context.Context, head, base string) (int, error) {
+	open, _, err := p.gh.PullRequests.List(ctx, p.owner, p.repo, &github.PullRequestListOptions{State: "open", Head: p.owner + ":" + head, Base: base})
+	if err != nil || len(open) == 0 {
+		return 0, err
+	}
+	return open[0].GetNumber(), nil
 }
 
 // Pushed judges again every field Parley gated in a repository whose branch moved (a push to

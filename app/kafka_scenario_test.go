@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/parleyhq/parley/core"
+	"github.com/parleyhq/parley/internal/fakegithub"
 	"github.com/parleyhq/parley/internal/gittest"
+	"github.com/parleyhq/parley/policy/arbiter"
 	"github.com/parleyhq/parley/webhooks"
 	"github.com/parleyhq/parley/webhooks/store"
 )
@@ -22,7 +24,7 @@ import (
 // arrive as CloudTrail events through the drift handler, and the verdicts land in the GitOps
 // repository. The repository's policy holds the agent to asking first.
 func TestKafkaScenarioEndToEnd(t *testing.T) {
-	srv, _, d, token := proposalsSetup(t)
+	srv, _, d, token, gh := proposalsSetupGH(t)
 	ctx := context.Background()
 	remote := gittest.New(t, mustRemoteDir(t, d))
 	work := filepath.Join(t.TempDir(), "work")
@@ -30,7 +32,15 @@ func TestKafkaScenarioEndToEnd(t *testing.T) {
 	w := gittest.New(t, work)
 	pol := filepath.Join(work, ".parley/policy.hcl")
 	src, _ := os.ReadFile(pol)
+	// The veto layer is a writer of the field too: it puts back what it does not allow.
+	src = []byte(strings.Replace(string(src), `writers = ["kafka-agent", "oncall", "cost-optimizer"]`, `writers = ["kafka-agent", "oncall", "cost-optimizer", "capacity-guard"]`, 1))
 	os.WriteFile(pol, append(src, []byte(`
+actor "capacity-guard" {
+  description    = "The veto layer between agents and the cloud API"
+  intent         = "reliability"
+  aws_principals = ["arn:aws:sts::*:assumed-role/capacity-guard/*", "arn:aws:iam::*:role/capacity-guard"]
+}
+
 rule "agents-ask-first" {
   description = "The Kafka agent asks before it scales"
   when        = claim.actor == "kafka-agent" && !claim.asked
@@ -81,6 +91,47 @@ rule "agents-ask-first" {
 	if last.Verdict.Decision != core.DecisionVeto || !strings.Contains(fmt.Sprint(last.Verdict.Explanation), "agents-ask-first") {
 		t.Fatalf("the unasked change: %s (%s) %+v", last.Verdict.Decision, last.Verdict.Rule, last.Verdict.Explanation)
 	}
+
+	// 5. A veto layer puts 12 back and the agent raises it again, and again: the field flips between
+	// them, so it is held, and the hold is put to the people the policy asks on a pull request.
+	before = remote.Run("rev-parse", "main")
+	clock := d.now().Add(2 * time.Minute)
+	d.Now = func() time.Time { return clock } // the flips arrive as they happen, a minute apart
+	for i, flip := range []struct {
+		role     string
+		capacity int
+	}{{guardRole, 12}, {"kafka-scaling-agent", 14}, {guardRole, 12}, {"kafka-scaling-agent", 14}} {
+		clock = clock.Add(time.Minute)
+		if err := d.Handle(ctx, cloudTrailDeliveryBy(t, flip.role, fmt.Sprintf("ct-flip-%d", i), flip.capacity, clock)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	last, _, _ = rd.state.Last(ctx, f)
+	if last.Verdict.Decision != core.DecisionHold || last.Verdict.Rule != "oscillation" || last.PR == 0 {
+		t.Fatalf("the flips: %s (%s) on pull request %d: %s\n%s", last.Verdict.Decision, last.Verdict.Rule, last.PR, last.Note, arbiter.Explain(last.Verdict))
+	}
+	// Before the hold the guard's value could be adopted; the hold itself writes nothing to main.
+	if log := remote.Run("log", "--format=%s", before+"..main"); strings.Contains(log, "hold") {
+		t.Fatalf("the hold wrote to main:\n%s", log)
+	}
+	if files := remote.Run("diff", "--name-only", "main", last.Branch); last.Branch == "main" || files != "" {
+		t.Fatalf("the hold's branch %s changes files: %s", last.Branch, files)
+	}
+	var opened []fakegithub.Write
+	for _, w := range gh.Writes() {
+		if w.Operation == "pulls/create" {
+			opened = append(opened, w)
+		}
+	}
+	if len(opened) != 1 {
+		t.Fatalf("pull requests opened: %d, want the hold's one", len(opened))
+	}
+	title, _ := opened[0].Body["title"].(string)
+	prBody, _ := opened[0].Body["body"].(string)
+	if title != "parley: hold desired_capacity of aws_autoscaling_group.consumer: people decide" ||
+		!strings.Contains(prBody, "@parleyhq/sre: you are asked to decide") || !strings.Contains(prBody, "capacity-guard") {
+		t.Fatalf("the hold's pull request: %q\n%s", title, prBody)
+	}
 }
 
 // mustRemoteDir is the bare repository the fake GitHub serves as acme/infra.
@@ -96,12 +147,20 @@ func mustRemoteDir(t *testing.T, d *Drift) string {
 // cloudTrailDelivery is the scaling agent's SetDesiredCapacity call as EventBridge delivers it.
 func cloudTrailDelivery(t *testing.T, id string, capacity int, at time.Time) store.Delivery {
 	t.Helper()
-	ts := at.UTC().Format(time.RFC3339)
-	body := fmt.Sprintf(`{"version":"0","id":%q,"detail-type":"AWS API Call via CloudTrail","source":"aws.autoscaling","account":"123456789012","time":%q,"region":"eu-west-1","resources":[],
-"detail":{"eventVersion":"1.09","userIdentity":{"type":"AssumedRole","principalId":"AROAEXAMPLEAGENT:kafka-agent-1","arn":"arn:aws:sts::123456789012:assumed-role/kafka-scaling-agent/kafka-agent-1","accountId":"123456789012",
-"sessionContext":{"sessionIssuer":{"type":"Role","principalId":"AROAEXAMPLEAGENT","arn":%q,"accountId":"123456789012","userName":"kafka-scaling-agent"}}},
-"eventTime":%q,"eventSource":"autoscaling.amazonaws.com","eventName":"SetDesiredCapacity","awsRegion":"eu-west-1","sourceIPAddress":"10.0.3.7","userAgent":"Boto3/1.35.20",
-"requestParameters":{"autoScalingGroupName":"kafka-consumer","desiredCapacity":%d,"honorCooldown":false},"responseElements":null,"eventID":%q,"readOnly":false,"eventType":"AwsApiCall","recipientAccountId":"123456789012"}}`,
-		id, ts, agentARN, ts, capacity, id)
+	return cloudTrailDeliveryBy(t, "kafka-scaling-agent", id, capacity, at)
+}
+
+// guardRole is the veto layer's IAM role: it puts back what it does not allow.
+const guardRole = "capacity-guard"
+
+// cloudTrailDeliveryBy is a SetDesiredCapacity call by a session of the IAM role named role.
+func cloudTrailDeliveryBy(t *testing.T, role, id string, capacity int, at time.Time) store.Delivery {
+	t.Helper()
+	body := fmt.Sprintf(`{"version":"0","id":%[1]q,"detail-type":"AWS API Call via CloudTrail","source":"aws.autoscaling","account":"123456789012","time":%[2]q,"region":"eu-west-1","resources":[],
+"detail":{"eventVersion":"1.09","userIdentity":{"type":"AssumedRole","principalId":"AROAEXAMPLEAGENT:session-1","arn":"arn:aws:sts::123456789012:assumed-role/%[3]s/session-1","accountId":"123456789012",
+"sessionContext":{"sessionIssuer":{"type":"Role","principalId":"AROAEXAMPLEAGENT","arn":"arn:aws:iam::123456789012:role/%[3]s","accountId":"123456789012","userName":%[3]q}}},
+"eventTime":%[2]q,"eventSource":"autoscaling.amazonaws.com","eventName":"SetDesiredCapacity","awsRegion":"eu-west-1","sourceIPAddress":"10.0.3.7","userAgent":"Boto3/1.35.20",
+"requestParameters":{"autoScalingGroupName":"kafka-consumer","desiredCapacity":%[4]d,"honorCooldown":false},"responseElements":null,"eventID":%[1]q,"readOnly":false,"eventType":"AwsApiCall","recipientAccountId":"123456789012"}}`,
+		id, at.UTC().Format(time.RFC3339), role, capacity)
 	return store.Delivery{Source: store.SourceCloudTrail, ID: id, Event: webhooks.EventName, Body: []byte(body), ReceivedAt: at}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/parleyhq/parley/core"
 	"github.com/parleyhq/parley/internal/agentstore"
+	"github.com/parleyhq/parley/internal/fakegithub"
 	"github.com/parleyhq/parley/internal/schematest"
 	"github.com/parleyhq/parley/reconcile"
 )
@@ -24,7 +25,14 @@ const agentARN = "arn:aws:iam::123456789012:role/kafka-scaling-agent"
 // token for the Kafka scaling agent.
 func proposalsSetup(t *testing.T) (*httptest.Server, *Proposals, *Drift, string) {
 	t.Helper()
-	d, _, _, clk := driftSetup(t, reconcile.ModeDirect)
+	srv, h, d, token, _ := proposalsSetupGH(t)
+	return srv, h, d, token
+}
+
+// proposalsSetupGH is proposalsSetup with the fake GitHub the drift loop writes to.
+func proposalsSetupGH(t *testing.T) (*httptest.Server, *Proposals, *Drift, string, *fakegithub.Server) {
+	t.Helper()
+	d, gh, _, clk := driftSetup(t, reconcile.ModeDirect)
 	agents, err := agentstore.Open(context.Background(), ":memory:")
 	if err != nil {
 		t.Fatal(err)
@@ -37,7 +45,7 @@ func proposalsSetup(t *testing.T) (*httptest.Server, *Proposals, *Drift, string)
 	h := &Proposals{Drift: d, Agents: agents, MaxAge: time.Minute, Now: clk.now}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return srv, h, d, secret
+	return srv, h, d, secret, gh
 }
 
 func propose(t *testing.T, srv *httptest.Server, token, body string, header ...string) (int, http.Header, []byte) {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/parleyhq/parley/core"
+	"github.com/parleyhq/parley/policy/arbiter"
 	"github.com/parleyhq/parley/trailers"
 )
 
@@ -43,6 +44,12 @@ func message(v core.Verdict, a Action, files []string, note string) (title, body
 			val = " = " + v.Winner.Value.String()
 		}
 		title = "parley: adopt " + what + val + " from " + winner
+	case ActionAsk:
+		if v.Decision == core.DecisionHold {
+			title = "parley: hold " + what + ": people decide"
+		} else {
+			title = "parley: escalate " + what + " to people"
+		}
 	}
 	var b strings.Builder
 	if why := resultSentence(v); why != "" {
@@ -54,7 +61,13 @@ func message(v core.Verdict, a Action, files []string, note string) (title, body
 		b.WriteString("\n\n")
 	}
 	b.WriteString("Field: " + f.String() + "\n")
-	b.WriteString("Files: " + strings.Join(files, ", ") + "\n")
+	if len(files) > 0 {
+		b.WriteString("Files: " + strings.Join(files, ", ") + "\n")
+	}
+	if a == ActionAsk {
+		// People are asked to decide: they read the whole explanation, every flip and claim.
+		b.WriteString("\n```\n" + arbiter.Explain(v) + "```\n")
+	}
 	body = b.String()
 
 	var tr []string

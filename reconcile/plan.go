@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/parleyhq/parley/core"
 	"github.com/parleyhq/parley/reconcile/gitops"
@@ -23,6 +24,10 @@ const (
 	ActionGate   Action = "gate"   // add a per-field yield gate
 	ActionResume Action = "resume" // remove Parley's gate on the field
 	ActionAdopt  Action = "adopt"  // write the live value into Git (and drop a gate the field had)
+	// ActionAsk puts a hold or an escalation to people on the field's pull request: a commit that
+	// changes no file and records the verdict, so the pull request exists and its thread is
+	// where people are asked. The field itself is left as it is.
+	ActionAsk Action = "ask"
 )
 
 // Change is one commit's worth of Git change for one verdict.
@@ -157,15 +162,46 @@ func (p *planner) plan(v core.Verdict) (*Change, string) {
 		}
 		return nil, "Git's value stands; nothing to write"
 	case core.DecisionHold:
-		until := "until a person decides"
-		if !v.Until.IsZero() {
-			until = "until " + v.Until.UTC().Format("2006-01-02T15:04:05Z")
+		if v.Rule == "no-claims" {
+			return nil, "held: no one claims the field; no automatic writes"
 		}
-		return nil, "held " + until + ": no automatic writes"
+		return p.planAsk(v)
 	case core.DecisionEscalate:
-		return nil, "escalated to " + strings.Join(v.Ask, ", ") + ": nothing is written until someone decides"
+		return p.planAsk(v)
 	}
 	return nil, "no decision"
+}
+
+// planAsk puts a hold or an escalation to people: nothing of the field is written, but the
+// field's pull request is opened (or commented on) with the explanation and the people the policy
+// asks. Writers without pull requests record the verdict only.
+func (p *planner) planAsk(v core.Verdict) (*Change, string) {
+	c := &Change{Field: v.Field, Action: ActionAsk, Ask: true, Branch: branchFor(v.Field),
+		Edit: func(gitwrite.Files) (map[string][]byte, error) { return nil, nil }}
+	c.Title, c.Body, c.Message = message(v, ActionAsk, nil, askNote(v))
+	return c, ""
+}
+
+// askNote says what a hold or an escalation means and how people end it.
+func askNote(v core.Verdict) string {
+	var b strings.Builder
+	if v.Decision == core.DecisionHold {
+		b.WriteString("Parley writes nothing for this field")
+		if !v.Until.IsZero() {
+			b.WriteString(" until " + v.Until.UTC().Format(time.RFC3339) + ", when it judges the field again")
+		} else {
+			b.WriteString(" until someone decides")
+		}
+		b.WriteString(". ")
+	} else {
+		b.WriteString("The policy cannot decide this contest; Parley writes nothing for this field until someone does. ")
+	}
+	if len(v.Ask) > 0 {
+		b.WriteString(strings.Join(v.Ask, ", ") + ": you are asked to decide. ")
+	}
+	b.WriteString("To decide, set the value in Git with a commit whose Intent and Motivation trailers say why (it becomes Git's claim), " +
+		"or stop the writer that should not act. This pull request changes no file; it is closed when the field is decided.")
+	return b.String()
 }
 
 func (p *planner) planYield(v core.Verdict) (*Change, string) {

@@ -273,6 +273,25 @@ func (r *Reconciler) judgeAndLand(ctx context.Context, snap Snapshot, pl *planne
 	}
 	res := Result{Verdict: v, Evidence: ev}
 	res.Change, res.Note = pl.plan(v)
+	asking := v.Decision == core.DecisionHold || v.Decision == core.DecisionEscalate
+	if res.Change != nil && res.Change.Action == ActionAsk || !asking {
+		last, ok, err := r.State.Last(ctx, f)
+		if err != nil {
+			return res, err
+		}
+		switch {
+		case ok && last.Action == string(ActionAsk) && asking && driftstate.Signature(last.Verdict) == driftstate.Signature(v):
+			// Asked already: the same hold restated (every flip) asks no one again.
+			res.Change, res.Note = nil, string(v.Decision)+"; people were asked already"
+			if last.PR != 0 {
+				res.Note = fmt.Sprintf("%s; people were asked on pull request #%d", v.Decision, last.PR)
+			}
+		case ok && last.Action == string(ActionAsk) && !asking && last.PR != 0:
+			if err := r.settle(ctx, last, v); err != nil {
+				return res, err
+			}
+		}
+	}
 	if res.Change == nil || r.Writer == nil {
 		return res, nil
 	}
@@ -285,6 +304,25 @@ func (r *Reconciler) judgeAndLand(ctx context.Context, snap Snapshot, pl *planne
 	r.log().Info("verdict landed in Git", "field", f.String(), "decision", string(v.Decision), "rule", v.Rule,
 		"action", string(res.Change.Action), "commit", landed.Commit, "branch", landed.Branch, "pr", landed.PR, "committed", landed.Committed)
 	return res, nil
+}
+
+// Settler is a Writer that can tell a field's pull request how a question put to people ended.
+type Settler interface {
+	Settle(ctx context.Context, branch, comment string) (pr int, err error)
+}
+
+// settle tells the pull request of a hold or escalation that the field is decided, and how.
+func (r *Reconciler) settle(ctx context.Context, asked driftstate.Record, v core.Verdict) error {
+	s, ok := r.Writer.(Settler)
+	if !ok {
+		return nil
+	}
+	comment := fmt.Sprintf("The %s on %s is over: %s", asked.Verdict.Decision, v.Field, resultSentence(v))
+	if _, err := s.Settle(ctx, asked.Branch, comment); err != nil {
+		return fmt.Errorf("settle the pull request #%d of %s: %w", asked.PR, v.Field, err)
+	}
+	r.log().Info("question on a field settled", "field", v.Field.String(), "pr", asked.PR, "decision", string(v.Decision))
+	return nil
 }
 
 // judge arbitrates f: the standing live claims (stored ones, with this batch's on top, the latest

@@ -351,6 +351,73 @@ func TestOscillationHoldsWithoutACommitStorm(t *testing.T) {
 	t.Logf("20 flips: %d commits, %d verdict records, held on %d", e.commits()-before, len(recs), holds)
 }
 
+// A hold is put to people once, on the field's pull request: an empty commit (the field is left as
+// it is) and the policy's escalation list asked in its body. Later flips restate the hold without
+// asking again; when the hold ends, the pull request is told how and, changing no file, closed.
+func TestOscillationHoldIsPutToPeopleOnAPullRequest(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	// The writer pushes to a remote; the checkout the snapshots read follows its main branch.
+	remote := filepath.Join(t.TempDir(), "remote.git")
+	e.git.Run("clone", "-q", "--bare", e.dir, remote)
+	follow := func() { e.git.Run("fetch", "-q", remote, "main"); e.git.Run("reset", "-q", "--hard", "FETCH_HEAD") }
+	prs := &recordedPRs{}
+	e.rec.Writer = &GitWriter{URL: remote, Base: "main", Mode: ModeDirect, PRs: prs, Author: object.Signature{Name: "Parley", Email: "p@x"},
+		Now: func() time.Time { return e.now }}
+	var held *Result
+	for i := 0; i < 12; i++ {
+		follow()
+		e.now = t0.Add(time.Duration(i) * 2 * time.Minute)
+		who, n := agentRole, 12
+		if i%2 == 1 {
+			who, n = oncallARN, 7
+		}
+		rep := e.ingest(events.SourceCloudTrail, trail(fmt.Sprintf("flip-%d", i), who, "autoscaling.amazonaws.com", "SetDesiredCapacity", e.now,
+			fmt.Sprintf(`{"autoScalingGroupName":"kafka-consumer","desiredCapacity":%d}`, n)))
+		if r := only(t, rep, capacity); r.Verdict.Decision == core.DecisionHold && held == nil {
+			held = &r
+		}
+	}
+	if held == nil || held.Landed == nil || held.Landed.PR != 1 {
+		t.Fatalf("the hold was not put on a pull request: %+v", held)
+	}
+	branch := branchFor(capacity)
+	if len(prs.opened) != 1 || prs.opened[0] != branch || len(prs.comments[1]) != 1 {
+		t.Fatalf("pull requests %v, comments %v: want one, asked once", prs.opened, prs.comments)
+	}
+	body := prs.comments[1][0]
+	for _, want := range []string{"@parleyhq/sre: you are asked to decide", "flipped the value", "Parley writes nothing for this field until"} {
+		if !strings.Contains(body, want) {
+			t.Fatalf("the pull request does not say %q:\n%s", want, body)
+		}
+	}
+	rg := gittest.New(t, remote)
+	if files := rg.Run("diff", "--name-only", "main", branch); files != "" {
+		t.Fatalf("the question changed files: %s", files)
+	}
+	if log := rg.Run("log", "--format=%s%n%(trailers:key=Parley-Decision,valueonly)", "main.."+branch); !strings.HasPrefix(log, "parley: hold desired_capacity of aws_autoscaling_group.consumer: people decide\nhold") {
+		t.Fatalf("the branch: %s", log)
+	}
+	last, _, _ := e.state.Last(ctx, capacity)
+	if last.Verdict.Decision != core.DecisionHold || last.Action != string(ActionAsk) || last.PR != 1 {
+		t.Fatalf("the recorded hold: %+v", last)
+	}
+
+	// The hold ends: the field is judged again, and its pull request is told and closed.
+	follow()
+	e.now = last.Verdict.Until.Add(time.Minute)
+	rep, err := e.rec.Recheck(ctx, e.snapshot(), []core.Field{capacity})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := only(t, rep, capacity).Verdict.Decision; d == core.DecisionHold {
+		t.Fatalf("still held after the hold: %s", d)
+	}
+	if len(prs.closed) != 1 || prs.closed[0] != 1 || !strings.Contains(prs.comments[1][1], "The hold on "+capacity.String()+" is over") {
+		t.Fatalf("closed %v, comments %q", prs.closed, prs.comments[1])
+	}
+}
+
 func TestFluxRevertEndsLosingClaims(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t)
@@ -792,13 +859,46 @@ func TestGitWriterSendsAQuestionThroughAPullRequest(t *testing.T) {
 	}
 }
 
-type recordedPRs struct{ opened []string }
-
-func (r *recordedPRs) Ensure(_ context.Context, head, _, _, _ string) (int, error) {
-	r.opened = append(r.opened, head)
-	return len(r.opened), nil
+// recordedPRs is a pull request opener that remembers what it was asked: pull requests by head
+// branch, numbered from 1 in opening order.
+type recordedPRs struct {
+	opened   []string
+	open     map[string]int
+	comments map[int][]string
+	closed   []int
 }
-func (r *recordedPRs) Close(context.Context, string, string, string) (int, error) { return 0, nil }
+
+func (r *recordedPRs) Ensure(_ context.Context, head, _, _, body string) (int, bool, error) {
+	if n, ok := r.open[head]; ok {
+		return n, false, nil
+	}
+	if r.open == nil {
+		r.open, r.comments = map[string]int{}, map[int][]string{}
+	}
+	r.opened = append(r.opened, head)
+	n := len(r.opened)
+	r.open[head] = n
+	r.comments[n] = append(r.comments[n], body)
+	return n, true, nil
+}
+
+func (r *recordedPRs) Comment(_ context.Context, head, _, body string) (int, error) {
+	n, ok := r.open[head]
+	if !ok {
+		return 0, nil
+	}
+	r.comments[n] = append(r.comments[n], body)
+	return n, nil
+}
+
+func (r *recordedPRs) Close(ctx context.Context, head, base, comment string) (int, error) {
+	n, err := r.Comment(ctx, head, base, comment)
+	if n != 0 {
+		delete(r.open, head)
+		r.closed = append(r.closed, n)
+	}
+	return n, err
+}
 
 // On-call's lasting image change to a Deployment a staging overlay builds from the prod manifest is
 // adopted into the overlay, as its own patch: the prod manifest, which the prod build shares, is

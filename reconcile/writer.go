@@ -41,8 +41,11 @@ func ParseMode(s string) (Mode, error) {
 
 // PullRequests opens pull requests for ModePullRequest; the GitHub App implements it.
 type PullRequests interface {
-	// Ensure returns the open pull request from head into base, opening one when there is none.
-	Ensure(ctx context.Context, head, base, title, body string) (number int, err error)
+	// Ensure returns the open pull request from head into base, opening one when there is none;
+	// opened says it was opened now.
+	Ensure(ctx context.Context, head, base, title, body string) (number int, opened bool, err error)
+	// Comment comments on the open pull request from head into base; number is 0 when there is none.
+	Comment(ctx context.Context, head, base, body string) (number int, err error)
 	// Close closes the open pull request from head into base, if there is one, explaining why in a
 	// comment; number is 0 when there was none.
 	Close(ctx context.Context, head, base, comment string) (number int, err error)
@@ -73,6 +76,9 @@ func (w *GitWriter) Write(ctx context.Context, c Change) (Landed, error) {
 	if c.Ask && w.PRs != nil {
 		mode = ModePullRequest // a question for people goes through a pull request
 	}
+	if c.Action == ActionAsk && mode != ModePullRequest {
+		return Landed{}, nil // without pull requests there is no one to ask in Git; the verdict is recorded
+	}
 	if c.BranchOnly && mode != ModePullRequest {
 		return Landed{}, nil // nothing to do on the base branch, and no work branches are used
 	}
@@ -90,11 +96,26 @@ func (w *GitWriter) Write(ctx context.Context, c Change) (Landed, error) {
 		author.When = time.Now()
 	}
 	out, err := gitwrite.Write(ctx, gitwrite.Request{URL: w.URL, Auth: auth, Base: w.Base, Branch: branch,
-		Edit: c.Edit, Message: c.Message, Author: author})
+		Edit: c.Edit, Message: c.Message, Author: author, Empty: c.Action == ActionAsk})
 	if err != nil {
 		return Landed{}, err
 	}
 	l := Landed{Committed: out.Committed, Commit: out.Commit, Branch: out.Branch}
+	if c.Action == ActionAsk {
+		// The question changes no file: its pull request stays open until the field is decided.
+		n, opened, err := w.PRs.Ensure(ctx, branch, w.Base, c.Title, c.Body)
+		if err != nil {
+			return l, fmt.Errorf("open pull request for %s: %w", branch, err)
+		}
+		l.PR = n
+		if !opened {
+			// The field's pull request was open already (a gate waiting to be merged): ask there.
+			if _, err := w.PRs.Comment(ctx, branch, w.Base, "**"+c.Title+"**\n\n"+c.Body); err != nil {
+				return l, fmt.Errorf("comment on the pull request of %s: %w", branch, err)
+			}
+		}
+		return l, nil
+	}
 	if mode == ModePullRequest && out.Committed && out.SameAsBase {
 		// The branch now changes nothing: its pull request has no reason left to be merged.
 		n, err := w.PRs.Close(ctx, branch, w.Base, "Parley: "+c.Title+". This leaves the pull request without changes, so it is closed.")
@@ -107,13 +128,37 @@ func (w *GitWriter) Write(ctx context.Context, c Change) (Landed, error) {
 	// Also when nothing was committed now but the branch carries unmerged commits: an earlier write
 	// may have pushed and then died before opening its pull request.
 	if mode == ModePullRequest && out.Ahead {
-		n, err := w.PRs.Ensure(ctx, branch, w.Base, c.Title, c.Body)
+		n, _, err := w.PRs.Ensure(ctx, branch, w.Base, c.Title, c.Body)
 		if err != nil {
 			return l, fmt.Errorf("open pull request for %s: %w", branch, err)
 		}
 		l.PR = n
 	}
 	return l, nil
+}
+
+// Settle tells the pull request of a field that was put to people how it was decided: it comments
+// and, when the branch changes no file (only the question was on it), closes the pull request. A
+// branch that carries a change waiting to be merged keeps its pull request open.
+func (w *GitWriter) Settle(ctx context.Context, branch, comment string) (int, error) {
+	if w.PRs == nil {
+		return 0, nil
+	}
+	var auth transport.AuthMethod
+	if w.Auth != nil {
+		var err error
+		if auth, err = w.Auth(ctx); err != nil {
+			return 0, fmt.Errorf("credentials for %s: %w", w.URL, err)
+		}
+	}
+	b, err := gitwrite.Compare(ctx, w.URL, auth, w.Base, branch)
+	if err != nil {
+		return 0, err
+	}
+	if !b.Exists || b.SameAsBase {
+		return w.PRs.Close(ctx, branch, w.Base, comment+" This pull request changes no file, so it is closed.")
+	}
+	return w.PRs.Comment(ctx, branch, w.Base, comment)
 }
 
 // LocalWriter commits changes into a local repository's checked-out branch (`parley ingest
@@ -127,8 +172,9 @@ type LocalWriter struct {
 
 // Write implements Writer.
 func (w *LocalWriter) Write(ctx context.Context, c Change) (Landed, error) {
-	if c.BranchOnly {
-		return Landed{}, nil // it writes to the checked-out branch only
+	if c.BranchOnly || c.Action == ActionAsk {
+		// It writes to the checked-out branch only, and has no pull request to ask people on.
+		return Landed{}, nil
 	}
 	repo, err := git.PlainOpen(w.Dir)
 	if err != nil {

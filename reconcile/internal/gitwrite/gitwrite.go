@@ -61,6 +61,10 @@ type Request struct {
 	Author  object.Signature
 	// Retries bounds how often a moved branch is re-fetched and the edit re-applied. Default 3.
 	Retries int
+	// Empty commits the message even when the edit changes no file: a question recorded on a work
+	// branch (a hold put to people), whose pull request needs a commit to exist. Only for a Branch
+	// other than Base: an empty commit on the base branch would say nothing to anyone.
+	Empty bool
 }
 
 // ErrMoved is returned when the branch kept moving through every retry.
@@ -73,6 +77,9 @@ func Write(ctx context.Context, r Request) (Outcome, error) {
 	}
 	if r.Branch == "" {
 		r.Branch = r.Base
+	}
+	if r.Empty && r.Branch == r.Base {
+		return Outcome{Branch: r.Branch}, fmt.Errorf("an empty commit goes on a work branch, not on %s", r.Base)
 	}
 	for attempt := 1; attempt <= r.Retries+1; attempt++ {
 		out, err := once(ctx, r)
@@ -151,7 +158,7 @@ func once(ctx context.Context, r Request) (Outcome, error) {
 	if err != nil {
 		return out, err
 	}
-	if status.IsClean() {
+	if status.IsClean() && !r.Empty {
 		out.Commit = start.Hash().String()
 		if !remoteTip.IsZero() && r.Branch != r.Base {
 			out.Ahead, err = aheadOf(repo, remoteTip, plumbing.NewRemoteReferenceName("origin", r.Base))
@@ -162,7 +169,7 @@ func once(ctx context.Context, r Request) (Outcome, error) {
 	if author.When.IsZero() {
 		author.When = time.Now()
 	}
-	hash, err := wt.Commit(r.Message, &git.CommitOptions{Author: &author, Committer: &author})
+	hash, err := wt.Commit(r.Message, &git.CommitOptions{Author: &author, Committer: &author, AllowEmptyCommits: r.Empty})
 	if err != nil {
 		return out, fmt.Errorf("commit: %w", err)
 	}
@@ -184,6 +191,50 @@ func once(ctx context.Context, r Request) (Outcome, error) {
 	if r.Branch != r.Base {
 		out.SameAsBase, err = sameTree(repo, hash, plumbing.NewRemoteReferenceName("origin", r.Base))
 	}
+	return out, err
+}
+
+// Branch is what Compare found.
+type Branch struct {
+	Exists bool // the work branch is in the repository
+	Ahead  bool // it has commits the base does not
+	// SameAsBase is true when its files are exactly the base's: a pull request from it changes
+	// nothing, whatever commits it carries.
+	SameAsBase bool
+}
+
+// Compare fetches a work branch and its base and says how they relate, changing nothing.
+func Compare(ctx context.Context, url string, auth transport.AuthMethod, base, branch string) (Branch, error) {
+	repo, err := git.Init(memory.NewStorage(), nil)
+	if err != nil {
+		return Branch{}, err
+	}
+	if _, err := repo.CreateRemote(&config.RemoteConfig{Name: "origin", URLs: []string{url}}); err != nil {
+		return Branch{}, err
+	}
+	refs := []config.RefSpec{
+		config.RefSpec(fmt.Sprintf("+refs/heads/%s:refs/remotes/origin/%s", base, base)),
+		config.RefSpec(fmt.Sprintf("+refs/heads/%s:refs/remotes/origin/%s", branch, branch)),
+	}
+	err = repo.FetchContext(ctx, &git.FetchOptions{RemoteName: "origin", RefSpecs: refs, Auth: auth, Tags: git.NoTags})
+	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
+		// Fetching a branch that does not exist fails the whole fetch: try the base alone.
+		err = repo.FetchContext(ctx, &git.FetchOptions{RemoteName: "origin", RefSpecs: refs[:1], Auth: auth, Tags: git.NoTags})
+		if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
+			return Branch{}, fmt.Errorf("fetch %s from %s: %w", base, url, err)
+		}
+		return Branch{}, nil
+	}
+	tip, err := repo.Reference(plumbing.NewRemoteReferenceName("origin", branch), true)
+	if err != nil {
+		return Branch{}, nil
+	}
+	baseRef := plumbing.NewRemoteReferenceName("origin", base)
+	out := Branch{Exists: true}
+	if out.Ahead, err = aheadOf(repo, tip.Hash(), baseRef); err != nil {
+		return out, err
+	}
+	out.SameAsBase, err = sameTree(repo, tip.Hash(), baseRef)
 	return out, err
 }
 
