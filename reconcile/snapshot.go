@@ -54,6 +54,13 @@ func resolve(dir, rev string) (*git.Repository, plumbing.Hash, error) {
 	return repo, *hash, nil
 }
 
+// ReadTree reads the files of a commit that Parley judges: manifests, Terraform, the policy, what
+// Helm and Kustomize need to render, and the files kustomization generators read. It is the tree a
+// snapshot holds, for readers that judge a commit of their own (a pull request's head).
+func ReadTree(repo *git.Repository, hash plumbing.Hash) (map[string][]byte, error) {
+	return readTree(repo, hash)
+}
+
 func readTree(repo *git.Repository, hash plumbing.Hash) (map[string][]byte, error) {
 	c, err := repo.CommitObject(hash)
 	if err != nil {

@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
 
 	"github.com/parleyhq/parley/core"
+	"github.com/parleyhq/parley/reconcile"
+	"github.com/parleyhq/parley/reconcile/depgraph"
 )
 
 // GitSource reads a pull request from a local repository as GitHub shows it: the commits
@@ -20,6 +23,10 @@ import (
 type GitSource struct {
 	repo                  *git.Repository
 	base, head, mergeBase *object.Commit
+
+	graphOnce sync.Once
+	graph     *depgraph.Graph
+	graphErr  error
 }
 
 // ErrNoMergeBase is returned by OpenGitSource when base and head share no commit in the
@@ -178,4 +185,26 @@ func (s *GitSource) Content(ctx context.Context, sha, path string) ([]byte, bool
 		return nil, false, fmt.Errorf("read %s at %s: %w", path, sha, err)
 	}
 	return []byte(text), true, nil
+}
+
+// Dependents lists the objects that read f in the head's tree: the pull request is judged with the
+// dependencies it would merge (a Deployment it adds that reads the changed value counts). The
+// graph is built once per source (reconcile/depgraph); files it cannot read have no dependents.
+func (s *GitSource) Dependents(f core.Field) ([]core.Dependent, error) {
+	s.graphOnce.Do(func() {
+		files, err := reconcile.ReadTree(s.repo, s.head.Hash)
+		if err != nil {
+			s.graphErr = fmt.Errorf("read the tree of %s: %w", s.head.Hash, err)
+			return
+		}
+		s.graph, _ = depgraph.Build(files)
+	})
+	if s.graphErr != nil {
+		return nil, s.graphErr
+	}
+	var out []core.Dependent
+	for _, d := range s.graph.Dependents(f) {
+		out = append(out, core.Dependent{Field: d.Field, Via: d.Via})
+	}
+	return out, nil
 }

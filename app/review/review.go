@@ -58,6 +58,13 @@ type Source interface {
 	Content(ctx context.Context, sha, path string) (data []byte, ok bool, err error)
 }
 
+// dependencies is a Source that knows what reads a field (GitSource does): a claim's dependents
+// reach the policy as claim.dependents and are listed in the explanation. A Source without it
+// judges every claim with no dependents.
+type dependencies interface {
+	Dependents(f core.Field) ([]core.Dependent, error)
+}
+
 // GitState is the base branch's ledger: what Git claims now and claimed before.
 type GitState interface {
 	Current(f core.Field) (core.Claim, bool, error)
@@ -170,8 +177,14 @@ func Evaluate(ctx context.Context, pr PullRequest, src Source, pol *policy.Polic
 		fields = append(fields, f)
 	}
 	sort.Slice(fields, func(i, j int) bool { return fields[i].String() < fields[j].String() })
+	deps, _ := src.(dependencies)
 	for _, f := range fields {
 		in := arbiter.Input{Field: f, Now: now, Lookup: lookup}
+		if deps != nil {
+			if in.Dependents, err = deps.Dependents(f); err != nil {
+				return Result{}, fmt.Errorf("pull request #%d: dependents of %s: %w", pr.Number, f, err)
+			}
+		}
 		if own := claims[f]; own.Evidence.Source == "github-pull-request" {
 			in.Live = append(in.Live, own)
 		}
