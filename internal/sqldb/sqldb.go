@@ -1,0 +1,164 @@
+// Package sqldb holds what Parley's stores share to run on two engines: SQLite, the embedded
+// default (one file per store beside one process), and PostgreSQL, for several replicas of parley
+// serve (one database for every store). It opens a PostgreSQL database as a database/sql pool on
+// pgx (github.com/jackc/pgx/v5/stdlib), rewrites the ? placeholders the stores' queries are written
+// with into PostgreSQL's $n, and runs versioned migrations under a lock so that replicas starting
+// together migrate once.
+//
+// The stores write portable SQL where the engines agree (INSERT ... ON CONFLICT, RETURNING,
+// CASE) and keep per-engine text only for DDL and the few statements that differ.
+package sqldb
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+)
+
+// Engine is a database engine.
+type Engine int
+
+// Engines.
+const (
+	SQLite Engine = iota
+	Postgres
+)
+
+func (e Engine) String() string {
+	if e == Postgres {
+		return "postgres"
+	}
+	return "sqlite"
+}
+
+// IsPostgres reports whether a store setting names a PostgreSQL database (a postgres:// or
+// postgresql:// URL) rather than a SQLite file.
+func IsPostgres(target string) bool {
+	return strings.HasPrefix(target, "postgres://") || strings.HasPrefix(target, "postgresql://")
+}
+
+// Redact returns a PostgreSQL URL without its password, for logs and errors.
+func Redact(dsn string) string {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return "postgres://(unparseable URL)"
+	}
+	c := cfg.ConnConfig
+	return fmt.Sprintf("postgres://%s@%s:%d/%s", c.User, c.Host, c.Port, c.Database)
+}
+
+// OpenPostgres opens a pool of at most maxConns connections to the database dsn names and checks
+// that it answers. The pool is pgx's; the *sql.DB is a database/sql view of it, for stores
+// written against database/sql. Closing the *sql.DB does not close the pool: close both.
+func OpenPostgres(ctx context.Context, dsn string, maxConns int32) (*pgxpool.Pool, *sql.DB, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		// pgx's parse errors can quote the URL, password and all.
+		return nil, nil, fmt.Errorf("PostgreSQL URL %s: cannot be parsed", Redact(dsn))
+	}
+	if maxConns > 0 {
+		cfg.MaxConns = maxConns
+	}
+	cfg.MaxConnIdleTime = 5 * time.Minute
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("PostgreSQL %s: %w", Redact(dsn), err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, nil, fmt.Errorf("PostgreSQL %s: %w", Redact(dsn), err)
+	}
+	return pool, stdlib.OpenDBFromPool(pool), nil
+}
+
+// Rebind rewrites a query's ? and ?N placeholders as PostgreSQL's $N for the Postgres engine;
+// for SQLite it returns the query as it is. Placeholders inside quoted strings and identifiers
+// are left alone.
+func Rebind(e Engine, query string) string {
+	if e != Postgres || !strings.Contains(query, "?") {
+		return query
+	}
+	var b strings.Builder
+	b.Grow(len(query) + 8)
+	n := 0
+	var quote byte
+	for i := 0; i < len(query); i++ {
+		c := query[i]
+		switch {
+		case quote != 0:
+			if c == quote {
+				quote = 0
+			}
+			b.WriteByte(c)
+		case c == '\'' || c == '"':
+			quote = c
+			b.WriteByte(c)
+		case c == '?':
+			j := i + 1
+			for j < len(query) && query[j] >= '0' && query[j] <= '9' {
+				j++
+			}
+			if j > i+1 {
+				b.WriteString("$" + query[i+1:j]) // ?N: a numbered parameter keeps its number
+				i = j - 1
+				continue
+			}
+			n++
+			fmt.Fprintf(&b, "$%d", n)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+// migrationLock is the advisory lock key every component's migrations take: one migration runs at
+// a time in the database, whichever replica and component starts it.
+const migrationLock = 7_243_511_020_173
+
+// MigratePostgres applies component's migrations that the database has not applied yet, in order,
+// in one transaction holding an advisory lock: replicas starting together migrate once, and the
+// others find the work done. Versions are recorded per component in parley_schema. It refuses a
+// database a newer Parley migrated further than this binary knows.
+func MigratePostgres(ctx context.Context, db *sql.DB, component string, migrations []string) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("%s: begin migration: %w", component, err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(migrationLock)); err != nil {
+		return fmt.Errorf("%s: migration lock: %w", component, err)
+	}
+	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS parley_schema (
+		component  TEXT    NOT NULL,
+		version    INTEGER NOT NULL,
+		applied_at BIGINT  NOT NULL,
+		PRIMARY KEY (component, version))`); err != nil {
+		return fmt.Errorf("%s: create parley_schema: %w", component, err)
+	}
+	var current int
+	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM parley_schema WHERE component = $1`, component).Scan(&current); err != nil {
+		return fmt.Errorf("%s: read schema version: %w", component, err)
+	}
+	if current > len(migrations) {
+		return fmt.Errorf("%s: schema version %d is newer than this binary knows (%d)", component, current, len(migrations))
+	}
+	for v := current + 1; v <= len(migrations); v++ {
+		if _, err := tx.ExecContext(ctx, migrations[v-1]); err != nil {
+			return fmt.Errorf("%s: migration %d: %w", component, v, err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO parley_schema (component, version, applied_at) VALUES ($1, $2, $3)`,
+			component, v, time.Now().UnixNano()); err != nil {
+			return fmt.Errorf("%s: record migration %d: %w", component, v, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("%s: commit migrations: %w", component, err)
+	}
+	return nil
+}
