@@ -1,7 +1,8 @@
 // Package livestate keeps what people tell Parley on pull requests: claims and yields made with
 // /parley commands, overrides, and holds. It is a small SQLite database beside the delivery store;
 // every command is recorded once (keyed by its comment and line), so a redelivered or edited
-// comment never applies a command twice.
+// comment never applies a command twice. With several replicas of parley serve it lives in their
+// shared PostgreSQL database instead (OpenPostgres).
 package livestate
 
 import (
@@ -14,10 +15,15 @@ import (
 	_ "modernc.org/sqlite" // the pure-Go SQLite driver, registered as "sqlite"
 
 	"github.com/parleyhq/parley/core"
+	"github.com/parleyhq/parley/internal/sqldb"
 )
 
 // DB is the live state of every repository Parley serves.
-type DB struct{ db *sql.DB }
+type DB struct {
+	db     *sql.DB
+	engine sqldb.Engine
+	owned  bool // Close closes db: a SQLite file this DB opened, not a shared PostgreSQL pool
+}
 
 const schema = `
 CREATE TABLE IF NOT EXISTS commands (
@@ -26,6 +32,35 @@ CREATE TABLE IF NOT EXISTS commands (
 	at TEXT NOT NULL,
 	PRIMARY KEY (repo, pr, comment, line, text));
 CREATE INDEX IF NOT EXISTS commands_pr ON commands (repo, pr);`
+
+// postgresMigrations are the schema on PostgreSQL, applied in order (sqldb.MigratePostgres). Never
+// edit a released one: append.
+var postgresMigrations = []string{
+	`CREATE TABLE livestate_commands (
+	repo TEXT NOT NULL, pr BIGINT NOT NULL, comment BIGINT NOT NULL, line INTEGER NOT NULL, text TEXT NOT NULL,
+	kind TEXT NOT NULL, field TEXT NOT NULL DEFAULT '', claim TEXT NOT NULL DEFAULT '', actor TEXT NOT NULL, reason TEXT NOT NULL DEFAULT '',
+	at TEXT NOT NULL,
+	PRIMARY KEY (repo, pr, comment, line, text));
+CREATE INDEX livestate_commands_pr ON livestate_commands (repo, pr);`,
+}
+
+// OpenPostgres uses the shared PostgreSQL database db (several replicas of parley serve),
+// migrating it first. Close leaves db open: its owner closes it.
+func OpenPostgres(ctx context.Context, db *sql.DB) (*DB, error) {
+	if err := sqldb.MigratePostgres(ctx, db, "livestate", postgresMigrations); err != nil {
+		return nil, fmt.Errorf("live state: %w", err)
+	}
+	return &DB{db: db, engine: sqldb.Postgres}, nil
+}
+
+// table is the commands table's name: PostgreSQL's database is shared by every store, so its
+// tables carry the store's name.
+func (d *DB) table() string {
+	if d.engine == sqldb.Postgres {
+		return "livestate_commands"
+	}
+	return "commands"
+}
 
 // Open opens (creating on first use) the database at path.
 func Open(ctx context.Context, path string) (*DB, error) {
@@ -38,11 +73,16 @@ func Open(ctx context.Context, path string) (*DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("create live state %s: %w", path, err)
 	}
-	return &DB{db: db}, nil
+	return &DB{db: db, owned: true}, nil
 }
 
-// Close closes the database.
-func (d *DB) Close() error { return d.db.Close() }
+// Close closes the database (a shared PostgreSQL pool stays open for its owner).
+func (d *DB) Close() error {
+	if !d.owned {
+		return nil
+	}
+	return d.db.Close()
+}
 
 // Kind is what a recorded command does.
 type Kind string
@@ -83,8 +123,8 @@ func (d *DB) Record(ctx context.Context, c Command) (bool, error) {
 	if !c.Field.IsZero() {
 		field = c.Field.String()
 	}
-	res, err := d.db.ExecContext(ctx, `INSERT OR IGNORE INTO commands (repo, pr, comment, line, text, kind, field, claim, actor, reason, at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, c.Repo, c.PR, c.Comment, c.Line, c.Text, string(c.Kind), field, string(claim),
+	res, err := d.db.ExecContext(ctx, sqldb.Rebind(d.engine, `INSERT INTO `+d.table()+` (repo, pr, comment, line, text, kind, field, claim, actor, reason, at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`), c.Repo, c.PR, c.Comment, c.Line, c.Text, string(c.Kind), field, string(claim),
 		c.Actor, c.Reason, c.At.UTC().Format(time.RFC3339Nano))
 	if err != nil {
 		return false, fmt.Errorf("record command on %s#%d: %w", c.Repo, c.PR, err)
@@ -103,8 +143,8 @@ type PR struct {
 
 // ForPR replays the commands of a pull request in order.
 func (d *DB) ForPR(ctx context.Context, repo string, pr int) (PR, error) {
-	rows, err := d.db.QueryContext(ctx, `SELECT comment, line, text, kind, field, claim, actor, reason, at FROM commands
-		WHERE repo = ? AND pr = ? ORDER BY at, comment, line`, repo, pr)
+	rows, err := d.db.QueryContext(ctx, sqldb.Rebind(d.engine, `SELECT comment, line, text, kind, field, claim, actor, reason, at FROM `+d.table()+`
+		WHERE repo = ? AND pr = ? ORDER BY at, comment, line`), repo, pr)
 	if err != nil {
 		return PR{}, fmt.Errorf("live state of %s#%d: %w", repo, pr, err)
 	}

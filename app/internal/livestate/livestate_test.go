@@ -2,17 +2,49 @@ package livestate
 
 import (
 	"context"
+	"database/sql"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/parleyhq/parley/core"
+	"github.com/parleyhq/parley/internal/pgtest"
+	"github.com/parleyhq/parley/internal/sqldb"
 )
 
-func TestRecordOnceAndReplay(t *testing.T) {
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// engines opens the live state on each engine; open again reaches the same data (a restart, or
+// another replica).
+func engines(t *testing.T) map[string]func() (*DB, error) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "live.db")
-	db, err := Open(ctx, path)
+	var pg *sql.DB
+	return map[string]func() (*DB, error){
+		"sqlite": func() (*DB, error) { return Open(ctx, path) },
+		"postgres": func() (*DB, error) {
+			if pg == nil {
+				pool, db, err := sqldb.OpenPostgres(ctx, pgtest.DSN(t), 4)
+				if err != nil {
+					return nil, err
+				}
+				t.Cleanup(func() { db.Close(); pool.Close() })
+				pg = db
+			}
+			return OpenPostgres(ctx, pg)
+		},
+	}
+}
+
+func TestRecordOnceAndReplay(t *testing.T) {
+	for name, open := range engines(t) {
+		t.Run(name, func(t *testing.T) { testRecordOnceAndReplay(t, open) })
+	}
+}
+
+func testRecordOnceAndReplay(t *testing.T, open func() (*DB, error)) {
+	ctx := context.Background()
+	db, err := open()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +71,7 @@ func TestRecordOnceAndReplay(t *testing.T) {
 		t.Errorf("the same command recorded twice: %v %v", ok, err)
 	}
 	db.Close()
-	db, err = Open(ctx, path) // persisted
+	db, err = open() // persisted
 	if err != nil {
 		t.Fatal(err)
 	}
