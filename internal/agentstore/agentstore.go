@@ -1,7 +1,8 @@
 // Package agentstore keeps what the proposals API needs between requests: the bearer tokens agents
 // authenticate with, each mapped to the identity the policy knows the agent by, and the log of
 // proposals (every one, accepted or refused, with its answer, so a retried request with the same
-// idempotency key gets the same answer). It is a small SQLite database beside the delivery store.
+// idempotency key gets the same answer). It is a small SQLite database beside the delivery store, or
+// with several replicas of parley serve their shared PostgreSQL database (OpenPostgres).
 //
 // A token is "parley_<id>_<secret>". Only the SHA-256 of the secret is stored; the id finds the
 // row, and the secret is compared in constant time. A token is shown once, when it is created.
@@ -24,12 +25,15 @@ import (
 	_ "modernc.org/sqlite" // the pure-Go SQLite driver, registered as "sqlite"
 
 	"github.com/parleyhq/parley/core"
+	"github.com/parleyhq/parley/internal/sqldb"
 )
 
 // DB is the agent store.
 type DB struct {
-	db   *sql.DB
-	path string
+	db     *sql.DB
+	path   string // for errors: the SQLite file, or the PostgreSQL database without its password
+	engine sqldb.Engine
+	owned  bool // Close closes db (a SQLite file it opened, not a shared PostgreSQL pool)
 }
 
 const schema = `
@@ -43,6 +47,39 @@ CREATE TABLE IF NOT EXISTS proposals (
 	accepted INTEGER NOT NULL, refused INTEGER NOT NULL, at INTEGER NOT NULL);
 CREATE UNIQUE INDEX IF NOT EXISTS proposals_key ON proposals (token_id, idempotency_key) WHERE idempotency_key != '';
 CREATE INDEX IF NOT EXISTS proposals_at ON proposals (at);`
+
+// postgresMigrations are the schema on PostgreSQL (sqldb.MigratePostgres), whose database every
+// store shares, hence the table names. Never edit a released one: append.
+var postgresMigrations = []string{
+	`CREATE TABLE agent_tokens (
+	id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, secret_sha256 TEXT NOT NULL,
+	identity_source TEXT NOT NULL, identity_id TEXT NOT NULL,
+	created_at BIGINT NOT NULL, last_used_at BIGINT NOT NULL DEFAULT 0, revoked_at BIGINT NOT NULL DEFAULT 0);
+CREATE TABLE agent_proposals (
+	id TEXT PRIMARY KEY, token_id TEXT NOT NULL, idempotency_key TEXT NOT NULL DEFAULT '',
+	repository TEXT NOT NULL, request_sha256 TEXT NOT NULL, status INTEGER NOT NULL, response BYTEA NOT NULL,
+	accepted INTEGER NOT NULL, refused INTEGER NOT NULL, at BIGINT NOT NULL);
+CREATE UNIQUE INDEX agent_proposals_key ON agent_proposals (token_id, idempotency_key) WHERE idempotency_key != '';
+CREATE INDEX agent_proposals_at ON agent_proposals (at);`,
+}
+
+// OpenPostgres uses the shared PostgreSQL database db, migrating it first; name is how errors
+// name it (sqldb.Redact of its URL). Close leaves db open for its owner.
+func OpenPostgres(ctx context.Context, db *sql.DB, name string) (*DB, error) {
+	if err := sqldb.MigratePostgres(ctx, db, "agentstore", postgresMigrations); err != nil {
+		return nil, fmt.Errorf("agent store: %w", err)
+	}
+	return &DB{db: db, path: name, engine: sqldb.Postgres}, nil
+}
+
+// q is a query for the store's engine: {tokens} and {proposals} name its tables, ? its parameters.
+func (d *DB) q(query string) string {
+	tokens, proposals := "tokens", "proposals"
+	if d.engine == sqldb.Postgres {
+		tokens, proposals = "agent_tokens", "agent_proposals"
+	}
+	return sqldb.Rebind(d.engine, strings.NewReplacer("{tokens}", tokens, "{proposals}", proposals).Replace(query))
+}
 
 // Open opens (creating on first use) the store at path; ":memory:" is a private in-memory one.
 //
@@ -65,11 +102,16 @@ func Open(ctx context.Context, path string) (*DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("create agent store %s: %w", path, err)
 	}
-	return &DB{db: db, path: path}, nil
+	return &DB{db: db, path: path, owned: true}, nil
 }
 
-// Close closes the store.
-func (d *DB) Close() error { return d.db.Close() }
+// Close closes the store (a shared PostgreSQL pool stays open for its owner).
+func (d *DB) Close() error {
+	if !d.owned {
+		return nil
+	}
+	return d.db.Close()
+}
 
 // Token is a token's record; the secret itself is never stored.
 type Token struct {
@@ -120,10 +162,10 @@ func (d *DB) Create(ctx context.Context, name string, identity core.Identity, no
 	}
 	id, secret := randomID(8), randomSecret()
 	t := Token{ID: id, Name: name, Identity: identity, Created: now.UTC()}
-	_, err := d.db.ExecContext(ctx, `INSERT INTO tokens (id, name, secret_sha256, identity_source, identity_id, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
+	_, err := d.db.ExecContext(ctx, d.q(`INSERT INTO {tokens} (id, name, secret_sha256, identity_source, identity_id, created_at) VALUES (?, ?, ?, ?, ?, ?)`),
 		id, name, digest(secret), string(identity.Source), identity.ID, now.UnixNano())
 	if err != nil {
-		if strings.Contains(err.Error(), "UNIQUE") {
+		if strings.Contains(err.Error(), "UNIQUE") || strings.Contains(err.Error(), "duplicate key") {
 			return "", Token{}, fmt.Errorf("a token named %q exists already: revoke it or choose another name", name)
 		}
 		return "", Token{}, fmt.Errorf("agent store %s: create token: %w", d.path, err)
@@ -142,7 +184,7 @@ func (d *DB) Verify(ctx context.Context, bearer string, now time.Time) (Token, e
 	var t Token
 	var sum, src string
 	var created, used, revoked int64
-	err := d.db.QueryRowContext(ctx, `SELECT id, name, secret_sha256, identity_source, identity_id, created_at, last_used_at, revoked_at FROM tokens WHERE id = ?`, id).
+	err := d.db.QueryRowContext(ctx, d.q(`SELECT id, name, secret_sha256, identity_source, identity_id, created_at, last_used_at, revoked_at FROM {tokens} WHERE id = ?`), id).
 		Scan(&t.ID, &t.Name, &sum, &src, &t.Identity.ID, &created, &used, &revoked)
 	if errors.Is(err, sql.ErrNoRows) {
 		digest(secret) // the same work as a known id, so timing tells nothing
@@ -160,7 +202,7 @@ func (d *DB) Verify(ctx context.Context, bearer string, now time.Time) (Token, e
 		return Token{}, ErrRevoked
 	}
 	if now.Sub(t.LastUsed) > time.Minute {
-		if _, err := d.db.ExecContext(ctx, `UPDATE tokens SET last_used_at = ? WHERE id = ?`, now.UnixNano(), t.ID); err != nil {
+		if _, err := d.db.ExecContext(ctx, d.q(`UPDATE {tokens} SET last_used_at = ? WHERE id = ?`), now.UnixNano(), t.ID); err != nil {
 			return Token{}, fmt.Errorf("agent store %s: %w", d.path, err)
 		}
 	}
@@ -169,7 +211,7 @@ func (d *DB) Verify(ctx context.Context, bearer string, now time.Time) (Token, e
 
 // List returns every token, revoked ones included, by name.
 func (d *DB) List(ctx context.Context) ([]Token, error) {
-	rows, err := d.db.QueryContext(ctx, `SELECT id, name, identity_source, identity_id, created_at, last_used_at, revoked_at FROM tokens ORDER BY name`)
+	rows, err := d.db.QueryContext(ctx, d.q(`SELECT id, name, identity_source, identity_id, created_at, last_used_at, revoked_at FROM {tokens} ORDER BY name`))
 	if err != nil {
 		return nil, fmt.Errorf("agent store %s: %w", d.path, err)
 	}
@@ -191,7 +233,7 @@ func (d *DB) List(ctx context.Context) ([]Token, error) {
 
 // Revoke ends the token named nameOrID at once. Revoking a revoked token is not an error.
 func (d *DB) Revoke(ctx context.Context, nameOrID string, now time.Time) (Token, error) {
-	res, err := d.db.ExecContext(ctx, `UPDATE tokens SET revoked_at = ? WHERE (name = ? OR id = ?) AND revoked_at = 0`, now.UnixNano(), nameOrID, nameOrID)
+	res, err := d.db.ExecContext(ctx, d.q(`UPDATE {tokens} SET revoked_at = ? WHERE (name = ? OR id = ?) AND revoked_at = 0`), now.UnixNano(), nameOrID, nameOrID)
 	if err != nil {
 		return Token{}, fmt.Errorf("agent store %s: %w", d.path, err)
 	}
@@ -236,8 +278,8 @@ func (d *DB) Lookup(ctx context.Context, tokenID, key string) (Proposal, bool, e
 	}
 	var p Proposal
 	var at int64
-	err := d.db.QueryRowContext(ctx, `SELECT id, token_id, idempotency_key, repository, request_sha256, status, response, accepted, refused, at
-		FROM proposals WHERE token_id = ? AND idempotency_key = ?`, tokenID, key).
+	err := d.db.QueryRowContext(ctx, d.q(`SELECT id, token_id, idempotency_key, repository, request_sha256, status, response, accepted, refused, at
+		FROM {proposals} WHERE token_id = ? AND idempotency_key = ?`), tokenID, key).
 		Scan(&p.ID, &p.TokenID, &p.IdempotencyKey, &p.Repository, &p.RequestSHA256, &p.Status, &p.Response, &p.Accepted, &p.Refused, &at)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Proposal{}, false, nil
@@ -252,8 +294,8 @@ func (d *DB) Lookup(ctx context.Context, tokenID, key string) (Proposal, bool, e
 // Record logs an answered proposal. A second record under the same token and key keeps the first
 // (a concurrent retry): the caller gets the first back, or ErrKeyReused when the requests differ.
 func (d *DB) Record(ctx context.Context, p Proposal) (Proposal, error) {
-	_, err := d.db.ExecContext(ctx, `INSERT INTO proposals (id, token_id, idempotency_key, repository, request_sha256, status, response, accepted, refused, at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+	_, err := d.db.ExecContext(ctx, d.q(`INSERT INTO {proposals} (id, token_id, idempotency_key, repository, request_sha256, status, response, accepted, refused, at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`),
 		p.ID, p.TokenID, p.IdempotencyKey, p.Repository, p.RequestSHA256, p.Status, p.Response, p.Accepted, p.Refused, p.At.UnixNano())
 	if err != nil {
 		return Proposal{}, fmt.Errorf("agent store %s: record proposal %s: %w", d.path, p.ID, err)

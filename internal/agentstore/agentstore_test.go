@@ -9,16 +9,45 @@ import (
 	"time"
 
 	"github.com/parleyhq/parley/core"
+	"github.com/parleyhq/parley/internal/pgtest"
+	"github.com/parleyhq/parley/internal/sqldb"
 )
 
-func TestTokensAreStoredHashedAndRevocable(t *testing.T) {
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// onEngines runs a test on a store of each engine.
+func onEngines(t *testing.T, test func(t *testing.T, d *DB)) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "agents.db")
-	d, err := Open(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	t.Run("sqlite", func(t *testing.T) {
+		d, err := Open(ctx, filepath.Join(t.TempDir(), "agents.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close()
+		test(t, d)
+	})
+	t.Run("postgres", func(t *testing.T) {
+		dsn := pgtest.DSN(t)
+		pool, db, err := sqldb.OpenPostgres(ctx, dsn, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pool.Close()
+		defer db.Close()
+		d, err := OpenPostgres(ctx, db, sqldb.Redact(dsn))
+		if err != nil {
+			t.Fatal(err)
+		}
+		test(t, d)
+	})
+}
+
+func TestTokensAreStoredHashedAndRevocable(t *testing.T) {
+	onEngines(t, testTokensAreStoredHashedAndRevocable)
+}
+
+func testTokensAreStoredHashedAndRevocable(t *testing.T, d *DB) {
+	ctx := context.Background()
 	now := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
 	id, err := ParseIdentity("aws-principal:arn:aws:iam::123456789012:role/kafka-scaling-agent")
 	if err != nil || id.Source != core.SourceAWSPrincipal || id.ID != "arn:aws:iam::123456789012:role/kafka-scaling-agent" {
@@ -30,7 +59,7 @@ func TestTokensAreStoredHashedAndRevocable(t *testing.T) {
 	}
 	// Only the digest is on disk.
 	var stored string
-	if err := d.db.QueryRowContext(ctx, `SELECT secret_sha256 FROM tokens`).Scan(&stored); err != nil || strings.Contains(secret, stored) ||
+	if err := d.db.QueryRowContext(ctx, d.q(`SELECT secret_sha256 FROM {tokens}`)).Scan(&stored); err != nil || strings.Contains(secret, stored) ||
 		stored == secret[len("parley_"+tok.ID+"_"):] {
 		t.Fatalf("stored %q for %q", stored, secret)
 	}
@@ -72,12 +101,11 @@ func TestTokensAreStoredHashedAndRevocable(t *testing.T) {
 }
 
 func TestProposalsAreLoggedOncePerIdempotencyKey(t *testing.T) {
+	onEngines(t, testProposalsAreLoggedOncePerIdempotencyKey)
+}
+
+func testProposalsAreLoggedOncePerIdempotencyKey(t *testing.T, d *DB) {
 	ctx := context.Background()
-	d, err := Open(ctx, ":memory:")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
 	now := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
 	if a, b := ProposalID("t1", "k"), ProposalID("t1", "k"); a != b || a == ProposalID("t2", "k") || ProposalID("t1", "") == ProposalID("t1", "") {
 		t.Fatal("proposal ids: same key same id, another token or no key another id")
