@@ -2,7 +2,8 @@
 // already taken in (so an event delivered twice, in two different batches, becomes one claim),
 // the claims those events made, the verdicts reached with their evidence, and the expiry timers
 // that bring a yielded field back to Git's value. It is one SQLite file (the server keeps it beside
-// its delivery store) or an in-memory database (`parley ingest` without --state).
+// its delivery store) or an in-memory database (`parley ingest` without --state); with several
+// replicas of parley serve, one schema per repository in their shared PostgreSQL database.
 //
 // Everything a batch records is written in one transaction: a crash leaves either the whole
 // batch or none of it, so a redelivered batch is taken in again rather than half-remembered.
@@ -10,7 +11,9 @@ package driftstate
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,13 +23,90 @@ import (
 
 	_ "modernc.org/sqlite" // the pure-Go SQLite driver, registered as "sqlite"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/parleyhq/parley/core"
+	"github.com/parleyhq/parley/internal/sqldb"
 )
 
-// DB is the drift state. Safe for concurrent use; writes are serialised by SQLite.
+// DB is the drift state. Safe for concurrent use; writes are serialised by SQLite, and on
+// PostgreSQL by the caller's lock on the repository.
 type DB struct {
-	db   *sql.DB
-	path string
+	db     *sql.DB
+	path   string // for errors: the SQLite file, or the PostgreSQL schema and database
+	engine sqldb.Engine
+	tables *strings.Replacer // {events}, {claims}, {verdicts}, {timers}, {meta} to the engine's table names
+	owned  bool              // Close closes db (a SQLite file it opened, not a shared PostgreSQL pool)
+}
+
+// q is a query for the state's engine: its tables named in braces, its parameters as ?.
+func (d *DB) q(query string) string { return sqldb.Rebind(d.engine, d.tables.Replace(query)) }
+
+var sqliteTables = strings.NewReplacer("{events}", "events", "{claims}", "claims", "{verdicts}", "verdicts", "{timers}", "timers", "{meta}", "meta")
+
+// postgresMigrations are the schema of one repository's state on PostgreSQL, in the schema named
+// schema (sqldb.MigratePostgres applies them in order). Never edit a released one: append.
+func postgresMigrations(schema string) []string {
+	t := func(name string) string { return pgx.Identifier{schema, name}.Sanitize() }
+	return []string{
+		`CREATE SCHEMA IF NOT EXISTS ` + pgx.Identifier{schema}.Sanitize() + `;
+CREATE TABLE ` + t("events") + ` (id TEXT PRIMARY KEY, seen_at BIGINT NOT NULL);
+CREATE TABLE ` + t("claims") + ` (
+	seq BIGSERIAL PRIMARY KEY,
+	field TEXT NOT NULL, actor TEXT NOT NULL, at BIGINT NOT NULL,
+	claim TEXT NOT NULL,
+	closed_at BIGINT, closed_why TEXT);
+CREATE INDEX ON ` + t("claims") + ` (field, at);
+CREATE TABLE ` + t("verdicts") + ` (
+	seq BIGSERIAL PRIMARY KEY,
+	field TEXT NOT NULL, signature TEXT NOT NULL, at BIGINT NOT NULL,
+	verdict TEXT NOT NULL, evidence TEXT NOT NULL,
+	action TEXT NOT NULL DEFAULT '', commit_hash TEXT NOT NULL DEFAULT '', branch TEXT NOT NULL DEFAULT '',
+	pull_request BIGINT NOT NULL DEFAULT 0, note TEXT NOT NULL DEFAULT '');
+CREATE INDEX ON ` + t("verdicts") + ` (field, seq);
+CREATE TABLE ` + t("timers") + ` (field TEXT PRIMARY KEY, due BIGINT NOT NULL, why TEXT NOT NULL);
+CREATE INDEX ON ` + t("timers") + ` (due);
+CREATE TABLE ` + t("meta") + ` (key TEXT PRIMARY KEY, value TEXT NOT NULL);`,
+	}
+}
+
+// SchemaFor is the PostgreSQL schema holding a repository's state: "drift_" and the name made
+// safe, cut short, with a hash so that names differing only in what was cut stay apart.
+func SchemaFor(repository string) string {
+	repo := strings.ToLower(repository)
+	var b strings.Builder
+	for _, r := range repo {
+		if 'a' <= r && r <= 'z' || '0' <= r && r <= '9' {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('_')
+		}
+	}
+	name := b.String()
+	if len(name) > 40 {
+		name = name[:40]
+	}
+	sum := sha256.Sum256([]byte(repo))
+	return "drift_" + name + "_" + hex.EncodeToString(sum[:4])
+}
+
+// OpenPostgres opens the state of repository in the shared PostgreSQL database db (its own
+// schema, SchemaFor), migrating it and binding it to the repository. dbName names the database in
+// errors (sqldb.Redact of its URL). Close leaves db open for its owner.
+func OpenPostgres(ctx context.Context, db *sql.DB, dbName, repository string) (*DB, error) {
+	if repository == "" {
+		return nil, errors.New("drift state: a PostgreSQL state belongs to a repository; none given")
+	}
+	schema := SchemaFor(repository)
+	if err := sqldb.MigratePostgres(ctx, db, "driftstate:"+schema, postgresMigrations(schema)); err != nil {
+		return nil, fmt.Errorf("drift state of %s: %w", repository, err)
+	}
+	t := func(name string) string { return pgx.Identifier{schema, name}.Sanitize() }
+	d := &DB{db: db, path: schema + " in " + dbName, engine: sqldb.Postgres,
+		tables: strings.NewReplacer("{events}", t("events"), "{claims}", t("claims"), "{verdicts}", t("verdicts"), "{timers}", t("timers"), "{meta}", t("meta"))}
+	if err := d.Bind(ctx, repository); err != nil {
+		return nil, err
+	}
+	return d, nil
 }
 
 const schema = `
@@ -71,7 +151,7 @@ func Open(ctx context.Context, path string) (*DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("create drift state %s: %w", path, err)
 	}
-	return &DB{db: db, path: path}, nil
+	return &DB{db: db, path: path, engine: sqldb.SQLite, tables: sqliteTables, owned: true}, nil
 }
 
 // Bind ties the state to a repository ("owner/name"): the first call records it, and later
@@ -83,7 +163,7 @@ func (d *DB) Bind(ctx context.Context, repository string) error {
 	if repository == "" {
 		return errors.New("drift state: bind to an empty repository name")
 	}
-	if _, err := d.db.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES ('repository', ?) ON CONFLICT (key) DO NOTHING`, repository); err != nil {
+	if _, err := d.db.ExecContext(ctx, d.q(`INSERT INTO {meta} (key, value) VALUES ('repository', ?) ON CONFLICT (key) DO NOTHING`), repository); err != nil {
 		return fmt.Errorf("drift state %s: bind to %s: %w", d.path, repository, err)
 	}
 	bound, err := d.Repository(ctx)
@@ -99,7 +179,7 @@ func (d *DB) Bind(ctx context.Context, repository string) error {
 // Repository returns the repository the state is bound to, or "" when it is not bound.
 func (d *DB) Repository(ctx context.Context) (string, error) {
 	var repo string
-	err := d.db.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'repository'`).Scan(&repo)
+	err := d.db.QueryRowContext(ctx, d.q(`SELECT value FROM {meta} WHERE key = 'repository'`)).Scan(&repo)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", nil
 	}
@@ -109,8 +189,13 @@ func (d *DB) Repository(ctx context.Context) (string, error) {
 	return repo, nil
 }
 
-// Close closes the database.
-func (d *DB) Close() error { return d.db.Close() }
+// Close closes the database (a shared PostgreSQL pool stays open for its owner).
+func (d *DB) Close() error {
+	if !d.owned {
+		return nil
+	}
+	return d.db.Close()
+}
 
 // Claim is a stored claim and whether it still stands.
 type Claim struct {
@@ -175,7 +260,7 @@ func (d *DB) Fresh(ctx context.Context, ids []string) ([]string, error) {
 	var out []string
 	for _, id := range ids {
 		var one int
-		err := d.db.QueryRowContext(ctx, `SELECT 1 FROM events WHERE id = ?`, id).Scan(&one)
+		err := d.db.QueryRowContext(ctx, d.q(`SELECT 1 FROM {events} WHERE id = ?`), id).Scan(&one)
 		if errors.Is(err, sql.ErrNoRows) {
 			out = append(out, id)
 			continue
@@ -198,7 +283,7 @@ func (d *DB) Apply(ctx context.Context, b Batch) error {
 	at := b.At.UnixNano()
 	fresh := map[string]bool{}
 	for _, id := range b.Events {
-		res, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO events (id, seen_at) VALUES (?, ?)`, id, at)
+		res, err := tx.ExecContext(ctx, d.q(`INSERT INTO {events} (id, seen_at) VALUES (?, ?) ON CONFLICT DO NOTHING`), id, at)
 		if err != nil {
 			return fmt.Errorf("drift state: record event %s: %w", id, err)
 		}
@@ -214,35 +299,35 @@ func (d *DB) Apply(ctx context.Context, b Batch) error {
 		if err != nil {
 			return fmt.Errorf("drift state: encode claim on %s: %w", c.Field, err)
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO claims (field, actor, at, claim) VALUES (?, ?, ?, ?)`,
+		if _, err := tx.ExecContext(ctx, d.q(`INSERT INTO {claims} (field, actor, at, claim) VALUES (?, ?, ?, ?)`),
 			c.Field.String(), actorKey(c.Actor), c.At.UnixNano(), string(js)); err != nil {
 			return fmt.Errorf("drift state: record claim on %s: %w", c.Field, err)
 		}
 		// An actor's new claim on a field replaces its earlier ones: they stay in the history (for
 		// oscillation) but no longer stand, so the standing claims stay as few as the actors, however
 		// often a machine-speed actor restates its wish.
-		if _, err := tx.ExecContext(ctx, `UPDATE claims SET closed_at = ?, closed_why = ? WHERE field = ? AND actor = ? AND closed_at IS NULL AND at < ?`,
+		if _, err := tx.ExecContext(ctx, d.q(`UPDATE {claims} SET closed_at = ?, closed_why = ? WHERE field = ? AND actor = ? AND closed_at IS NULL AND at < ?`),
 			at, "superseded by the same actor's later claim", c.Field.String(), actorKey(c.Actor), c.At.UnixNano()); err != nil {
 			return fmt.Errorf("drift state: supersede claims on %s: %w", c.Field, err)
 		}
 	}
 	for _, cl := range b.Closes {
-		if err := closeClaims(ctx, tx, cl, at); err != nil {
+		if err := d.closeClaims(ctx, tx, cl, at); err != nil {
 			return err
 		}
 	}
 	for _, r := range b.Verdicts {
-		if err := saveVerdict(ctx, tx, r); err != nil {
+		if err := d.saveVerdict(ctx, tx, r); err != nil {
 			return err
 		}
 	}
 	for _, t := range b.Timers {
 		var err error
 		if t.Due.IsZero() {
-			_, err = tx.ExecContext(ctx, `DELETE FROM timers WHERE field = ?`, t.Field.String())
+			_, err = tx.ExecContext(ctx, d.q(`DELETE FROM {timers} WHERE field = ?`), t.Field.String())
 		} else {
-			_, err = tx.ExecContext(ctx, `INSERT INTO timers (field, due, why) VALUES (?, ?, ?)
-				ON CONFLICT (field) DO UPDATE SET due = excluded.due, why = excluded.why`, t.Field.String(), t.Due.UnixNano(), t.Why)
+			_, err = tx.ExecContext(ctx, d.q(`INSERT INTO {timers} (field, due, why) VALUES (?, ?, ?)
+				ON CONFLICT (field) DO UPDATE SET due = excluded.due, why = excluded.why`), t.Field.String(), t.Due.UnixNano(), t.Why)
 		}
 		if err != nil {
 			return fmt.Errorf("drift state: timer for %s: %w", t.Field, err)
@@ -275,9 +360,9 @@ func actorKey(a core.Actor) string {
 	return a.Identity.String()
 }
 
-func closeClaims(ctx context.Context, tx *sql.Tx, cl Close, at int64) error {
+func (d *DB) closeClaims(ctx context.Context, tx *sql.Tx, cl Close, at int64) error {
 	obj := cl.Object.Object().String()
-	rows, err := tx.QueryContext(ctx, `SELECT seq, field FROM claims WHERE closed_at IS NULL AND at < ? AND (field = ? OR field LIKE ? ESCAPE '\')`,
+	rows, err := tx.QueryContext(ctx, d.q(`SELECT seq, field FROM {claims} WHERE closed_at IS NULL AND at < ? AND (field = ? OR field LIKE ? ESCAPE '\')`),
 		cl.Before.UnixNano(), obj, likePrefix(obj+"#"))
 	if err != nil {
 		return fmt.Errorf("drift state: claims on %s: %w", obj, err)
@@ -300,7 +385,7 @@ func closeClaims(ctx context.Context, tx *sql.Tx, cl Close, at int64) error {
 		return err
 	}
 	for _, s := range seqs {
-		if _, err := tx.ExecContext(ctx, `UPDATE claims SET closed_at = ?, closed_why = ? WHERE seq = ?`, at, cl.Why, s); err != nil {
+		if _, err := tx.ExecContext(ctx, d.q(`UPDATE {claims} SET closed_at = ?, closed_why = ? WHERE seq = ?`), at, cl.Why, s); err != nil {
 			return fmt.Errorf("drift state: close claim: %w", err)
 		}
 	}
@@ -316,7 +401,7 @@ func likePrefix(s string) string {
 // the same verdict keeps its newest 64 events, not every one since the verdict began.
 const maxEvidence = 64
 
-func saveVerdict(ctx context.Context, tx *sql.Tx, r Record) error {
+func (d *DB) saveVerdict(ctx context.Context, tx *sql.Tx, r Record) error {
 	field := r.Verdict.Field.String()
 	sig := Signature(r.Verdict)
 	vj, err := json.Marshal(r.Verdict)
@@ -325,7 +410,7 @@ func saveVerdict(ctx context.Context, tx *sql.Tx, r Record) error {
 	}
 	var seq int64
 	var lastSig, evJSON, action, commit string
-	err = tx.QueryRowContext(ctx, `SELECT seq, signature, evidence, action, commit_hash FROM verdicts WHERE field = ? ORDER BY seq DESC LIMIT 1`, field).
+	err = tx.QueryRowContext(ctx, d.q(`SELECT seq, signature, evidence, action, commit_hash FROM {verdicts} WHERE field = ? ORDER BY seq DESC LIMIT 1`), field).
 		Scan(&seq, &lastSig, &evJSON, &action, &commit)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("drift state: last verdict on %s: %w", field, err)
@@ -337,7 +422,7 @@ func saveVerdict(ctx context.Context, tx *sql.Tx, r Record) error {
 		_ = json.Unmarshal([]byte(evJSON), &ev)
 		ev = appendEvidence(ev, r.Evidence)
 		ej, _ := json.Marshal(ev)
-		_, err = tx.ExecContext(ctx, `UPDATE verdicts SET verdict = ?, evidence = ?, at = ?, note = CASE WHEN ? = '' THEN note ELSE ? END WHERE seq = ?`,
+		_, err = tx.ExecContext(ctx, d.q(`UPDATE {verdicts} SET verdict = ?, evidence = ?, at = ?, note = CASE WHEN ? = '' THEN note ELSE ? END WHERE seq = ?`),
 			string(vj), string(ej), r.At.UnixNano(), r.Note, r.Note, seq)
 		if err != nil {
 			return fmt.Errorf("drift state: update verdict on %s: %w", field, err)
@@ -345,8 +430,8 @@ func saveVerdict(ctx context.Context, tx *sql.Tx, r Record) error {
 		return nil
 	}
 	ej, _ := json.Marshal(appendEvidence(nil, r.Evidence))
-	_, err = tx.ExecContext(ctx, `INSERT INTO verdicts (field, signature, at, verdict, evidence, action, commit_hash, branch, pull_request, note)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, field, sig, r.At.UnixNano(), string(vj), string(ej), r.Action, r.Commit, r.Branch, r.PR, r.Note)
+	_, err = tx.ExecContext(ctx, d.q(`INSERT INTO {verdicts} (field, signature, at, verdict, evidence, action, commit_hash, branch, pull_request, note)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`), field, sig, r.At.UnixNano(), string(vj), string(ej), r.Action, r.Commit, r.Branch, r.PR, r.Note)
 	if err != nil {
 		return fmt.Errorf("drift state: record verdict on %s: %w", field, err)
 	}
@@ -376,11 +461,11 @@ func appendEvidence(have, add []string) []string {
 // Claims returns the claims recorded on f, oldest first: open ones, and with all=true closed ones
 // too (the history oscillation is judged on).
 func (d *DB) Claims(ctx context.Context, f core.Field, all bool) ([]Claim, error) {
-	q := `SELECT claim, closed_at, closed_why FROM claims WHERE field = ?`
+	q := `SELECT claim, closed_at, closed_why FROM {claims} WHERE field = ?`
 	if !all {
 		q += ` AND closed_at IS NULL`
 	}
-	rows, err := d.db.QueryContext(ctx, q+` ORDER BY at, seq`, f.String())
+	rows, err := d.db.QueryContext(ctx, d.q(q+` ORDER BY at, seq`), f.String())
 	if err != nil {
 		return nil, fmt.Errorf("drift state: claims on %s: %w", f, err)
 	}
@@ -409,11 +494,11 @@ func (d *DB) Claims(ctx context.Context, f core.Field, all bool) ([]Claim, error
 // the latest one before since (the value the first of them changed from): what an oscillation
 // check over a window needs, without reading a machine-speed actor's whole past.
 func (d *DB) History(ctx context.Context, f core.Field, since time.Time) ([]core.Claim, error) {
-	rows, err := d.db.QueryContext(ctx, `SELECT claim FROM (
-		SELECT claim, at, seq FROM claims WHERE field = ? AND at >= ?
+	rows, err := d.db.QueryContext(ctx, d.q(`SELECT claim FROM (
+		SELECT claim, at, seq FROM {claims} WHERE field = ? AND at >= ?
 		UNION ALL
-		SELECT * FROM (SELECT claim, at, seq FROM claims WHERE field = ? AND at < ? ORDER BY at DESC, seq DESC LIMIT 1))
-		ORDER BY at, seq`, f.String(), since.UnixNano(), f.String(), since.UnixNano())
+		SELECT * FROM (SELECT claim, at, seq FROM {claims} WHERE field = ? AND at < ? ORDER BY at DESC, seq DESC LIMIT 1) AS before_since) AS history
+		ORDER BY at, seq`), f.String(), since.UnixNano(), f.String(), since.UnixNano())
 	if err != nil {
 		return nil, fmt.Errorf("drift state: history of %s: %w", f, err)
 	}
@@ -455,11 +540,15 @@ func (d *DB) Standing(ctx context.Context, f core.Field) ([]core.Claim, error) {
 
 // Verdicts returns the verdicts recorded on f, oldest first; a zero f returns every field's.
 func (d *DB) Verdicts(ctx context.Context, f core.Field) ([]Record, error) {
-	q, args := `SELECT verdict, at, evidence, action, commit_hash, branch, pull_request, note FROM verdicts`, []any{}
+	q, args := `SELECT verdict, at, evidence, action, commit_hash, branch, pull_request, note FROM {verdicts}`, []any{}
 	if !f.IsZero() {
 		q, args = q+` WHERE field = ?`, append(args, f.String())
 	}
-	rows, err := d.db.QueryContext(ctx, q+` ORDER BY seq`, args...)
+	return d.verdicts(ctx, q+` ORDER BY seq`, args...)
+}
+
+func (d *DB) verdicts(ctx context.Context, q string, args ...any) ([]Record, error) {
+	rows, err := d.db.QueryContext(ctx, d.q(q), args...)
 	if err != nil {
 		return nil, fmt.Errorf("drift state: verdicts: %w", err)
 	}
@@ -484,25 +573,25 @@ func (d *DB) Verdicts(ctx context.Context, f core.Field) ([]Record, error) {
 
 // Last returns the latest verdict recorded on f.
 func (d *DB) Last(ctx context.Context, f core.Field) (Record, bool, error) {
-	rs, err := d.Verdicts(ctx, f)
+	rs, err := d.verdicts(ctx, `SELECT verdict, at, evidence, action, commit_hash, branch, pull_request, note FROM {verdicts} WHERE field = ? ORDER BY seq DESC LIMIT 1`, f.String())
 	if err != nil || len(rs) == 0 {
 		return Record{}, false, err
 	}
-	return rs[len(rs)-1], true, nil
+	return rs[0], true, nil
 }
 
 // Due returns the timers due at now, earliest first.
 func (d *DB) Due(ctx context.Context, now time.Time) ([]Timer, error) {
-	return d.timers(ctx, `SELECT field, due, why FROM timers WHERE due <= ? ORDER BY due, field`, now.UnixNano())
+	return d.timers(ctx, `SELECT field, due, why FROM {timers} WHERE due <= ? ORDER BY due, field`, now.UnixNano())
 }
 
 // Timers returns every timer, earliest first.
 func (d *DB) Timers(ctx context.Context) ([]Timer, error) {
-	return d.timers(ctx, `SELECT field, due, why FROM timers ORDER BY due, field`)
+	return d.timers(ctx, `SELECT field, due, why FROM {timers} ORDER BY due, field`)
 }
 
 func (d *DB) timers(ctx context.Context, q string, args ...any) ([]Timer, error) {
-	rows, err := d.db.QueryContext(ctx, q, args...)
+	rows, err := d.db.QueryContext(ctx, d.q(q), args...)
 	if err != nil {
 		return nil, fmt.Errorf("drift state: timers: %w", err)
 	}
@@ -526,7 +615,7 @@ func (d *DB) timers(ctx context.Context, q string, args ...any) ([]Timer, error)
 // Next returns the earliest timer's due time; ok is false when no timer is set.
 func (d *DB) Next(ctx context.Context) (time.Time, bool, error) {
 	var due sql.NullInt64
-	if err := d.db.QueryRowContext(ctx, `SELECT MIN(due) FROM timers`).Scan(&due); err != nil {
+	if err := d.db.QueryRowContext(ctx, d.q(`SELECT MIN(due) FROM {timers}`)).Scan(&due); err != nil {
 		return time.Time{}, false, fmt.Errorf("drift state: next timer: %w", err)
 	}
 	if !due.Valid {
