@@ -162,3 +162,32 @@ func MigratePostgres(ctx context.Context, db *sql.DB, component string, migratio
 	}
 	return nil
 }
+
+// Locks are PostgreSQL advisory locks shared by every replica on one database: a named lock is
+// held by one session at a time, and is released when its holder unlocks or its connection ends
+// (a replica that dies holding one frees it).
+type Locks struct{ Pool *pgxpool.Pool }
+
+// Lock waits for the lock named name and returns the function that releases it; it holds one
+// pooled connection meanwhile. ctx bounds the wait.
+func (l Locks) Lock(ctx context.Context, name string) (func(), error) {
+	conn, err := l.Pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", name, err)
+	}
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock(hashtextextended($1, 0))`, name); err != nil {
+		// The session may hold nothing, or be mid-wait: a fresh connection is the safe state.
+		_ = conn.Conn().Close(context.Background())
+		conn.Release()
+		return nil, fmt.Errorf("lock %s: %w", name, err)
+	}
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := conn.Exec(ctx, `SELECT pg_advisory_unlock(hashtextextended($1, 0))`, name); err != nil {
+			// Unlocking failed: closing the session is what releases the lock then.
+			_ = conn.Conn().Close(ctx)
+		}
+		conn.Release()
+	}, nil
+}

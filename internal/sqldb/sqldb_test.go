@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/parleyhq/parley/internal/pgtest"
 )
@@ -88,4 +89,61 @@ func TestMigratePostgresOnceUnderConcurrency(t *testing.T) {
 	if err := MigratePostgres(ctx, db, "things", migs[:1]); err == nil || !strings.Contains(err.Error(), "newer than this binary knows") {
 		t.Fatalf("an older binary: %v", err)
 	}
+}
+
+// A lock is held by one holder at a time across pools (replicas), and a holder whose connection
+// ends frees it.
+func TestLocksExcludeAcrossPools(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.DSN(t)
+	poolA, dbA, err := OpenPostgres(ctx, dsn, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dbA.Close()
+	poolB, dbB, err := OpenPostgres(ctx, dsn, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer poolB.Close()
+	defer dbB.Close()
+	a, b := Locks{Pool: poolA}, Locks{Pool: poolB}
+	unlock, err := a.Lock(ctx, "repo:acme/infra")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another name is free; the same name waits.
+	other, err := b.Lock(ctx, "repo:acme/apps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other()
+	wait, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	if _, err := b.Lock(wait, "repo:acme/infra"); err == nil {
+		t.Fatal("two holders of one lock")
+	}
+	cancel()
+	unlock()
+	again, err := b.Lock(ctx, "repo:acme/infra")
+	if err != nil {
+		t.Fatalf("after unlock: %v", err)
+	}
+	again()
+	// A holder whose session ends (its replica died) frees the lock; its unlock then only cleans up.
+	dying, err := a.Lock(ctx, "repo:acme/infra")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := poolB.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted AND pid != pg_backend_pid()`); err != nil {
+		t.Fatal(err)
+	}
+	wait, cancel = context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if u, err := b.Lock(wait, "repo:acme/infra"); err != nil {
+		t.Fatalf("the lock of an ended session: %v", err)
+	} else {
+		u()
+	}
+	dying()
+	poolA.Close()
 }

@@ -3,58 +3,11 @@ package store
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 )
-
-// TestScopeRoundTrip: the Scope given to Put comes back from every read: Get, Claim and
-// DeadLetters; an unscoped delivery reads back with Scope "".
-func TestScopeRoundTrip(t *testing.T) {
-	s := openTest(t, Options{})
-	ctx := context.Background()
-	scoped := Delivery{Source: SourceFlux, ID: "flux-1", Event: "event", Body: []byte(`{}`), ReceivedAt: t0, Scope: "prod-eu.1"}
-	unscoped := Delivery{Source: SourceFlux, ID: "flux-2", Event: "event", Body: []byte(`{}`), ReceivedAt: t0.Add(time.Second)}
-	mustPut(t, s, scoped)
-	mustPut(t, s, unscoped)
-
-	for _, want := range []Delivery{scoped, unscoped} {
-		d, err := s.Get(ctx, want.Key())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if d.Scope != want.Scope {
-			t.Errorf("Get(%s).Scope = %q, want %q", want.Key(), d.Scope, want.Scope)
-		}
-	}
-
-	// The same key under another scope is a duplicate: the first scope stands.
-	again := scoped
-	again.Scope = "staging"
-	if ok, err := s.Put(ctx, again); err != nil || ok {
-		t.Fatalf("Put same key, other scope = %v, %v; want a duplicate", ok, err)
-	}
-
-	now := t0.Add(time.Minute)
-	for _, want := range []Delivery{scoped, unscoped} { // oldest first
-		d := mustClaim(t, s, "w", time.Minute, now)
-		if d.Key() != want.Key() || d.Scope != want.Scope {
-			t.Fatalf("Claim = %s scope %q, want %s scope %q", d.Key(), d.Scope, want.Key(), want.Scope)
-		}
-		if err := s.DeadLetter(ctx, d.Key(), "w", errors.New("permanent")); err != nil {
-			t.Fatal(err)
-		}
-	}
-	dead, err := s.DeadLetters(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(dead) != 2 || dead[0].Scope != scoped.Scope || dead[1].Scope != "" {
-		t.Fatalf("DeadLetters = %+v, want %s (scope %q) then %s (no scope)", dead, scoped.Key(), scoped.Scope, unscoped.Key())
-	}
-}
 
 func TestValidScope(t *testing.T) {
 	for _, ok := range []string{"a", "0", "prod", "prod-eu-1", "Prod_EU.1", "a-", strings.Repeat("x", 63)} {
@@ -75,18 +28,6 @@ func TestValidScope(t *testing.T) {
 	// A huge value is named, but cut short.
 	if err := ValidScope(strings.Repeat("z", 1<<20)); err == nil || len(err.Error()) > 512 || !strings.Contains(err.Error(), `zzz"...`) {
 		t.Errorf("ValidScope(1 MiB) = %.600v, want a short error", err)
-	}
-}
-
-func TestPutRefusesInvalidScope(t *testing.T) {
-	s := openTest(t, Options{})
-	d := delivery("a", t0)
-	d.Scope = "-x"
-	if _, err := s.Put(context.Background(), d); err == nil || !strings.Contains(err.Error(), `"-x"`) {
-		t.Errorf("Put with scope -x: err = %v, want a refusal naming it", err)
-	}
-	if st, err := s.Stats(context.Background(), t0); err != nil || st.Pending != 0 {
-		t.Errorf("Stats = %+v, %v; want nothing stored", st, err)
 	}
 }
 

@@ -611,6 +611,9 @@ func (s *SQLite) ReclaimLeases(ctx context.Context) (int, error) {
 
 // DeadLetters lists dead deliveries, oldest first, with their bodies and last errors.
 func (s *SQLite) DeadLetters(ctx context.Context) ([]Delivery, error) {
+	if s.closed() {
+		return nil, fmt.Errorf("store %s: list dead letters: %w", s.path, ErrClosed)
+	}
 	rows, err := s.read.QueryContext(ctx, `SELECT `+deliveryColumns+` FROM deliveries WHERE state = 2 ORDER BY seq`)
 	if err != nil {
 		return nil, fmt.Errorf("store %s: list dead letters: %w", s.path, err)
