@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -622,4 +623,43 @@ func (d *DB) Next(ctx context.Context) (time.Time, bool, error) {
 		return time.Time{}, false, nil
 	}
 	return time.Unix(0, due.Int64).UTC(), true, nil
+}
+
+// PostgresRepositories lists the repositories whose states the shared PostgreSQL database db
+// holds: a replica opens them all at start, so that their timers fire wherever they were set.
+func PostgresRepositories(ctx context.Context, db *sql.DB) ([]string, error) {
+	rows, err := db.QueryContext(ctx, `SELECT DISTINCT component FROM parley_schema WHERE component LIKE 'driftstate:%'`)
+	if err != nil {
+		if strings.Contains(err.Error(), "does not exist") {
+			return nil, nil // nothing migrated yet
+		}
+		return nil, fmt.Errorf("drift states: %w", err)
+	}
+	var schemas []string
+	for rows.Next() {
+		var c string
+		if err := rows.Scan(&c); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		schemas = append(schemas, strings.TrimPrefix(c, "driftstate:"))
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, schema := range schemas {
+		var repo string
+		err := db.QueryRowContext(ctx, `SELECT value FROM `+pgx.Identifier{schema, "meta"}.Sanitize()+` WHERE key = 'repository'`).Scan(&repo)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue // migrated by a replica that died before binding it
+		}
+		if err != nil {
+			return nil, fmt.Errorf("drift state %s: %w", schema, err)
+		}
+		out = append(out, repo)
+	}
+	sort.Strings(out)
+	return out, nil
 }

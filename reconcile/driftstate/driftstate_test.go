@@ -351,3 +351,27 @@ func TestRepositoriesAreSeparate(t *testing.T) {
 		}
 	})
 }
+
+// A replica finds every repository whose state the database holds.
+func TestPostgresRepositoriesListsEveryState(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.DSN(t)
+	pool, sdb, err := sqldb.OpenPostgres(ctx, dsn, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	defer sdb.Close()
+	if repos, err := PostgresRepositories(ctx, sdb); err != nil || len(repos) != 0 {
+		t.Fatalf("an empty database: %v %v", repos, err)
+	}
+	for _, r := range []string{"acme/prod-us", "acme/prod-eu"} {
+		if _, err := OpenPostgres(ctx, sdb, "test", r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	repos, err := PostgresRepositories(ctx, sdb)
+	if err != nil || strings.Join(repos, ",") != "acme/prod-eu,acme/prod-us" {
+		t.Fatalf("repositories: %v %v", repos, err)
+	}
+}
