@@ -8,6 +8,7 @@ import (
 	"net/mail"
 	"net/url"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -17,6 +18,9 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/gohcl"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/parleyhq/parley/internal/sqldb"
 )
 
 // Secret holds a credential. It prints as [redacted] through fmt, slog and JSON, so logging a Config
@@ -50,15 +54,20 @@ func (s Secret) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
 
 // Config is everything `parley serve` needs.
 type Config struct {
-	AppID                      int64    // GitHub App ID
-	PrivateKey                 Secret   // PEM; from private_key_file or PARLEY_PRIVATE_KEY
-	PrivateKeyFile             string   // where PrivateKey was read from, if a file
-	WebhookSecrets             []Secret // every live secret; several during a rotation
-	Listen                     string   // webhook and API listener
-	MetricsListen              string   // Prometheus /metrics listener ("" = on Listen)
-	Store                      string   // SQLite database path, created on first start
-	GitHubURL                  string   // REST API base URL: https://api.github.com/ or https://HOST/api/v3/ for GHES
-	Workers                    int      // delivery workers
+	AppID          int64    // GitHub App ID
+	PrivateKey     Secret   // PEM; from private_key_file or PARLEY_PRIVATE_KEY
+	PrivateKeyFile string   // where PrivateKey was read from, if a file
+	WebhookSecrets []Secret // every live secret; several during a rotation
+	Listen         string   // webhook and API listener
+	MetricsListen  string   // Prometheus /metrics listener ("" = on Listen)
+	// Store is where serve keeps its durable state: a SQLite file, created on first start (the
+	// other SQLite files go beside it), or a postgres:// URL shared by every replica.
+	Store string
+	// DataDir holds what each replica derives from Git (the clone cache); "" = beside the SQLite
+	// store, or $TMPDIR/parley with PostgreSQL.
+	DataDir                    string
+	GitHubURL                  string // REST API base URL: https://api.github.com/ or https://HOST/api/v3/ for GHES
+	Workers                    int    // delivery workers
 	PerInstallationConcurrency int
 	MaxAttempts                int           // attempts before a delivery is dead-lettered
 	ShutdownGrace              time.Duration // how long SIGTERM waits for in-flight deliveries
@@ -89,6 +98,29 @@ type Config struct {
 	KubeAuditToken  Secret
 	CloudTrailToken Secret
 	LogLevel        slog.Level
+}
+
+// StoreIsPostgres reports whether the store is a PostgreSQL database rather than a SQLite file.
+func (c Config) StoreIsPostgres() bool { return sqldb.IsPostgres(c.Store) }
+
+// StoreName is the store for logs and errors: a PostgreSQL URL without its password.
+func (c Config) StoreName() string {
+	if c.StoreIsPostgres() {
+		return sqldb.Redact(c.Store)
+	}
+	return c.Store
+}
+
+// Dir is the directory of what this replica derives from Git, and, with a SQLite store, of the
+// other SQLite files.
+func (c Config) Dir() string {
+	switch {
+	case c.DataDir != "":
+		return c.DataDir
+	case c.StoreIsPostgres():
+		return filepath.Join(os.TempDir(), "parley")
+	}
+	return filepath.Dir(c.Store)
 }
 
 // RepoRef names a GitOps repository and the branch drift events are judged against.
@@ -135,7 +167,8 @@ func Keys() []Key {
 		{"webhook_secrets", "PARLEY_WEBHOOK_SECRETS", "(required)", "webhook secrets, all accepted (comma-separated in the environment); list two while rotating"},
 		{"listen", "PARLEY_LISTEN", ":8080", "address for webhooks, event endpoints, /healthz and /readyz"},
 		{"metrics_listen", "PARLEY_METRICS_LISTEN", "(same as listen)", "separate address for /metrics"},
-		{"store", "PARLEY_STORE", "parley.db", "SQLite database file; created on first start"},
+		{"store", "PARLEY_STORE", "parley.db", "SQLite database file, created on first start, or a postgres:// URL for several replicas (put its password in the environment from a Secret, or use PGPASSWORD)"},
+		{"data_dir", "PARLEY_DATA_DIR", "(beside store; $TMPDIR/parley with PostgreSQL)", "directory for what each replica derives from Git: the clone cache"},
 		{"github_url", "PARLEY_GITHUB_URL", "https://api.github.com/", "GitHub REST API base URL (GitHub Enterprise Server: https://HOST/api/v3/)"},
 		{"workers", "PARLEY_WORKERS", "4", "delivery workers"},
 		{"per_installation_concurrency", "PARLEY_PER_INSTALLATION_CONCURRENCY", "4", "concurrent GitHub requests per installation"},
@@ -182,6 +215,7 @@ type file struct {
 	Listen                     *string     `hcl:"listen,optional"`
 	MetricsListen              *string     `hcl:"metrics_listen,optional"`
 	Store                      *string     `hcl:"store,optional"`
+	DataDir                    *string     `hcl:"data_dir,optional"`
 	GitHubURL                  *string     `hcl:"github_url,optional"`
 	Workers                    *int        `hcl:"workers,optional"`
 	PerInstallationConcurrency *int        `hcl:"per_installation_concurrency,optional"`
@@ -287,6 +321,7 @@ func Load(path string, getenv func(string) string) (Config, error) {
 		setP(&c.Listen, f.Listen)
 		setP(&c.MetricsListen, f.MetricsListen)
 		setP(&c.Store, f.Store)
+		setP(&c.DataDir, f.DataDir)
 		setP(&c.GitHubURL, f.GitHubURL)
 		setP(&c.Workers, f.Workers)
 		setP(&c.PerInstallationConcurrency, f.PerInstallationConcurrency)
@@ -358,6 +393,7 @@ func Load(path string, getenv func(string) string) (Config, error) {
 	env("PARLEY_LISTEN", str(&c.Listen))
 	env("PARLEY_METRICS_LISTEN", str(&c.MetricsListen))
 	env("PARLEY_STORE", str(&c.Store))
+	env("PARLEY_DATA_DIR", str(&c.DataDir))
 	env("PARLEY_GITHUB_URL", str(&c.GitHubURL))
 	env("PARLEY_WORKERS", num(&c.Workers))
 	env("PARLEY_PER_INSTALLATION_CONCURRENCY", num(&c.PerInstallationConcurrency))
@@ -451,7 +487,15 @@ func (c *Config) validate() []error {
 		errs = append(errs, fmt.Errorf("proposals_max_age = %s: want 0 to 1h", c.ProposalsMaxAge))
 	}
 	if c.Store == "" {
-		errs = append(errs, errors.New("store must name a database file"))
+		errs = append(errs, errors.New("store must name a database file or a postgres:// URL"))
+	}
+	if c.StoreIsPostgres() {
+		if _, err := pgxpool.ParseConfig(c.Store); err != nil {
+			errs = append(errs, fmt.Errorf("store = %s: not a PostgreSQL URL pgx can read", c.StoreName()))
+		}
+		if c.DriftState != "" {
+			errs = append(errs, fmt.Errorf("drift_state = %q: with a PostgreSQL store the drift state is in that database; remove drift_state", c.DriftState))
+		}
 	}
 	if c.GitOpsRepository != "" && !isRepository(c.GitOpsRepository) {
 		errs = append(errs, fmt.Errorf("gitops_repository = %q: want owner/name", c.GitOpsRepository))

@@ -312,3 +312,41 @@ func TestOneRepositoryIsServedOnOneBranch(t *testing.T) {
 		t.Fatalf("want the two branches named, got %v", err)
 	}
 }
+
+// A postgres:// store is a PostgreSQL database: its password never appears in what is logged or
+// in errors, the clone cache goes to data_dir (or $TMPDIR/parley), and drift_state, a SQLite
+// file, is refused beside it.
+func TestPostgresStore(t *testing.T) {
+	env := func(kv ...string) func(string) string {
+		m := map[string]string{"PARLEY_APP_ID": "1", "PARLEY_PRIVATE_KEY": "k", "PARLEY_WEBHOOK_SECRETS": "s"}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return func(k string) string { return m[k] }
+	}
+	c, err := Load("", env("PARLEY_STORE", "postgres://parley:s3cret@db.internal:5432/parley?sslmode=require"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.StoreIsPostgres() || c.StoreName() != "postgres://parley@db.internal:5432/parley" || strings.Contains(c.StoreName(), "s3cret") {
+		t.Fatalf("store %q", c.StoreName())
+	}
+	if c.Dir() != filepath.Join(os.TempDir(), "parley") {
+		t.Fatalf("dir %q", c.Dir())
+	}
+	c, err = Load("", env("PARLEY_STORE", "postgres://parley@db/parley", "PARLEY_DATA_DIR", "/var/lib/parley"))
+	if err != nil || c.Dir() != "/var/lib/parley" {
+		t.Fatalf("data_dir: %q %v", c.Dir(), err)
+	}
+	_, err = Load("", env("PARLEY_STORE", "postgres://parley:s3cret@db/parley", "PARLEY_DRIFT_STATE", "/data/drift.db"))
+	if err == nil || !strings.Contains(err.Error(), "drift_state") || strings.Contains(err.Error(), "s3cret") {
+		t.Fatalf("drift_state beside PostgreSQL: %v", err)
+	}
+	_, err = Load("", env("PARLEY_STORE", "postgres://parley:s3cret@[db/parley"))
+	if err == nil || strings.Contains(err.Error(), "s3cret") {
+		t.Fatalf("a bad URL: %v", err)
+	}
+	if c, err := Load("", env("PARLEY_STORE", "/data/parley.db")); err != nil || c.StoreIsPostgres() || c.Dir() != "/data" {
+		t.Fatalf("SQLite: %q %v", c.Dir(), err)
+	}
+}
