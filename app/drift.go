@@ -57,6 +57,14 @@ type Drift struct {
 	// GitHubHosts are the hosts whose Git URLs name repositories the App may be installed on (Argo
 	// CD repoURLs); none = github.com.
 	GitHubHosts []string
+	// OpenState opens a repository's drift state, every repository's the default one's included,
+	// in place of State and StatePath: with several replicas, their shared PostgreSQL database.
+	OpenState func(ctx context.Context, repository string) (*driftstate.DB, error)
+	// Lock serialises the judging of one repository across replicas (a PostgreSQL advisory lock
+	// named after it): events, timers, pushes and proposals of a repository are judged by one
+	// replica at a time, each reading what the one before wrote, so a timer fires once and a
+	// verdict lands once. nil: this process is the only one.
+	Lock func(ctx context.Context, name string) (unlock func(), err error)
 	// StatePath returns the drift state file of a repository other than the default one; nil or ""
 	// keeps that state in memory (tests).
 	StatePath  func(repository string) string
@@ -86,6 +94,10 @@ type repoDrift struct {
 
 	synced atomic.Int64 // when the clone was last fetched (unix nanoseconds)
 	view   proposalView // the snapshot proposals are judged against
+	// judging is held, in this process, around the cross-replica lock (Drift.Lock): a process
+	// waits for its own goroutines here, so it holds at most one database session per repository
+	// waiting for another replica.
+	judging sync.Mutex
 }
 
 // proposalView is a branch snapshot kept, with its ledger open, for the proposals of the next
@@ -183,7 +195,12 @@ func (d *Drift) repo(ctx context.Context, name, branch string) (*repoDrift, erro
 		return rd, nil
 	}
 	st := d.State
-	if !strings.EqualFold(name, d.Repository) || st == nil {
+	if d.OpenState != nil {
+		var err error
+		if st, err = d.OpenState(ctx, name); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+	} else if !strings.EqualFold(name, d.Repository) || st == nil {
 		path := ":memory:"
 		if d.StatePath != nil {
 			if p := d.StatePath(name); p != "" {
@@ -355,6 +372,11 @@ func (d *Drift) Handle(ctx context.Context, del store.Delivery) error {
 	if err != nil {
 		return err
 	}
+	unlock, err := rd.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	return rd.withSnapshot(ctx, func(snap reconcile.Snapshot) error {
 		batch, err := reconcile.Decode(del.Source, del.Body, snap.Files)
 		if err != nil {
@@ -391,6 +413,23 @@ func (d *Drift) poke() {
 	case d.wake <- struct{}{}:
 	default:
 	}
+}
+
+// lock takes the repository's cross-replica lock (Drift.Lock), if there is one.
+func (rd *repoDrift) lock(ctx context.Context) (func(), error) {
+	if rd.d.Lock == nil {
+		return func() {}, nil
+	}
+	rd.judging.Lock()
+	unlock, err := rd.d.Lock(ctx, "parley/drift/"+strings.ToLower(rd.name))
+	if err != nil {
+		rd.judging.Unlock()
+		return nil, fmt.Errorf("%s: %w", rd.name, err)
+	}
+	return func() {
+		unlock()
+		rd.judging.Unlock()
+	}, nil
 }
 
 // withSnapshot fetches the repository and runs fn on its branch's snapshot while holding the
@@ -625,6 +664,11 @@ func (d *Drift) Pushed(ctx context.Context, repository, defaultBranch, ref strin
 
 func (rd *repoDrift) recheckGated(ctx context.Context) error {
 	d := rd.d
+	unlock, err := rd.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	return rd.withSnapshot(ctx, func(snap reconcile.Snapshot) error {
 		fields := reconcile.GatedFields(snap.Files)
 		if len(fields) == 0 {
@@ -707,6 +751,13 @@ func (d *Drift) fireDue(ctx context.Context) error {
 
 func (rd *repoDrift) fireDue(ctx context.Context) error {
 	d := rd.d
+	// Under the repository's lock, so that of replicas that found the same timers due one fires
+	// them; the others find them moved on.
+	unlock, err := rd.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	due, err := rd.state.Due(ctx, d.now())
 	if err != nil || len(due) == 0 {
 		return err
@@ -739,7 +790,11 @@ var ErrUnknownRepository = errors.New("unknown repository")
 func (d *Drift) Propose(ctx context.Context, repository string, maxAge time.Duration, id string, claims []core.Claim) (string, []reconcile.Proposed, error) {
 	var out []reconcile.Proposed
 	repo, err := d.withRepoView(ctx, repository, maxAge, func(rd *repoDrift, snap reconcile.Snapshot) error {
-		var err error
+		unlock, err := rd.lock(ctx)
+		if err != nil {
+			return err
+		}
+		defer unlock()
 		out, err = rd.rec.Propose(ctx, snap, id, claims)
 		return err
 	})

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/google/go-github/v60/github"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -29,6 +31,7 @@ import (
 	"github.com/parleyhq/parley/app/internal/livestate"
 	"github.com/parleyhq/parley/app/internal/repocache"
 	"github.com/parleyhq/parley/internal/agentstore"
+	"github.com/parleyhq/parley/internal/sqldb"
 	"github.com/parleyhq/parley/reconcile"
 	"github.com/parleyhq/parley/reconcile/driftstate"
 	"github.com/parleyhq/parley/reconcile/events"
@@ -81,7 +84,7 @@ func (g *githubApp) Token(ctx context.Context, installation int64) (string, erro
 type Server struct {
 	cfg      config.Config
 	log      *slog.Logger
-	store    *store.SQLite
+	store    queue
 	reg      *prometheus.Registry
 	receiver *webhooks.Receiver
 	events   map[string]*webhooks.EventReceiver // the drift event receivers, by path
@@ -91,35 +94,64 @@ type Server struct {
 	agents   *agentstore.DB
 	props    *Proposals
 	draining atomic.Bool
+	// shared is the PostgreSQL pool the live state, agent store and drift states share (the
+	// delivery queue has its own); nil with SQLite.
+	shared   *pgxpool.Pool
+	sharedDB *sql.DB
+	// locks is the pool the repositories' advisory locks hold their sessions in: apart from
+	// shared, so that sessions waiting for a lock never starve the holder of one of the
+	// connections it needs to finish.
+	locks   *pgxpool.Pool
+	locksDB *sql.DB
+}
+
+// queue is the delivery store serve runs on: SQLite's or PostgreSQL's.
+type queue interface {
+	store.Deliveries
+	Close() error
+}
+
+// closeStores closes every store opened so far.
+func (s *Server) closeStores() error {
+	var errs []error
+	if s.store != nil {
+		errs = append(errs, s.store.Close())
+	}
+	if s.live != nil {
+		errs = append(errs, s.live.Close())
+	}
+	if s.drift != nil {
+		errs = append(errs, s.drift.Close())
+	}
+	if s.agents != nil {
+		errs = append(errs, s.agents.Close())
+	}
+	if s.sharedDB != nil {
+		errs = append(errs, s.sharedDB.Close())
+	}
+	if s.shared != nil {
+		s.shared.Close()
+	}
+	if s.locksDB != nil {
+		errs = append(errs, s.locksDB.Close())
+	}
+	if s.locks != nil {
+		s.locks.Close()
+	}
+	return errors.Join(errs...)
 }
 
 // NewServer opens the store (creating it on first start) and wires the handlers.
 func NewServer(ctx context.Context, cfg config.Config, log *slog.Logger) (*Server, error) {
-	st, err := store.Open(ctx, cfg.Store, store.Options{MaxAttempts: cfg.MaxAttempts})
-	if err != nil {
-		return nil, fmt.Errorf("open store %s: %w", cfg.Store, err)
-	}
-	s := &Server{cfg: cfg, log: log, store: st, reg: prometheus.NewRegistry()}
+	s := &Server{cfg: cfg, log: log, reg: prometheus.NewRegistry()}
 	fail := func(err error) (*Server, error) {
-		st.Close()
-		if s.live != nil {
-			s.live.Close()
-		}
-		if s.drift != nil {
-			s.drift.Close()
-		}
-		if s.agents != nil {
-			s.agents.Close()
-		}
+		s.closeStores()
 		return nil, err
 	}
-	// One parley serve owns the SQLite file (the chart runs one replica), so leases found at start
-	// belong to a process that died: its deliveries resume now, not when the leases expire.
-	if n, err := st.ReclaimLeases(ctx); err != nil {
+	if err := s.openStores(ctx); err != nil {
 		return fail(err)
-	} else if n > 0 {
-		log.Info("resuming deliveries left unfinished by a previous process", "deliveries", n)
 	}
+	st := s.store
 	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics, err := webhooks.NewMetrics(s.reg, st)
 	if err != nil {
@@ -145,12 +177,8 @@ func NewServer(ctx context.Context, cfg config.Config, log *slog.Logger) (*Serve
 		Help: "GitHub's primary rate limit left, as last reported, per installation."}, []string{"installation"})
 	s.reg.MustRegister(remaining)
 	gh := &githubApp{app: app, counter: counter, concurrency: cfg.PerInstallationConcurrency, remaining: remaining, clients: map[int64]*github.Client{}}
-	repos := &repocache.Cache{Dir: filepath.Join(filepath.Dir(cfg.Store), "repos")}
-	live, err := livestate.Open(ctx, filepath.Join(filepath.Dir(cfg.Store), "live.db"))
-	if err != nil {
-		return fail(err)
-	}
-	s.live = live
+	repos := &repocache.Cache{Dir: filepath.Join(cfg.Dir(), "repos")}
+	live := s.live
 	perEvent := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "parley_github_calls_per_judgement",
 		Help: "GitHub REST calls one pull request judgement made (goal: at most 4 when the verdict is unchanged).", Buckets: []float64{0, 1, 2, 3, 4, 6, 8, 12, 20}})
 	s.reg.MustRegister(perEvent)
@@ -160,9 +188,6 @@ func NewServer(ctx context.Context, cfg config.Config, log *slog.Logger) (*Serve
 		return fail(err)
 	}
 	s.drift = drift
-	if s.agents, err = agentstore.Open(ctx, filepath.Join(filepath.Dir(cfg.Store), "agents.db")); err != nil {
-		return fail(err)
-	}
 	propMetrics, err := NewProposalMetrics(s.reg)
 	if err != nil {
 		return fail(err)
@@ -227,6 +252,59 @@ func NewServer(ctx context.Context, cfg config.Config, log *slog.Logger) (*Serve
 	return s, nil
 }
 
+// openStores opens the delivery queue, the live state and the agent store: SQLite files (the
+// store and, beside it, live.db and agents.db), or the PostgreSQL database the store names, which
+// replicas share.
+func (s *Server) openStores(ctx context.Context) error {
+	cfg := s.cfg
+	if !cfg.StoreIsPostgres() {
+		st, err := store.Open(ctx, cfg.Store, store.Options{MaxAttempts: cfg.MaxAttempts})
+		if err != nil {
+			return fmt.Errorf("open store %s: %w", cfg.Store, err)
+		}
+		s.store = st
+		// One parley serve owns the SQLite file (the chart runs one replica), so leases found at
+		// start belong to a process that died: its deliveries resume now, not when they expire.
+		if n, err := st.ReclaimLeases(ctx); err != nil {
+			return err
+		} else if n > 0 {
+			s.log.Info("resuming deliveries left unfinished by a previous process", "deliveries", n)
+		}
+		dir := filepath.Dir(cfg.Store)
+		if s.live, err = livestate.Open(ctx, filepath.Join(dir, "live.db")); err != nil {
+			return err
+		}
+		s.agents, err = agentstore.Open(ctx, filepath.Join(dir, "agents.db"))
+		return err
+	}
+	// Several replicas: leases of a replica that died expire and are taken over (never reclaimed
+	// at start: the other replicas' leases are live).
+	pg, err := store.OpenPostgres(ctx, cfg.Store, store.PostgresOptions{MaxAttempts: cfg.MaxAttempts, MaxConns: int32(cfg.Workers + 4)})
+	if err != nil {
+		return fmt.Errorf("open store %s: %w", cfg.StoreName(), err)
+	}
+	s.store = pg
+	takeovers := prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "parley_queue_lease_takeovers_total",
+		Help: "Deliveries this replica claimed whose lease another worker held until it expired (a replica died or stalled)."},
+		func() float64 { return float64(pg.Takeovers()) })
+	if err := s.reg.Register(takeovers); err != nil {
+		return err
+	}
+	if s.shared, s.sharedDB, err = sqldb.OpenPostgres(ctx, cfg.Store, int32(cfg.Workers+8)); err != nil {
+		return err
+	}
+	// A lock holds a session while its repository is judged: at most one per repository in this
+	// process (repoDrift.judging), for the workers, the timer loop and proposals.
+	if s.locks, s.locksDB, err = sqldb.OpenPostgres(ctx, cfg.Store, int32(cfg.Workers+8)); err != nil {
+		return err
+	}
+	if s.live, err = livestate.OpenPostgres(ctx, s.sharedDB); err != nil {
+		return err
+	}
+	s.agents, err = agentstore.OpenPostgres(ctx, s.sharedDB, cfg.StoreName())
+	return err
+}
+
 // newDrift opens the drift states and configures the drift loop for the repositories events are
 // routed to: the default repository's state is drift_state (drift.db beside the store), every
 // other repository's is drift.<owner>.<name>.db beside it. Each state found there is opened at
@@ -248,6 +326,9 @@ func (s *Server) newDrift(ctx context.Context, gh *githubApp, repos *repocache.C
 	metrics, err := NewDriftMetrics(s.reg)
 	if err != nil {
 		return nil, err
+	}
+	if s.shared != nil {
+		return s.newSharedDrift(ctx, gh, repos, mode, author, metrics)
 	}
 	st, err := driftstate.Open(ctx, path)
 	if err != nil {
@@ -271,6 +352,38 @@ func (s *Server) newDrift(ctx context.Context, gh *githubApp, repos *repocache.C
 	if err != nil {
 		d.Close()
 		return nil, err
+	}
+	for _, repo := range found {
+		if err := d.Serve(ctx, repo, d.branchOf(repo)); err != nil {
+			d.Close()
+			return nil, err
+		}
+	}
+	return d, nil
+}
+
+// newSharedDrift is newDrift for replicas sharing a PostgreSQL database: every repository's state
+// is its schema there, judging a repository takes its advisory lock, and at start every state the
+// database holds is opened, so that its timers fire on whichever replica is up.
+func (s *Server) newSharedDrift(ctx context.Context, gh *githubApp, repos *repocache.Cache, mode reconcile.Mode, author *mail.Address, metrics *DriftMetrics) (*Drift, error) {
+	locks := sqldb.Locks{Pool: s.locks}
+	d := &Drift{GitHub: gh, Repos: repos, Repository: s.cfg.GitOpsRepository, Branch: s.cfg.GitOpsBranch,
+		Clusters: s.cfg.Clusters, Accounts: s.cfg.AWSAccounts, GitHubHosts: []string{gitHost(s.cfg.GitHubURL)},
+		OpenState: func(ctx context.Context, repo string) (*driftstate.DB, error) {
+			return driftstate.OpenPostgres(ctx, s.sharedDB, s.cfg.StoreName(), repo)
+		},
+		Lock:       locks.Lock,
+		PolicyPath: s.cfg.PolicyPath, Mode: mode, Author: object.Signature{Name: author.Name, Email: author.Address},
+		Log: s.log, Metrics: metrics}
+	found, err := driftstate.PostgresRepositories(ctx, s.sharedDB)
+	if err != nil {
+		return nil, err
+	}
+	for _, ref := range s.cfg.Repositories() {
+		if err := d.Serve(ctx, ref.Repository, ref.Branch); err != nil {
+			d.Close()
+			return nil, err
+		}
 	}
 	for _, repo := range found {
 		if err := d.Serve(ctx, repo, d.branchOf(repo)); err != nil {
@@ -362,10 +475,7 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 	ln, err := net.Listen("tcp", s.cfg.Listen)
 	if err != nil {
-		s.store.Close()
-		s.live.Close()
-		s.drift.Close()
-		s.agents.Close()
+		s.closeStores()
 		return fmt.Errorf("listen on %s: %w", s.cfg.Listen, err)
 	}
 	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
@@ -374,10 +484,7 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 	if s.cfg.MetricsListen != "" {
 		if mln, err = net.Listen("tcp", s.cfg.MetricsListen); err != nil {
 			ln.Close()
-			s.store.Close()
-			s.live.Close()
-			s.drift.Close()
-			s.agents.Close()
+			s.closeStores()
 			return fmt.Errorf("listen on %s: %w", s.cfg.MetricsListen, err)
 		}
 		mux := http.NewServeMux()
@@ -412,7 +519,7 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 		wg.Add(1)
 		go serve(msrv, mln)
 	}
-	s.log.Info("parley serving", "addr", ln.Addr().String(), "store", s.cfg.Store, "workers", s.cfg.Workers)
+	s.log.Info("parley serving", "addr", ln.Addr().String(), "store", s.cfg.StoreName(), "workers", s.cfg.Workers)
 	if ready != nil {
 		ready(ln.Addr().String())
 	}
@@ -431,7 +538,7 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 	}
 	stopPool()
 	wg.Wait()
-	if err := errors.Join(s.store.Close(), s.live.Close(), s.drift.Close(), s.agents.Close()); err != nil && runErr == nil {
+	if err := s.closeStores(); err != nil && runErr == nil {
 		runErr = err
 	}
 	s.log.Info("parley stopped")
@@ -439,4 +546,4 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 }
 
 // Store exposes the delivery store (for `parley deliveries`).
-func (s *Server) Store() *store.SQLite { return s.store }
+func (s *Server) Store() store.Deliveries { return s.store }
