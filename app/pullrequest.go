@@ -21,6 +21,7 @@ import (
 	"github.com/parleyhq/parley/app/report"
 	"github.com/parleyhq/parley/app/review"
 	"github.com/parleyhq/parley/core"
+	"github.com/parleyhq/parley/internal/keymutex"
 	"github.com/parleyhq/parley/policy"
 	"github.com/parleyhq/parley/reconcile"
 	"github.com/parleyhq/parley/trailers/ledger"
@@ -53,6 +54,12 @@ type PullRequests struct {
 	CallsPerEvent prometheus.Observer
 	Now           func() time.Time
 	Log           *slog.Logger
+	// Lock serialises the judging of one pull request across replicas (a PostgreSQL advisory
+	// lock), so that two deliveries of it judged at once still find each other's check run and
+	// comment rather than each creating one. nil: this process is the only one. Within a process
+	// pull requests are always judged one at a time each.
+	Lock    func(ctx context.Context, name string) (unlock func(), err error)
+	judging keymutex.Map
 }
 
 // judgedActions are the pull_request actions that can change a verdict.
@@ -95,12 +102,38 @@ func (h *PullRequests) now() time.Time {
 
 // Judge evaluates and publishes one pull request, and returns what it decided.
 func (h *PullRequests) Judge(ctx context.Context, t Target) (review.Result, error) {
+	unlock, err := h.lock(ctx, t)
+	if err != nil {
+		return review.Result{}, err
+	}
+	defer unlock()
 	ctx, calls := ghclient.WithCallCount(ctx)
 	res, err := h.judge(ctx, t)
 	if h.CallsPerEvent != nil {
 		h.CallsPerEvent.Observe(float64(calls.Load()))
 	}
 	return res, err
+}
+
+// lock takes the pull request's lock, in this process and, if there is a Lock, across replicas.
+func (h *PullRequests) lock(ctx context.Context, t Target) (func(), error) {
+	name := fmt.Sprintf("parley/pr/%s#%d", strings.ToLower(t.FullName), t.PR.GetNumber())
+	unlock, err := h.judging.Lock(ctx, name)
+	if err != nil {
+		return nil, fmt.Errorf("%s#%d: wait to judge: %w", t.FullName, t.PR.GetNumber(), err)
+	}
+	if h.Lock == nil {
+		return unlock, nil
+	}
+	shared, err := h.Lock(ctx, name)
+	if err != nil {
+		unlock()
+		return nil, fmt.Errorf("%s#%d: %w", t.FullName, t.PR.GetNumber(), err)
+	}
+	return func() {
+		shared()
+		unlock()
+	}, nil
 }
 
 func (h *PullRequests) judge(ctx context.Context, t Target) (review.Result, error) {

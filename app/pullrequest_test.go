@@ -6,9 +6,11 @@ import (
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/pem"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 	"github.com/parleyhq/parley/app/report"
 	"github.com/parleyhq/parley/internal/fakegithub"
 	"github.com/parleyhq/parley/internal/gittest"
+	"github.com/parleyhq/parley/internal/keymutex"
 	"github.com/parleyhq/parley/internal/schematest"
 	"github.com/parleyhq/parley/webhooks/store"
 )
@@ -250,5 +253,36 @@ func TestPullRequestBehindAMovedBase(t *testing.T) {
 	}
 	if len(fields) != 1 || fields[0] != "tf:infra/kafka//aws_autoscaling_group.consumer#/desired_capacity" {
 		t.Errorf("judged %v; want only the branch's desired_capacity", fields)
+	}
+}
+
+// TestPullRequestJudgedByTwoReplicasAtOnce: deliveries of one pull request judged side by side by
+// two replicas (each with its own clone cache, sharing a lock as replicas share PostgreSQL's
+// advisory locks) still leave one check run and one sticky comment: each judgement finds the one
+// before it.
+func TestPullRequestJudgedByTwoReplicasAtOnce(t *testing.T) {
+	dir, git := remote(t)
+	a, gh := handler(t)
+	b := &PullRequests{Installations: a.Installations, Repos: &repocache.Cache{Dir: t.TempDir()}, Now: a.Now}
+	var shared keymutex.Map
+	a.Lock, b.Lock = shared.Lock, shared.Lock
+	base, head := git("rev-parse", "main"), git("rev-parse", "refs/pull/7/head")
+	var wg sync.WaitGroup
+	for i, h := range []*PullRequests{a, b, a, b, a, b} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			action := []string{"opened", "edited", "reopened"}[i%3]
+			if err := h.Handle(context.Background(), store.Delivery{ID: fmt.Sprint("d", i), Event: "pull_request", Body: prEvent(t, dir, base, head, action)}); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if runs := gh.CheckRuns("acme/infra"); len(runs) != 1 {
+		t.Errorf("%d check runs for one head, want 1", len(runs))
+	}
+	if comments := gh.Comments("acme/infra#7"); len(comments) != 1 {
+		t.Errorf("%d sticky comments, want 1", len(comments))
 	}
 }

@@ -183,6 +183,9 @@ func NewServer(ctx context.Context, cfg config.Config, log *slog.Logger) (*Serve
 		Help: "GitHub REST calls one pull request judgement made (goal: at most 4 when the verdict is unchanged).", Buckets: []float64{0, 1, 2, 3, 4, 6, 8, 12, 20}})
 	s.reg.MustRegister(perEvent)
 	prs := &PullRequests{Installations: gh, Repos: repos, PolicyPath: cfg.PolicyPath, Live: live, Log: log, CallsPerEvent: perEvent}
+	if s.locks != nil {
+		prs.Lock = sqldb.Locks{Pool: s.locks}.Lock
+	}
 	drift, err := s.newDrift(ctx, gh, repos)
 	if err != nil {
 		return fail(err)
