@@ -212,7 +212,7 @@ func NewServer(ctx context.Context, cfg config.Config, log *slog.Logger) (*Serve
 		handlers[webhooks.Route{Source: src, Event: webhooks.EventName}] = drift
 	}
 	s.pool, err = webhooks.NewPool(webhooks.PoolConfig{Queue: st, Handlers: handlers, Workers: cfg.Workers,
-		Grace: cfg.ShutdownGrace, Logger: log, Metrics: metrics})
+		Lease: cfg.Lease, Grace: cfg.ShutdownGrace, Logger: log, Metrics: metrics})
 	if err != nil {
 		return fail(err)
 	}
@@ -365,6 +365,10 @@ func (s *Server) newDrift(ctx context.Context, gh *githubApp, repos *repocache.C
 	return d, nil
 }
 
+// sharedTimerPoll is how soon a replica sees the timers another replica set (one indexed query per
+// repository each time): the longest a timer of a replica that died waits past its time.
+const sharedTimerPoll = 10 * time.Second
+
 // newSharedDrift is newDrift for replicas sharing a PostgreSQL database: every repository's state
 // is its schema there, judging a repository takes its advisory lock, and at start every state the
 // database holds is opened, so that its timers fire on whichever replica is up.
@@ -378,7 +382,9 @@ func (s *Server) newSharedDrift(ctx context.Context, gh *githubApp, repos *repoc
 		Lock:       locks.Lock,
 		PolicyPath: s.cfg.PolicyPath, Mode: mode, Author: object.Signature{Name: author.Name, Email: author.Address},
 		Log: s.log, Metrics: metrics}
-	found, err := driftstate.PostgresRepositories(ctx, s.sharedDB)
+	d.Discover = func(ctx context.Context) ([]string, error) { return driftstate.PostgresRepositories(ctx, s.sharedDB) }
+	d.TimerPoll = sharedTimerPoll
+	found, err := d.Discover(ctx)
 	if err != nil {
 		return nil, err
 	}

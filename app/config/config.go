@@ -71,8 +71,11 @@ type Config struct {
 	PerInstallationConcurrency int
 	MaxAttempts                int           // attempts before a delivery is dead-lettered
 	ShutdownGrace              time.Duration // how long SIGTERM waits for in-flight deliveries
-	PolicyPath                 string        // policy file, read from the default branch
-	WriteMode                  string        // "pull-request" (default) or "direct": how gate commits reach the default branch
+	// Lease is how long a worker holds a delivery it claimed: a replica that dies leaves its
+	// deliveries to the others once their leases run out.
+	Lease      time.Duration
+	PolicyPath string // policy file, read from the default branch
+	WriteMode  string // "pull-request" (default) or "direct": how gate commits reach the default branch
 	// GitOpsRepository is the default repository ("owner/name") the drift endpoints judge events
 	// against and write gates into: the one for events that no cluster, AWS account or Argo CD
 	// repoURL routes. "" leaves such events unjudged (stored, then dead-lettered).
@@ -174,6 +177,7 @@ func Keys() []Key {
 		{"per_installation_concurrency", "PARLEY_PER_INSTALLATION_CONCURRENCY", "4", "concurrent GitHub requests per installation"},
 		{"max_attempts", "PARLEY_MAX_ATTEMPTS", "8", "attempts before a delivery goes to the dead-letter list"},
 		{"shutdown_grace", "PARLEY_SHUTDOWN_GRACE", "25s", "how long SIGTERM waits for deliveries in flight"},
+		{"lease", "PARLEY_LEASE", "5m", "how long a worker holds a delivery; with several replicas, how soon the deliveries of one that died are taken over"},
 		{"policy_path", "PARLEY_POLICY_PATH", ".parley/policy.hcl", "policy file, always read from the default branch"},
 		{"write_mode", "PARLEY_WRITE_MODE", "pull-request", "how gate, resume and adopt commits land: pull-request (a branch and pull request per field) or direct (pushed to gitops_branch)"},
 		{"gitops_repository", "PARLEY_GITOPS_REPOSITORY", "(none)", "owner/name of the default GitOps repository: drift events that no cluster, aws_account or Argo CD repoURL routes are judged against it and their gates written to it; without it such events are stored but not judged (the App must be installed on every repository named here)"},
@@ -221,6 +225,7 @@ type file struct {
 	PerInstallationConcurrency *int        `hcl:"per_installation_concurrency,optional"`
 	MaxAttempts                *int        `hcl:"max_attempts,optional"`
 	ShutdownGrace              *string     `hcl:"shutdown_grace,optional"`
+	Lease                      *string     `hcl:"lease,optional"`
 	PolicyPath                 *string     `hcl:"policy_path,optional"`
 	WriteMode                  *string     `hcl:"write_mode,optional"`
 	GitOpsRepository           *string     `hcl:"gitops_repository,optional"`
@@ -294,7 +299,7 @@ func parseRepoMap(v string) (map[string]RepoRef, error) {
 func Load(path string, getenv func(string) string) (Config, error) {
 	c := Config{
 		Listen: ":8080", Store: "parley.db", GitHubURL: "https://api.github.com/", Workers: 4,
-		PerInstallationConcurrency: 4, MaxAttempts: 8, ShutdownGrace: 25 * time.Second,
+		PerInstallationConcurrency: 4, MaxAttempts: 8, ShutdownGrace: 25 * time.Second, Lease: 5 * time.Minute,
 		PolicyPath: ".parley/policy.hcl", WriteMode: "pull-request", LogLevel: slog.LevelInfo,
 		ProposalsRate: 20, ProposalsMaxAge: 2 * time.Second,
 		CommitAuthor: "Parley <parley@users.noreply.github.com>",
@@ -352,6 +357,13 @@ func Load(path string, getenv func(string) string) (Config, error) {
 			}
 			c.ShutdownGrace = d
 		}
+		if f.Lease != nil {
+			d, err := time.ParseDuration(*f.Lease)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: lease: %w", path, err))
+			}
+			c.Lease = d
+		}
 		if f.LogLevel != nil {
 			if err := c.LogLevel.UnmarshalText([]byte(*f.LogLevel)); err != nil {
 				errs = append(errs, fmt.Errorf("%s: log_level: %w", path, err))
@@ -401,6 +413,11 @@ func Load(path string, getenv func(string) string) (Config, error) {
 	env("PARLEY_SHUTDOWN_GRACE", func(v string) error {
 		d, err := time.ParseDuration(v)
 		c.ShutdownGrace = d
+		return err
+	})
+	env("PARLEY_LEASE", func(v string) error {
+		d, err := time.ParseDuration(v)
+		c.Lease = d
 		return err
 	})
 	env("PARLEY_POLICY_PATH", str(&c.PolicyPath))
@@ -476,6 +493,9 @@ func (c *Config) validate() []error {
 	}
 	if c.ShutdownGrace < 0 {
 		errs = append(errs, fmt.Errorf("shutdown_grace = %s: want a positive duration", c.ShutdownGrace))
+	}
+	if c.Lease < 10*time.Second || c.Lease > time.Hour {
+		errs = append(errs, fmt.Errorf("lease = %s: want 10s to 1h (longer than a delivery takes to judge)", c.Lease))
 	}
 	if c.WriteMode != "pull-request" && c.WriteMode != "direct" {
 		errs = append(errs, fmt.Errorf("write_mode = %q: want pull-request or direct", c.WriteMode))

@@ -28,6 +28,7 @@ webhook_secrets  = ["old-secret", "new-secret"]
 listen           = "127.0.0.1:9000"
 workers          = 8
 shutdown_grace   = "40s"
+lease            = "90s"
 github_url       = "https://ghe.example.com/api/v3"
 log_level        = "debug"
 gitops_repository = "acme/infra"
@@ -40,7 +41,7 @@ commit_author    = "Parley Bot <bot@acme.example>"
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.AppID != 1234 || c.Listen != "127.0.0.1:9000" || c.Workers != 2 || c.ShutdownGrace != 40*time.Second ||
+	if c.AppID != 1234 || c.Listen != "127.0.0.1:9000" || c.Workers != 2 || c.ShutdownGrace != 40*time.Second || c.Lease != 90*time.Second ||
 		c.GitHubURL != "https://ghe.example.com/api/v3/" || c.LogLevel != slog.LevelDebug || len(c.WebhookSecrets) != 2 ||
 		c.WebhookSecrets[1].Reveal() != "new-secret" || !strings.Contains(c.PrivateKey.Reveal(), "file") ||
 		c.FluxHMACSecret.Reveal() != "flux" || c.Store != "parley.db" || c.WriteMode != "pull-request" ||
@@ -72,11 +73,11 @@ func TestLoadEnvironmentOnly(t *testing.T) {
 
 func TestLoadErrorsNameEveryProblem(t *testing.T) {
 	_, err := Load("", envMap(map[string]string{"PARLEY_WORKERS": "many", "PARLEY_GITHUB_URL": "ftp://x", "PARLEY_WRITE_MODE": "yolo",
-		"PARLEY_GITOPS_REPOSITORY": "infra", "PARLEY_COMMIT_AUTHOR": "bot"}))
+		"PARLEY_GITOPS_REPOSITORY": "infra", "PARLEY_COMMIT_AUTHOR": "bot", "PARLEY_LEASE": "1s"}))
 	if err == nil {
 		t.Fatal("want errors")
 	}
-	for _, want := range []string{"PARLEY_WORKERS", "app_id", "private key", "webhook secret", "ftp://x", "yolo", `gitops_repository = "infra"`, `commit_author = "bot"`} {
+	for _, want := range []string{"PARLEY_WORKERS", "lease = 1s", "app_id", "private key", "webhook secret", "ftp://x", "yolo", `gitops_repository = "infra"`, `commit_author = "bot"`} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not mention %q:\n%v", want, err)
 		}
