@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -65,6 +66,13 @@ type Drift struct {
 	// replica at a time, each reading what the one before wrote, so a timer fires once and a
 	// verdict lands once. nil: this process is the only one.
 	Lock func(ctx context.Context, name string) (unlock func(), err error)
+	// Discover lists the repositories whose drift states exist (other replicas may have begun to
+	// serve one); the timer loop serves each it finds, so that the timers of a replica that died
+	// fire on the others. nil: only the repositories this process was told about.
+	Discover func(ctx context.Context) ([]string, error)
+	// TimerPoll is how often the timer loop looks again at the timers without being woken: what
+	// other replicas set is seen this late at most. Default 1 minute.
+	TimerPoll time.Duration
 	// StatePath returns the drift state file of a repository other than the default one; nil or ""
 	// keeps that state in memory (tests).
 	StatePath  func(repository string) string
@@ -690,7 +698,8 @@ func (rd *repoDrift) recheckGated(ctx context.Context) error {
 // a timer that came due while Parley was down fires at start.
 func (d *Drift) RunTimers(ctx context.Context) {
 	d.init()
-	const idle, retry = time.Minute, 30 * time.Second
+	const retry = 30 * time.Second
+	idle := cmp.Or(d.TimerPoll, time.Minute)
 	if d.Repository != "" {
 		// The default repository's timers run from the start, before any event names it.
 		if err := d.Serve(ctx, d.Repository, d.Branch); err != nil {
@@ -698,6 +707,7 @@ func (d *Drift) RunTimers(ctx context.Context) {
 		}
 	}
 	for {
+		d.discover(ctx)
 		wait := idle
 		for _, rd := range d.served() {
 			next, ok, err := rd.state.Next(ctx)
@@ -740,6 +750,23 @@ func (d *Drift) RunTimers(ctx context.Context) {
 	}
 }
 
+// discover serves the repositories Discover finds that this process does not serve yet.
+func (d *Drift) discover(ctx context.Context) {
+	if d.Discover == nil {
+		return
+	}
+	names, err := d.Discover(ctx)
+	if err != nil {
+		d.log().Error("drift timers: list the repositories", "error", err.Error())
+		return
+	}
+	for _, name := range names {
+		if err := d.Serve(ctx, name, d.branchOf(name)); err != nil {
+			d.log().Error("drift timers: open a repository's state", "repository", name, "error", err.Error())
+		}
+	}
+}
+
 // fireDue judges again the fields of every repository whose timers are due.
 func (d *Drift) fireDue(ctx context.Context) error {
 	var errs []error
@@ -751,8 +778,11 @@ func (d *Drift) fireDue(ctx context.Context) error {
 
 func (rd *repoDrift) fireDue(ctx context.Context) error {
 	d := rd.d
-	// Under the repository's lock, so that of replicas that found the same timers due one fires
-	// them; the others find them moved on.
+	if due, err := rd.state.Due(ctx, d.now()); err != nil || len(due) == 0 {
+		return err
+	}
+	// Read again under the repository's lock, so that of replicas that found the same timers due
+	// one fires them; the others find them moved on.
 	unlock, err := rd.lock(ctx)
 	if err != nil {
 		return err
