@@ -123,6 +123,9 @@ func TestRender(t *testing.T) {
 	if !strings.Contains(out["parley/templates/pvc.yaml"], "kind: PersistentVolumeClaim") {
 		t.Errorf("pvc not rendered")
 	}
+	if strings.TrimSpace(out["parley/templates/pdb.yaml"]) != "" {
+		t.Errorf("one replica needs no disruption budget:\n%s", out["parley/templates/pdb.yaml"])
+	}
 	if !strings.Contains(out["parley/templates/service.yaml"], "name: metrics") {
 		t.Errorf("service lacks the metrics port")
 	}
@@ -184,5 +187,101 @@ func TestRenderRoutes(t *testing.T) {
 	routed["gitops"].(map[string]any)["clusters"] = map[string]any{"prod-eu": map[string]any{"branch": "main"}}
 	if _, err := render(t, routed); err == nil || !strings.Contains(err.Error(), `cluster "prod-eu" needs a repository`) {
 		t.Errorf("a cluster without a repository: %v", err)
+	}
+}
+
+// TestRenderReplicasNeedPostgreSQL: more than one replica is refused on the SQLite store, and
+// with the PostgreSQL store renders that many replicas updated one by one, the store's URL from
+// its Secret, no volume claim, and a PodDisruptionBudget.
+func TestRenderReplicasNeedPostgreSQL(t *testing.T) {
+	vals := func(replicas int, secret string) map[string]any {
+		return map[string]any{
+			"github":       map[string]any{"appID": 12345},
+			"replicaCount": replicas,
+			"store":        map[string]any{"postgres": map[string]any{"secret": map[string]any{"name": secret, "key": "dsn"}}},
+		}
+	}
+	if _, err := render(t, vals(3, "")); err == nil || !strings.Contains(err.Error(), "replicaCount > 1 needs the PostgreSQL store") {
+		t.Fatalf("three replicas on SQLite: %v", err)
+	}
+	if _, err := render(t, vals(0, "")); err == nil || !strings.Contains(err.Error(), "replicaCount must be at least 1") {
+		t.Fatalf("no replica: %v", err)
+	}
+	out, err := render(t, vals(3, "parley-postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dep struct {
+		Spec struct {
+			Replicas int
+			Strategy struct {
+				Type          string
+				RollingUpdate struct{ MaxUnavailable int } `json:"rollingUpdate"`
+			}
+			Template struct {
+				Spec struct {
+					Containers []struct {
+						Env []struct {
+							Name      string
+							Value     string
+							ValueFrom *struct {
+								SecretKeyRef struct{ Name, Key string }
+							} `json:"valueFrom"`
+						}
+					}
+					Volumes []struct {
+						Name     string
+						EmptyDir *struct{}                   `json:"emptyDir"`
+						PVC      *struct{ ClaimName string } `json:"persistentVolumeClaim"`
+					}
+				}
+			}
+		}
+	}
+	if err := yaml.Unmarshal([]byte(out["parley/templates/deployment.yaml"]), &dep); err != nil {
+		t.Fatal(err)
+	}
+	if dep.Spec.Replicas != 3 || dep.Spec.Strategy.Type != "RollingUpdate" || dep.Spec.Strategy.RollingUpdate.MaxUnavailable != 0 {
+		t.Errorf("replicas %d, strategy %+v: want 3, rolling one by one", dep.Spec.Replicas, dep.Spec.Strategy)
+	}
+	env := map[string]string{}
+	for _, e := range dep.Spec.Template.Spec.Containers[0].Env {
+		env[e.Name] = e.Value
+		if e.ValueFrom != nil {
+			env[e.Name] = "secret:" + e.ValueFrom.SecretKeyRef.Name + "/" + e.ValueFrom.SecretKeyRef.Key
+		}
+	}
+	if env["PARLEY_STORE"] != "secret:parley-postgres/dsn" || env["PARLEY_DATA_DIR"] != "/var/lib/parley" || env["PARLEY_LEASE"] != "5m" {
+		t.Errorf("env %v", env)
+	}
+	if _, ok := env["PARLEY_DRIFT_STATE"]; ok {
+		t.Error("PARLEY_DRIFT_STATE is a SQLite file: serve refuses it with PostgreSQL")
+	}
+	for _, v := range dep.Spec.Template.Spec.Volumes {
+		if v.Name == "data" && (v.PVC != nil || v.EmptyDir == nil) {
+			t.Errorf("replicas share no volume: data is %+v", v)
+		}
+	}
+	if strings.TrimSpace(out["parley/templates/pvc.yaml"]) != "" {
+		t.Errorf("a volume claim with PostgreSQL:\n%s", out["parley/templates/pvc.yaml"])
+	}
+	var pdb struct {
+		Kind string
+		Spec struct {
+			MaxUnavailable int `json:"maxUnavailable"`
+			Selector       struct {
+				MatchLabels map[string]string `json:"matchLabels"`
+			}
+		}
+	}
+	if err := yaml.Unmarshal([]byte(out["parley/templates/pdb.yaml"]), &pdb); err != nil {
+		t.Fatal(err)
+	}
+	if pdb.Kind != "PodDisruptionBudget" || pdb.Spec.MaxUnavailable != 1 || pdb.Spec.Selector.MatchLabels["app.kubernetes.io/instance"] != "parley" {
+		t.Errorf("pod disruption budget %+v", pdb)
+	}
+	// One replica on PostgreSQL (a first step before scaling): no budget that would block drains.
+	if out, err := render(t, vals(1, "parley-postgres")); err != nil || strings.TrimSpace(out["parley/templates/pdb.yaml"]) != "" {
+		t.Errorf("one replica: %v\n%s", err, out["parley/templates/pdb.yaml"])
 	}
 }

@@ -18,3 +18,13 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 app.kubernetes.io/name: {{ .Chart.Name }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
+
+{{- /* parley.postgres is "true" when the store is PostgreSQL (a Secret holds its URL). */ -}}
+{{- define "parley.postgres" -}}
+{{- if .Values.store.postgres.secret.name }}true{{ end -}}
+{{- end -}}
+
+{{- /* parley.pvc is "true" when the chart's PVC holds the SQLite store. */ -}}
+{{- define "parley.pvc" -}}
+{{- if and .Values.persistence.enabled (not (include "parley.postgres" .)) }}true{{ end -}}
+{{- end -}}
