@@ -8,16 +8,37 @@ import (
 	"testing"
 	"time"
 
+	"github.com/parleyhq/parley/internal/pgtest"
 	"github.com/parleyhq/parley/webhooks/store"
 )
 
+// TestDeliveriesListAndReplay runs parley deliveries on a SQLite store file and on a PostgreSQL
+// store URL.
 func TestDeliveriesListAndReplay(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "parley.db")
 	ctx := context.Background()
-	st, err := store.Open(ctx, path, store.Options{MaxAttempts: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	t.Run("sqlite", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "parley.db")
+		st, err := store.Open(ctx, path, store.Options{MaxAttempts: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		deliveriesListAndReplay(t, st, path)
+		if code, _, stderr := runIn(t, "", "deliveries", "list", "--store", filepath.Join(t.TempDir(), "none.db")); code != 2 || !strings.Contains(stderr, "none.db") {
+			t.Errorf("missing store: exit %d %s", code, stderr)
+		}
+	})
+	t.Run("postgres", func(t *testing.T) {
+		dsn := pgtest.DSN(t)
+		st, err := store.OpenPostgres(ctx, dsn, store.PostgresOptions{MaxAttempts: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		deliveriesListAndReplay(t, st, dsn)
+	})
+}
+
+func deliveriesListAndReplay(t *testing.T, st deliveryStore, path string) {
+	ctx := context.Background()
 	now := time.Now()
 	for _, id := range []string{"dead-1", "dead-2", "fine"} {
 		if _, err := st.Put(ctx, store.Delivery{Source: store.SourceGitHub, ID: id, Event: "pull_request", Body: []byte(`{}`), ReceivedAt: now}); err != nil {
@@ -53,8 +74,5 @@ func TestDeliveriesListAndReplay(t *testing.T) {
 	}
 	if code, _, stderr := runIn(t, "", "deliveries", "replay", "--store", path); code != 2 || !strings.Contains(stderr, "--all") {
 		t.Errorf("replay without arguments: exit %d %s", code, stderr)
-	}
-	if code, _, stderr := runIn(t, "", "deliveries", "list", "--store", filepath.Join(t.TempDir(), "none.db")); code != 2 || !strings.Contains(stderr, "none.db") {
-		t.Errorf("missing store: exit %d %s", code, stderr)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/parleyhq/parley/app"
 	"github.com/parleyhq/parley/app/config"
+	"github.com/parleyhq/parley/internal/sqldb"
 	"github.com/parleyhq/parley/webhooks/store"
 )
 
@@ -49,14 +50,23 @@ Configuration comes from an HCL file (--config) and then the environment, which 
 	return cmd
 }
 
+// deliveryStore is serve's delivery queue, SQLite's or PostgreSQL's, as parley deliveries uses it.
+type deliveryStore interface {
+	store.Deliveries
+	Close() error
+}
+
 func newDeliveriesCmd() *cobra.Command {
 	var storePath string
-	openStore := func(cmd *cobra.Command) (*store.SQLite, error) {
+	openStore := func(cmd *cobra.Command) (deliveryStore, error) {
 		if storePath == "" {
 			storePath = os.Getenv("PARLEY_STORE")
 		}
 		if storePath == "" {
 			storePath = "parley.db"
+		}
+		if sqldb.IsPostgres(storePath) {
+			return store.OpenPostgres(cmd.Context(), storePath, store.PostgresOptions{MaxConns: 2})
 		}
 		if _, err := os.Stat(storePath); err != nil {
 			return nil, usageErr(fmt.Errorf("store %s: %w (point --store at parley serve's database)", storePath, err))
@@ -70,10 +80,11 @@ func newDeliveriesCmd() *cobra.Command {
 attempt, or failed permanently, is kept as a dead letter; list shows them with their last error, and
 replay puts one (or all) back in the queue, with its attempts reset, once the cause is fixed.`,
 		Example: `  parley deliveries list --store /var/lib/parley/parley.db
+  PARLEY_STORE=postgres://parley@db.internal/parley parley deliveries list   # password from PGPASSWORD
   parley deliveries replay github 72d3162e-cc78-11e3-81ab-4c9367dc0958
   parley deliveries replay --all`,
 	}
-	cmd.PersistentFlags().StringVar(&storePath, "store", "", "the store database (default $PARLEY_STORE, else parley.db)")
+	cmd.PersistentFlags().StringVar(&storePath, "store", "", "the store: a SQLite file or a postgres:// URL (default $PARLEY_STORE, else parley.db)")
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List dead-lettered deliveries",

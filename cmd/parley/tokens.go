@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/parleyhq/parley/internal/agentstore"
+	"github.com/parleyhq/parley/internal/sqldb"
 )
 
 func newTokensCmd() *cobra.Command {
@@ -26,7 +27,8 @@ knows the agent by (SOURCE:ID, e.g. aws-principal:arn:aws:iam::123456789012:role
 proposal sent with it is judged as that identity's claim.
 
 The tokens live in agents.db, which parley serve keeps beside its store (in the directory of
-PARLEY_STORE, parley.db in the working directory by default). --db names it; by default it is
+PARLEY_STORE, parley.db in the working directory by default), or, when the store is PostgreSQL, in
+that database, shared by every replica. --db names it; by default it is
 agents.db in PARLEY_STORE's directory when PARLEY_STORE is set, else agents.db in the working
 directory. Only the SHA-256 of a token's secret is kept: a token is printed once, when it is
 created, and cannot be shown again. Revoking one refuses it from the next request on.`,
@@ -34,19 +36,35 @@ created, and cannot be shown again. Revoking one refuses it from the next reques
   parley tokens list --db /var/lib/parley/agents.db
   parley tokens revoke kafka-agent --db /var/lib/parley/agents.db`,
 	}
-	cmd.PersistentFlags().StringVar(&dbPath, "db", "", "the agent store: agents.db beside parley serve's store (default: in $PARLEY_STORE's directory, else in the working directory)")
+	cmd.PersistentFlags().StringVar(&dbPath, "db", "", "the agent store: agents.db beside parley serve's store, or its postgres:// URL (default: $PARLEY_STORE when it is PostgreSQL, else agents.db in its directory, else in the working directory)")
 	path := func() string {
 		if dbPath != "" {
 			return dbPath
 		}
-		if s := os.Getenv("PARLEY_STORE"); s != "" {
+		if s := os.Getenv("PARLEY_STORE"); sqldb.IsPostgres(s) {
+			return s // the replicas' shared database holds the tokens
+		} else if s != "" {
 			return filepath.Join(filepath.Dir(s), "agents.db")
 		}
 		return "agents.db"
 	}
-	// open opens the store; a missing one is an error unless create says it may be made.
-	open := func(cmd *cobra.Command, create bool) (*agentstore.DB, string, error) {
+	// open opens the store; a missing SQLite file is an error unless create says it may be made.
+	open := func(cmd *cobra.Command, create bool) (*tokenStore, string, error) {
 		p := path()
+		if sqldb.IsPostgres(p) {
+			name := sqldb.Redact(p)
+			pool, sdb, err := sqldb.OpenPostgres(cmd.Context(), p, 2)
+			if err != nil {
+				return nil, name, err
+			}
+			closePool := func() { sdb.Close(); pool.Close() }
+			db, err := agentstore.OpenPostgres(cmd.Context(), sdb, name)
+			if err != nil {
+				closePool()
+				return nil, name, err
+			}
+			return &tokenStore{DB: db, closePool: closePool}, name, nil
+		}
 		if create {
 			dir := filepath.Dir(p)
 			if st, err := os.Stat(dir); err != nil || !st.IsDir() {
@@ -58,7 +76,10 @@ created, and cannot be shown again. Revoking one refuses it from the next reques
 			return nil, p, usageErr(fmt.Errorf("--db %s: %w", p, err))
 		}
 		db, err := agentstore.Open(cmd.Context(), p)
-		return db, p, err
+		if err != nil {
+			return nil, p, err
+		}
+		return &tokenStore{DB: db}, p, nil
 	}
 
 	var identity string
@@ -212,4 +233,18 @@ func tokenTime(t time.Time, none string) string {
 		return none
 	}
 	return t.UTC().Format(time.RFC3339)
+}
+
+// tokenStore is the agent store parley tokens opened, with the PostgreSQL pool it opened for it.
+type tokenStore struct {
+	*agentstore.DB
+	closePool func() // nil for SQLite
+}
+
+func (t *tokenStore) Close() error {
+	err := t.DB.Close()
+	if t.closePool != nil {
+		t.closePool()
+	}
+	return err
 }

@@ -12,7 +12,9 @@ import (
 
 	"github.com/parleyhq/parley/core"
 	"github.com/parleyhq/parley/internal/agentstore"
+	"github.com/parleyhq/parley/internal/pgtest"
 	"github.com/parleyhq/parley/internal/schematest"
+	"github.com/parleyhq/parley/internal/sqldb"
 )
 
 const agentIdentity = "aws-principal:arn:aws:iam::123456789012:role/kafka-scaling-agent"
@@ -164,5 +166,40 @@ func TestTokensDefaultStoreIsBesideServes(t *testing.T) {
 	}
 	if !strings.Contains(errOut, filepath.Join(dir, "agents.db")) {
 		t.Errorf("create does not say where it keeps the token: %s", errOut)
+	}
+}
+
+// TestTokensOnPostgreSQL: with serve's store on PostgreSQL, parley tokens keeps the tokens in
+// that database, where every replica verifies them.
+func TestTokensOnPostgreSQL(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	token := createToken(t, dsn, "kafka-agent", agentIdentity)
+	ctx := context.Background()
+	pool, sdb, err := sqldb.OpenPostgres(ctx, dsn, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	defer sdb.Close()
+	st, err := agentstore.OpenPostgres(ctx, sdb, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok, err := st.Verify(ctx, token, time.Now()); err != nil || tok.Name != "kafka-agent" {
+		t.Fatalf("a replica verifying the token: %+v %v", tok, err)
+	}
+	if code, out, errOut := runCLI(t, "tokens", "list", "--db", dsn); code != 0 || !strings.Contains(out, "kafka-agent") {
+		t.Fatalf("list: exit %d: %s%s", code, out, errOut)
+	}
+	if code, _, errOut := runCLI(t, "tokens", "revoke", "kafka-agent", "--db", dsn); code != 0 {
+		t.Fatalf("revoke: exit %d: %s", code, errOut)
+	}
+	if _, err := st.Verify(ctx, token, time.Now()); !errors.Is(err, agentstore.ErrRevoked) {
+		t.Fatalf("a token revoked in the shared database verifies on a replica: %v", err)
+	}
+	// A database that does not answer is named without its password.
+	code, _, errOut := runCLI(t, "tokens", "list", "--db", "postgres://parley:s3cret-pw@127.0.0.1:1/parley?connect_timeout=2")
+	if code == 0 || strings.Contains(errOut, "s3cret-pw") || !strings.Contains(errOut, "postgres://parley@127.0.0.1:1/parley") {
+		t.Fatalf("an unreachable database: exit %d: %s", code, errOut)
 	}
 }
