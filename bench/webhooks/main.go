@@ -1,9 +1,12 @@
 // Command webhooks measures how fast Parley acknowledges GitHub webhook deliveries: the real
-// Receiver and SQLite store on disk, driven over loopback HTTP at fixed rates with a
-// synthesised 25 KB pull_request payload.
+// Receiver and store (SQLite on disk, or PostgreSQL with fsync and synchronous commit on), driven
+// over loopback HTTP at fixed rates with a synthesised 25 KB pull_request payload.
 //
 //	go run ./bench/webhooks -rates 200,500,1000 -duration 5s
+//	go run ./bench/webhooks -rates 500 -duration 5s -engine sqlite,postgres
 //
+// -engine postgres starts a PostgreSQL server of its own (Debian's postgresql package, durable
+// settings) unless -dsn names one; each rate gets a new database.
 // The load is open-loop: request i is due at start + i/rate whether or not earlier requests
 // have been answered, and its latency is measured from when it was due, so a stalled server
 // shows up in the percentiles instead of slowing the load down (no coordinated omission).
@@ -31,6 +34,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/parleyhq/parley/internal/pgtest"
+	"github.com/parleyhq/parley/internal/sqldb"
 	"github.com/parleyhq/parley/webhooks"
 	"github.com/parleyhq/parley/webhooks/store"
 )
@@ -39,11 +44,17 @@ type config struct {
 	Rate        int
 	Duration    time.Duration
 	BodyBytes   int
-	Sync        store.SyncMode
 	Workers     int // >0: run a Pool with no-op handlers draining the queue during the load
 	MaxRequests int
 	MaxInFlight int
-	Dir         string
+	// Open opens a new, empty store for one rate, and returns what removes it once closed.
+	Open func(ctx context.Context) (queue, func(), error)
+}
+
+// queue is the store the receiver writes to and the pool drains: SQLite's or PostgreSQL's.
+type queue interface {
+	store.Deliveries
+	Close() error
 }
 
 type result struct {
@@ -68,12 +79,64 @@ func main() {
 		workers  = flag.Int("workers", 0, "if >0, run a worker pool with no-op handlers during the load")
 		maxReq   = flag.Int("max-requests", 20000, "upper bound on requests per rate")
 		dir      = flag.String("dir", "", "directory for the database files (default: a temporary directory, removed afterwards)")
+		engines  = flag.String("engine", "sqlite", "comma-separated stores to measure, in turn: sqlite, postgres")
+		dsn      = flag.String("dsn", "", "with -engine postgres: a server to use (its database is used as is); default: start one")
 	)
 	flag.Parse()
-	if err := run(os.Stdout, *rates, *duration, *bodySize, *syncMode, *workers, *maxReq, *dir); err != nil {
+	if err := runEngines(os.Stdout, *engines, *dsn, *rates, *duration, *bodySize, *syncMode, *workers, *maxReq, *dir); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
+}
+
+// runEngines runs the rates on each engine named, one after the other.
+func runEngines(out io.Writer, engines, dsn, rates string, duration time.Duration, bodySize int, syncMode string, workers, maxReq int, dir string) error {
+	var failed error
+	for _, e := range strings.Split(engines, ",") {
+		switch strings.TrimSpace(e) {
+		case "sqlite":
+			failed = errors.Join(failed, run(out, rates, duration, bodySize, syncMode, workers, maxReq, dir))
+		case "postgres":
+			if err := checkLoad(rates, duration); err != nil {
+				return err
+			}
+			open, desc, stop, err := postgresOpener(dsn)
+			if err != nil {
+				return err
+			}
+			failed = errors.Join(failed, runWith(out, desc, open, rates, duration, bodySize, workers, maxReq))
+			stop()
+		default:
+			return fmt.Errorf("-engine %q: want sqlite or postgres", e)
+		}
+		fmt.Fprintln(out)
+	}
+	return failed
+}
+
+// postgresOpener opens a new database per rate on the server dsn names or, without one, on a
+// server it starts with production durability (fsync, synchronous commit).
+func postgresOpener(dsn string) (open func(context.Context) (queue, func(), error), desc string, stop func(), err error) {
+	ctx := context.Background()
+	if dsn != "" {
+		return func(ctx context.Context) (queue, func(), error) {
+			st, err := store.OpenPostgres(ctx, dsn, store.PostgresOptions{})
+			return st, func() {}, err
+		}, "receiver + PostgreSQL at " + sqldb.Redact(dsn), func() {}, nil
+	}
+	srv, err := pgtest.Start(ctx, pgtest.Options{Durable: true})
+	if err != nil {
+		return nil, "", nil, fmt.Errorf("start PostgreSQL (or name one with -dsn): %w", err)
+	}
+	open = func(ctx context.Context) (queue, func(), error) {
+		db, err := srv.CreateDatabase(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		st, err := store.OpenPostgres(ctx, db, store.PostgresOptions{})
+		return st, func() {}, err
+	}
+	return open, fmt.Sprintf("receiver + PostgreSQL (local server, fsync=on, synchronous_commit=on, port %d)", srv.Port), func() { _ = srv.Stop() }, nil
 }
 
 func run(out io.Writer, rates string, duration time.Duration, bodySize int, syncMode string, workers, maxReq int, dir string) error {
@@ -86,16 +149,8 @@ func run(out io.Writer, rates string, duration time.Duration, bodySize int, sync
 	default:
 		return fmt.Errorf("-sync %q: want full or normal", syncMode)
 	}
-	var rs []int
-	for _, f := range strings.Split(rates, ",") {
-		r, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || r <= 0 {
-			return fmt.Errorf("-rates: %q is not a positive integer", f)
-		}
-		rs = append(rs, r)
-	}
-	if duration <= 0 || duration > 5*time.Minute {
-		return fmt.Errorf("-duration %v: want between 0 and 5m", duration)
+	if err := checkLoad(rates, duration); err != nil {
+		return err
 	}
 	if dir == "" {
 		tmp, err := os.MkdirTemp("", "parley-bench-")
@@ -105,15 +160,33 @@ func run(out io.Writer, rates string, duration time.Duration, bodySize int, sync
 		defer os.RemoveAll(tmp)
 		dir = tmp
 	}
-	fmt.Fprintf(out, "receiver + SQLite (synchronous=%s, WAL) on %s; %d-byte pull_request payloads; %v per rate; pool workers: %d\n\n",
-		strings.ToUpper(syncMode), dir, bodySize, duration, workers)
+	desc := fmt.Sprintf("receiver + SQLite (synchronous=%s, WAL) on %s", strings.ToUpper(syncMode), dir)
+	open := func(ctx context.Context) (queue, func(), error) {
+		dbPath := filepath.Join(dir, fmt.Sprintf("bench-%d.db", time.Now().UnixNano()))
+		st, err := store.Open(ctx, dbPath, store.Options{Sync: mode})
+		return st, func() {
+			for _, suffix := range []string{"", "-wal", "-shm"} {
+				_ = os.Remove(dbPath + suffix)
+			}
+		}, err
+	}
+	return runWith(out, desc, open, rates, duration, bodySize, workers, maxReq)
+}
+
+// runWith runs every rate against a new store from open and prints the table.
+func runWith(out io.Writer, desc string, open func(context.Context) (queue, func(), error), rates string, duration time.Duration, bodySize, workers, maxReq int) error {
+	if err := checkLoad(rates, duration); err != nil {
+		return err
+	}
+	rs, _ := parseRates(rates)
+	fmt.Fprintf(out, "%s; %d-byte pull_request payloads; %v per rate; pool workers: %d\n\n", desc, bodySize, duration, workers)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "rate/s\tsent\t202\tother\terrors\tstored\tlost\tp50\tp90\tp99\tmax\tp99 service\t")
 	var failed error
 	for _, r := range rs {
 		res, err := runRate(context.Background(), config{
-			Rate: r, Duration: duration, BodyBytes: bodySize, Sync: mode, Workers: workers,
-			MaxRequests: maxReq, MaxInFlight: 4096, Dir: dir,
+			Rate: r, Duration: duration, BodyBytes: bodySize, Workers: workers,
+			MaxRequests: maxReq, MaxInFlight: 4096, Open: open,
 		})
 		if err != nil {
 			return fmt.Errorf("rate %d: %w", r, err)
@@ -134,6 +207,29 @@ func run(out io.Writer, rates string, duration time.Duration, bodySize int, sync
 	}
 	fmt.Fprintln(out, "\nlatency = from the moment a request was due to its response (open loop); service = from actual send.")
 	return failed
+}
+
+// checkLoad refuses rates and durations the program would not run sensibly.
+func checkLoad(rates string, duration time.Duration) error {
+	if _, err := parseRates(rates); err != nil {
+		return err
+	}
+	if duration <= 0 || duration > 5*time.Minute {
+		return fmt.Errorf("-duration %v: want between 0 and 5m", duration)
+	}
+	return nil
+}
+
+func parseRates(rates string) ([]int, error) {
+	var rs []int
+	for _, f := range strings.Split(rates, ",") {
+		r, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || r <= 0 {
+			return nil, fmt.Errorf("-rates: %q is not a positive integer", f)
+		}
+		rs = append(rs, r)
+	}
+	return rs, nil
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d)/float64(time.Millisecond)) }
@@ -179,16 +275,13 @@ func payload(size int) []byte {
 
 func runRate(ctx context.Context, cfg config) (result, error) {
 	res := result{Rate: cfg.Rate, Other: map[int]int{}}
-	dbPath := filepath.Join(cfg.Dir, fmt.Sprintf("bench-%d-%d.db", cfg.Rate, time.Now().UnixNano()))
-	st, err := store.Open(ctx, dbPath, store.Options{Sync: cfg.Sync})
+	st, cleanup, err := cfg.Open(ctx)
 	if err != nil {
 		return res, err
 	}
 	defer func() {
 		_ = st.Close()
-		for _, suffix := range []string{"", "-wal", "-shm"} {
-			_ = os.Remove(dbPath + suffix)
-		}
+		cleanup()
 	}()
 
 	secret, err := webhooks.NewSecret("bench-secret")

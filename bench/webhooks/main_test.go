@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/parleyhq/parley/internal/pgtest"
 )
 
 // TestRunLosesNothing runs the load program briefly at a low rate, with and without a worker
@@ -79,5 +81,22 @@ func TestPercentile(t *testing.T) {
 	}
 	if pct(nil, 99) != 0 {
 		t.Error("pct of nothing is not 0")
+	}
+}
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// TestRunLosesNothingOnPostgreSQL: the same bookkeeping with the PostgreSQL store, and an unknown
+// engine named.
+func TestRunLosesNothingOnPostgreSQL(t *testing.T) {
+	var out bytes.Buffer
+	if err := runEngines(&out, "postgres", pgtest.DSN(t), "50", 300*time.Millisecond, 25<<10, "full", 2, 1000, t.TempDir()); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "receiver + PostgreSQL at postgres://") || !strings.Contains(out.String(), "lost") {
+		t.Errorf("output:\n%s", out.String())
+	}
+	if err := runEngines(&out, "mysql", "", "50", time.Second, 100, "full", 0, 10, t.TempDir()); err == nil || !strings.Contains(err.Error(), `-engine "mysql"`) {
+		t.Errorf("an unknown engine: %v", err)
 	}
 }

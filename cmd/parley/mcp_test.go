@@ -19,7 +19,7 @@ import (
 )
 
 // buildParley builds the parley binary into a temporary directory.
-func buildParley(t *testing.T) string {
+func buildParley(t testing.TB) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "parley")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {

@@ -8,6 +8,7 @@ import (
 	"crypto/rsa"
 	"crypto/sha256"
 	"crypto/x509"
+	"database/sql"
 	"encoding/hex"
 	"encoding/pem"
 	"fmt"
@@ -35,29 +36,16 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 type serveProc struct {
 	cmd  *exec.Cmd
 	url  string
-	logs *lockedBuffer
+	logs *syncBuffer
 }
-
-// lockedBuffer is the process's stderr, written by exec's copier while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-func (l *lockedBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
 
 // startServe starts `parley serve` with env added to the test's environment and waits until it
 // answers /readyz.
-func startServe(t *testing.T, bin string, env ...string) *serveProc {
+func startServe(t testing.TB, bin string, env ...string) *serveProc {
 	t.Helper()
 	cmd := exec.Command(bin, "serve")
 	cmd.Env = append(os.Environ(), env...)
-	logs := &lockedBuffer{}
+	logs := &syncBuffer{}
 	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -81,6 +69,173 @@ func startServe(t *testing.T, bin string, env ...string) *serveProc {
 	return nil
 }
 
+const (
+	replicaWebhookSecret = "replica-webhook-secret"
+	replicaAuditToken    = "audit-token"
+)
+
+// replicaRig is the demo repository hosted as acme/infra with a pull request per capacity
+// proposal, the fake GitHub knowing the App's installation on it, a PostgreSQL database of its
+// own, and `parley serve` replicas sharing it.
+type replicaRig struct {
+	t      testing.TB
+	gh     *fakegithub.Server
+	bare   string
+	remote *gittest.Runner
+	base   string         // main's tip before anything was judged
+	heads  map[int]string // pull request number -> head
+	procs  []*serveProc   // nil where a replica was killed
+	db     *sql.DB        // the replicas' database, for counting deliveries
+}
+
+func newReplicaRig(t testing.TB, bin string, replicas, prs int) *replicaRig {
+	t.Helper()
+	dsn := pgtest.DSN(t)
+	r := &replicaRig{t: t, gh: fakegithub.New(t), heads: map[int]string{}}
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.gh.AppPublicKey, r.gh.AppID = &key.PublicKey, 31337
+	keyFile := filepath.Join(t.TempDir(), "app.pem")
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	work := filepath.Join(t.TempDir(), "work")
+	if _, err := demo.Build(work); err != nil {
+		t.Fatal(err)
+	}
+	w := gittest.New(t, work).As("Cost Bot", "cost-optimizer@parley.example")
+	tf, err := os.ReadFile(filepath.Join(work, "infra/kafka/main.tf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	capacity := regexp.MustCompile(`desired_capacity\s*=\s*\d+`)
+	if !capacity.Match(tf) {
+		t.Fatal("the demo's kafka module has no desired_capacity")
+	}
+	for n := 1; n <= prs; n++ {
+		w.Run("checkout", "-q", "-b", fmt.Sprintf("pr%d", n), "main")
+		if err := os.WriteFile(filepath.Join(work, "infra/kafka/main.tf"), capacity.ReplaceAll(tf, fmt.Appendf(nil, "desired_capacity = %d", 4+n%12)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		w.Run("commit", "-q", "-am", fmt.Sprintf("Capacity %d\n\nIntent: cost\nMotivation: budget\n", 4+n%12))
+		r.heads[n] = w.Run("rev-parse", "HEAD")
+	}
+	w.Run("checkout", "-q", "main")
+	r.bare = filepath.Join(t.TempDir(), "infra.git")
+	w.Run("clone", "-q", "--bare", work, r.bare)
+	r.remote = gittest.New(t, r.bare)
+	for n := 1; n <= prs; n++ {
+		r.remote.Run("update-ref", fmt.Sprintf("refs/pull/%d/head", n), r.heads[n])
+	}
+	r.base = r.remote.Run("rev-parse", "main")
+	r.gh.SetInstallation("acme/infra", 5)
+	r.gh.SetRepository("acme/infra", map[string]any{"clone_url": r.bare, "default_branch": "main"})
+
+	pool, db, err := sqldb.OpenPostgres(context.Background(), dsn, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close(); pool.Close() })
+	r.db = db
+	r.procs = make([]*serveProc, replicas)
+	for i := range r.procs {
+		r.procs[i] = startServe(t, bin, "PARLEY_APP_ID=31337", "PARLEY_PRIVATE_KEY_FILE="+keyFile, "PARLEY_WEBHOOK_SECRETS="+replicaWebhookSecret,
+			"PARLEY_LISTEN=127.0.0.1:0", "PARLEY_STORE="+dsn, "PARLEY_DATA_DIR="+t.TempDir(), "PARLEY_GITHUB_URL="+r.gh.URL+"/api/v3/",
+			"PARLEY_WORKERS=2", "PARLEY_LEASE=15s", "PARLEY_SHUTDOWN_GRACE=10s", "PARLEY_KUBE_AUDIT_TOKEN="+replicaAuditToken,
+			"PARLEY_WRITE_MODE=direct", "PARLEY_GITOPS_REPOSITORY=acme/infra")
+	}
+	return r
+}
+
+// delivery is one webhook or drift event request.
+type delivery struct {
+	path, kind, id string
+	body           []byte
+}
+
+// prDelivery is pull request n's delivery with GitHub delivery ID id.
+func (r *replicaRig) prDelivery(n int, action, id string) delivery {
+	body := prPayload(r.t, r.bare, r.base, r.heads[n], n)
+	if action != "opened" {
+		if !bytes.Contains(body, []byte(`"action":"opened"`)) {
+			r.t.Fatal("the pull_request example's action is not where the test edits it")
+		}
+		body = bytes.Replace(body, []byte(`"action":"opened"`), []byte(`"action":"`+action+`"`), 1)
+	}
+	return delivery{"/webhooks/github", "pull_request", id, body}
+}
+
+// post sends d to the replica at url, signed or with the audit token, and returns the status.
+func (r *replicaRig) post(url string, d delivery) int {
+	req, _ := http.NewRequest(http.MethodPost, url+d.path, bytes.NewReader(d.body))
+	req.Header.Set("Content-Type", "application/json")
+	if d.kind != "" {
+		mac := hmac.New(sha256.New, []byte(replicaWebhookSecret))
+		mac.Write(d.body)
+		req.Header.Set("X-GitHub-Event", d.kind)
+		req.Header.Set("X-GitHub-Delivery", d.id)
+		req.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(mac.Sum(nil)))
+	} else {
+		req.Header.Set("Authorization", "Bearer "+replicaAuditToken)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// sendAll posts the deliveries in waves of wave at once, delivery i to the i-th live replica
+// (round robin); one a replica did not acknowledge is sent again to the next, as GitHub's
+// redelivery and the audit backend's retry would. before, if set, runs before each wave's start.
+func (r *replicaRig) sendAll(ds []delivery, wave int, before func(start int)) {
+	t := r.t
+	live := func(i int) *serveProc {
+		for k := range len(r.procs) {
+			if p := r.procs[(i+k)%len(r.procs)]; p != nil {
+				return p
+			}
+		}
+		t.Fatal("no replica is running")
+		return nil
+	}
+	for start := 0; start < len(ds); start += wave {
+		if before != nil {
+			before(start)
+		}
+		var wg sync.WaitGroup
+		for i := start; i < min(start+wave, len(ds)); i++ {
+			wg.Go(func() {
+				for try := 0; ; try++ {
+					if code := r.post(live(i+try).url, ds[i]); code == http.StatusAccepted || code == http.StatusOK {
+						return
+					} else if try == len(r.procs) {
+						t.Errorf("delivery %d: answered %d by every replica", i, code)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+}
+
+// counts reads the shared queue: deliveries pending, done and dead.
+func (r *replicaRig) counts() (pending, done, dead int) {
+	if err := r.db.QueryRowContext(context.Background(), `SELECT count(*) FILTER (WHERE state = 0), count(*) FILTER (WHERE state = 1), count(*) FILTER (WHERE state = 2) FROM deliveries`).
+		Scan(&pending, &done, &dead); err != nil {
+		r.t.Fatal(err)
+	}
+	return pending, done, dead
+}
+
 // TestServeReplicasShareOnePostgreSQL runs two, then three `parley serve` replicas on one real
 // PostgreSQL against the fake GitHub and a real repository, sends them a burst of pull request
 // and drift deliveries spread across the replicas, SIGKILLs one replica mid-burst (what was sent to
@@ -98,172 +253,50 @@ func TestServeReplicasShareOnePostgreSQL(t *testing.T) {
 }
 
 func replicaBurst(t *testing.T, bin string, replicas int) {
-	const prs, batches, secret, auditToken = 12, 6, "replica-webhook-secret", "audit-token"
-	dsn := pgtest.DSN(t)
-	gh := fakegithub.New(t)
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gh.AppPublicKey, gh.AppID = &key.PublicKey, 31337
-	keyFile := filepath.Join(t.TempDir(), "app.pem")
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	const prs, batches = 12, 6
+	r := newReplicaRig(t, bin, replicas, prs)
 
-	// The demo repository, hosted as acme/infra, with a pull request per capacity proposal.
-	work := filepath.Join(t.TempDir(), "work")
-	if _, err := demo.Build(work); err != nil {
-		t.Fatal(err)
-	}
-	w := gittest.New(t, work).As("Cost Bot", "cost-optimizer@parley.example")
-	tf, err := os.ReadFile(filepath.Join(work, "infra/kafka/main.tf"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	capacity := regexp.MustCompile(`desired_capacity\s*=\s*\d+`)
-	if !capacity.Match(tf) {
-		t.Fatal("the demo's kafka module has no desired_capacity")
-	}
-	heads := map[int]string{}
-	for n := 1; n <= prs; n++ {
-		w.Run("checkout", "-q", "-b", fmt.Sprintf("pr%d", n), "main")
-		if err := os.WriteFile(filepath.Join(work, "infra/kafka/main.tf"), capacity.ReplaceAll(tf, fmt.Appendf(nil, "desired_capacity = %d", 4+n)), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		w.Run("commit", "-q", "-am", fmt.Sprintf("Capacity %d\n\nIntent: cost\nMotivation: budget\n", 4+n))
-		heads[n] = w.Run("rev-parse", "HEAD")
-	}
-	w.Run("checkout", "-q", "main")
-	bare := filepath.Join(t.TempDir(), "infra.git")
-	w.Run("clone", "-q", "--bare", work, bare)
-	remote := gittest.New(t, bare)
-	for n := 1; n <= prs; n++ {
-		remote.Run("update-ref", fmt.Sprintf("refs/pull/%d/head", n), heads[n])
-	}
-	base := remote.Run("rev-parse", "main")
-	gh.SetInstallation("acme/infra", 5)
-	gh.SetRepository("acme/infra", map[string]any{"clone_url": bare, "default_branch": "main"})
-
-	procs := make([]*serveProc, replicas)
-	for i := range procs {
-		procs[i] = startServe(t, bin, "PARLEY_APP_ID=31337", "PARLEY_PRIVATE_KEY_FILE="+keyFile, "PARLEY_WEBHOOK_SECRETS="+secret,
-			"PARLEY_LISTEN=127.0.0.1:0", "PARLEY_STORE="+dsn, "PARLEY_DATA_DIR="+t.TempDir(), "PARLEY_GITHUB_URL="+gh.URL+"/api/v3/",
-			"PARLEY_WORKERS=2", "PARLEY_LEASE=15s", "PARLEY_SHUTDOWN_GRACE=10s", "PARLEY_KUBE_AUDIT_TOKEN="+auditToken,
-			"PARLEY_WRITE_MODE=direct", "PARLEY_GITOPS_REPOSITORY=acme/infra")
-	}
-
-	// The burst: each pull request delivered twice (opened, then an edit), and audit batches that
-	// each report the demo's drift again under new audit IDs, made now, the on-call yield ending
+	// The burst: each pull request delivered twice (opened, then an edit), neighbours so that they
+	// reach two replicas at the same moment; and after every other pull request an audit batch
+	// that reports the demo's drift again under new audit IDs, made now, the on-call yield ending
 	// 25 seconds later.
-	type delivery struct {
-		path, kind, id string
-		body           []byte
-	}
 	audit, err := os.ReadFile("../../examples/drift/k8s-audit.json")
 	if err != nil {
 		t.Fatal(err)
 	}
 	audit = regexp.MustCompile(`2026-11-20T\d\d:\d\d:\d\d`).ReplaceAll(audit, []byte(time.Now().UTC().Format("2006-01-02T15:04:05")))
 	audit = bytes.ReplaceAll(audit, []byte(`"parley.dev/expires": "2h"`), []byte(`"parley.dev/expires": "25s"`))
-	// A pull request's two deliveries are neighbours, so that they reach two replicas at the same
-	// moment; a drift batch follows every other pull request.
 	var burst []delivery
 	for n := 1; n <= prs; n++ {
 		for i, action := range []string{"opened", "edited"} {
-			body := prPayload(t, bare, base, heads[n], n)
-			if action != "opened" {
-				if !bytes.Contains(body, []byte(`"action":"opened"`)) {
-					t.Fatal("the pull_request example's action is not where the test edits it")
-				}
-				body = bytes.Replace(body, []byte(`"action":"opened"`), []byte(`"action":"`+action+`"`), 1)
-			}
-			burst = append(burst, delivery{"/webhooks/github", "pull_request", fmt.Sprintf("00000000-0000-4000-8000-%06d%06d", n, i), body})
+			burst = append(burst, r.prDelivery(n, action, fmt.Sprintf("00000000-0000-4000-8000-%06d%06d", n, i)))
 		}
 		if b := n / 2; n%2 == 0 && b <= batches {
 			body := bytes.ReplaceAll(audit, []byte(`"auditID": "`), fmt.Appendf(nil, `"auditID": "b%d-`, b))
 			burst = append(burst, delivery{"/events/k8s-audit", "", "", body})
 		}
 	}
-	post := func(url string, d delivery) int {
-		req, _ := http.NewRequest(http.MethodPost, url+d.path, bytes.NewReader(d.body))
-		req.Header.Set("Content-Type", "application/json")
-		if d.kind != "" {
-			mac := hmac.New(sha256.New, []byte(secret))
-			mac.Write(d.body)
-			req.Header.Set("X-GitHub-Event", d.kind)
-			req.Header.Set("X-GitHub-Delivery", d.id)
-			req.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(mac.Sum(nil)))
-		} else {
-			req.Header.Set("Authorization", "Bearer "+auditToken)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return 0
-		}
-		resp.Body.Close()
-		return resp.StatusCode
-	}
-	killed := 0
-	alive := func(i int) *serveProc {
-		p := procs[i%replicas]
-		if p == nil {
-			p = procs[(killed+1)%replicas]
-		}
-		return p
-	}
-	// Waves of deliveries posted at once, delivery i to replica i mod replicas; a delivery a
-	// replica did not acknowledge is sent again to another, as GitHub's redelivery and the audit
-	// backend's retry would.
 	const wave = 6
-	for start := 0; start < len(burst); start += wave {
+	r.sendAll(burst, wave, func(start int) {
 		if start == len(burst)/2/wave*wave {
 			// Mid-burst, with the first half's deliveries in flight, the first replica dies.
-			procs[killed].cmd.Process.Signal(syscall.SIGKILL)
-			procs[killed].cmd.Wait()
-			procs[killed] = nil
+			r.procs[0].cmd.Process.Signal(syscall.SIGKILL)
+			r.procs[0].cmd.Wait()
+			r.procs[0] = nil
 		}
-		var wg sync.WaitGroup
-		for i := start; i < min(start+wave, len(burst)); i++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for try := 0; ; try++ {
-					if code := post(alive(i+try).url, burst[i]); code == http.StatusAccepted || code == http.StatusOK {
-						return
-					} else if try == replicas {
-						t.Errorf("delivery %d: answered %d by every replica", i, code)
-						return
-					}
-				}
-			}()
-		}
-		wg.Wait()
-	}
-	if t.Failed() {
-		t.FailNow()
-	}
+	})
 
 	// Wait for the queue to drain and the yield's timer to fire.
-	ctx := context.Background()
-	_, db, err := sqldb.OpenPostgres(ctx, dsn, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
 	resumed := "parley: resume Git's /spec/template/spec/containers/0/image of Deployment prod/web"
-	var pending, dead, done int
+	var pending, done, dead int
 	deadline := time.Now().Add(120 * time.Second)
 	for {
-		if err := db.QueryRowContext(ctx, `SELECT count(*) FILTER (WHERE state = 0), count(*) FILTER (WHERE state = 2), count(*) FILTER (WHERE state = 1) FROM deliveries`).
-			Scan(&pending, &dead, &done); err != nil {
-			t.Fatal(err)
-		}
-		if pending == 0 && strings.Contains(remote.Run("log", "--format=%s", base+"..main"), resumed) {
+		pending, done, dead = r.counts()
+		if pending == 0 && strings.Contains(r.remote.Run("log", "--format=%s", r.base+"..main"), resumed) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("after 120 s: %d deliveries pending, %d done, %d dead; main since the burst:\n%s", pending, done, dead, remote.Run("log", "--format=%s", base+"..main"))
+			t.Fatalf("after 120 s: %d deliveries pending, %d done, %d dead; main since the burst:\n%s", pending, done, dead, r.remote.Run("log", "--format=%s", r.base+"..main"))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -275,21 +308,21 @@ func replicaBurst(t *testing.T, bin string, replicas int) {
 		t.Errorf("deliveries: %d done, %d dead; want all %d done", done, dead, want)
 	}
 	for n := 1; n <= prs; n++ {
-		if c := gh.Comments(fmt.Sprintf("acme/infra#%d", n)); len(c) != 1 {
+		if c := r.gh.Comments(fmt.Sprintf("acme/infra#%d", n)); len(c) != 1 {
 			t.Errorf("pull request %d has %d sticky comments, want 1", n, len(c))
 		}
 	}
 	perHead := map[string]int{}
-	for _, r := range gh.CheckRuns("acme/infra") {
-		perHead[r.HeadSHA]++
+	for _, run := range r.gh.CheckRuns("acme/infra") {
+		perHead[run.HeadSHA]++
 	}
-	for n, h := range heads {
+	for n, h := range r.heads {
 		if perHead[h] != 1 {
 			t.Errorf("pull request %d: %d check runs for its head, want 1", n, perHead[h])
 		}
 	}
 	subjects := map[string]int{}
-	for _, s := range strings.Split(remote.Run("log", "--format=%s", base+"..main"), "\n") {
+	for _, s := range strings.Split(r.remote.Run("log", "--format=%s", r.base+"..main"), "\n") {
 		subjects[s]++
 	}
 	for _, want := range []string{
@@ -306,7 +339,7 @@ func replicaBurst(t *testing.T, bin string, replicas int) {
 	}
 
 	takeovers := 0
-	for _, p := range procs {
+	for _, p := range r.procs {
 		if p == nil {
 			continue
 		}
@@ -321,7 +354,7 @@ func replicaBurst(t *testing.T, bin string, replicas int) {
 			t.Errorf("a replica's /metrics lacks the queue depth or the lease takeovers:\n%s", m.String())
 		}
 		var n int
-		if _, err := fmt.Sscanf(metricLine(m.String(), "parley_queue_lease_takeovers_total"), "%d", &n); err == nil {
+		if _, err := fmt.Sscanf(metricValue(m.String(), "parley_queue_lease_takeovers_total"), "%d", &n); err == nil {
 			takeovers += n
 		}
 		p.cmd.Process.Signal(syscall.SIGTERM)
@@ -332,12 +365,60 @@ func replicaBurst(t *testing.T, bin string, replicas int) {
 	t.Logf("%d replicas: %d deliveries done; %d leases of the killed replica taken over", replicas, done, takeovers)
 }
 
-// metricLine returns the value of the first sample of metric in a Prometheus text exposition.
-func metricLine(exposition, metric string) string {
+// metricValue returns the value of metric's unlabelled sample in a Prometheus text exposition.
+func metricValue(exposition, metric string) string {
 	for _, line := range strings.Split(exposition, "\n") {
 		if rest, ok := strings.CutPrefix(line, metric+" "); ok {
 			return rest
 		}
 	}
 	return ""
+}
+
+// BenchmarkServeReplicas: pull request deliveries judged per second by 1, 2 and 3 `parley serve`
+// replicas sharing one PostgreSQL, end to end: signed webhooks posted round robin, each judged
+// (the branch fetched, the ledger brought up to date, the policy applied, the check run and
+// comment read and written on the fake GitHub) until the shared queue is empty. Each iteration
+// sends every pull request once more (a synchronize with a new delivery ID); a first burst warms
+// the clone caches and writes the first verdicts outside the timing.
+//
+//	go test ./cmd/parley -run '^$' -bench ServeReplicas -benchtime 3x
+func BenchmarkServeReplicas(b *testing.B) {
+	bin := buildParley(b)
+	const prs = 48
+	for _, replicas := range []int{1, 2, 3} {
+		b.Run(fmt.Sprintf("replicas=%d", replicas), func(b *testing.B) {
+			r := newReplicaRig(b, bin, replicas, prs)
+			round := 0
+			burst := func() {
+				round++
+				ds := make([]delivery, 0, prs)
+				for n := 1; n <= prs; n++ {
+					ds = append(ds, r.prDelivery(n, "synchronize", fmt.Sprintf("00000000-0000-4000-%04d-%012d", round, n)))
+				}
+				r.sendAll(ds, prs, nil)
+				deadline := time.Now().Add(5 * time.Minute)
+				for {
+					pending, _, dead := r.counts()
+					if dead != 0 {
+						b.Fatalf("%d deliveries dead-lettered", dead)
+					}
+					if pending == 0 {
+						return
+					}
+					if time.Now().After(deadline) {
+						b.Fatalf("%d deliveries still pending after 5 minutes", pending)
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+			}
+			burst() // warm: clones, ledgers, first check runs and comments
+			b.ResetTimer()
+			start := time.Now()
+			for range b.N {
+				burst()
+			}
+			b.ReportMetric(float64(prs*b.N)/time.Since(start).Seconds(), "deliveries/s")
+		})
+	}
 }

@@ -214,7 +214,7 @@ func TestServeEndToEnd(t *testing.T) {
 func serveGit(t *testing.T, repo string) string { return gittest.ServeHTTP(t, repo, false) }
 
 // prPayload is GitHub's own pull_request "opened" example, pointed at the test repository.
-func prPayload(t *testing.T, cloneURL, base, head string, n int) []byte {
+func prPayload(t testing.TB, cloneURL, base, head string, n int) []byte {
 	t.Helper()
 	b, err := npmdata.PatchedWebhookExample("pull_request", "opened", func(ev map[string]any) {
 		ev["number"] = n
