@@ -107,6 +107,11 @@ func render(in Input, vs []core.Verdict, level detail) string {
 		b.WriteString("\n")
 	}
 	if level == full {
+		if t := Timelines(vs, in.Generated); t != "" {
+			b.WriteString("\n<details open><summary>Timeline of the contested fields</summary>\n")
+			b.WriteString(t)
+			b.WriteString("\n</details>\n")
+		}
 		for _, v := range vs {
 			fmt.Fprintf(&b, "\n<details><summary>Why <code>%s</code>: %s</summary>\n\n", htmlEscape(v.Field.String()), v.Decision)
 			b.WriteString(Explanation(v))
