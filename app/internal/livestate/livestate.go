@@ -9,6 +9,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -31,7 +32,10 @@ CREATE TABLE IF NOT EXISTS commands (
 	kind TEXT NOT NULL, field TEXT NOT NULL DEFAULT '', claim TEXT NOT NULL DEFAULT '', actor TEXT NOT NULL, reason TEXT NOT NULL DEFAULT '',
 	at TEXT NOT NULL,
 	PRIMARY KEY (repo, pr, comment, line, text));
-CREATE INDEX IF NOT EXISTS commands_pr ON commands (repo, pr);`
+CREATE INDEX IF NOT EXISTS commands_pr ON commands (repo, pr);
+CREATE TABLE IF NOT EXISTS judged (
+	repo TEXT NOT NULL, pr INTEGER NOT NULL, head TEXT NOT NULL, title TEXT NOT NULL, at TEXT NOT NULL, verdicts TEXT NOT NULL,
+	PRIMARY KEY (repo, pr));`
 
 // postgresMigrations are the schema on PostgreSQL, applied in order (sqldb.MigratePostgres). Never
 // edit a released one: append.
@@ -42,6 +46,9 @@ var postgresMigrations = []string{
 	at TEXT NOT NULL,
 	PRIMARY KEY (repo, pr, comment, line, text));
 CREATE INDEX livestate_commands_pr ON livestate_commands (repo, pr);`,
+	`CREATE TABLE livestate_judged (
+	repo TEXT NOT NULL, pr BIGINT NOT NULL, head TEXT NOT NULL, title TEXT NOT NULL, at TEXT NOT NULL, verdicts TEXT NOT NULL,
+	PRIMARY KEY (repo, pr));`,
 }
 
 // OpenPostgres uses the shared PostgreSQL database db (several replicas of parley serve),
@@ -82,6 +89,58 @@ func (d *DB) Close() error {
 		return nil
 	}
 	return d.db.Close()
+}
+
+// Judged is the last judgement of a pull request, as its details page shows it.
+type Judged struct {
+	Repo     string
+	PR       int
+	Head     string
+	Title    string
+	At       time.Time
+	Verdicts []core.Verdict
+}
+
+// SaveJudged keeps j as its pull request's last judgement, in place of the one before.
+func (d *DB) SaveJudged(ctx context.Context, j Judged) error {
+	vs, err := json.Marshal(j.Verdicts)
+	if err != nil {
+		return fmt.Errorf("encode the verdicts of %s#%d: %w", j.Repo, j.PR, err)
+	}
+	table := "judged"
+	if d.engine == sqldb.Postgres {
+		table = "livestate_judged"
+	}
+	_, err = d.db.ExecContext(ctx, sqldb.Rebind(d.engine, `INSERT INTO `+table+` (repo, pr, head, title, at, verdicts) VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT (repo, pr) DO UPDATE SET head = excluded.head, title = excluded.title, at = excluded.at, verdicts = excluded.verdicts`),
+		j.Repo, j.PR, j.Head, j.Title, j.At.UTC().Format(time.RFC3339Nano), string(vs))
+	if err != nil {
+		return fmt.Errorf("save the judgement of %s#%d: %w", j.Repo, j.PR, err)
+	}
+	return nil
+}
+
+// LoadJudged returns a pull request's last judgement; false when it was never judged.
+func (d *DB) LoadJudged(ctx context.Context, repo string, pr int) (Judged, bool, error) {
+	table := "judged"
+	if d.engine == sqldb.Postgres {
+		table = "livestate_judged"
+	}
+	j := Judged{Repo: repo, PR: pr}
+	var at, vs string
+	err := d.db.QueryRowContext(ctx, sqldb.Rebind(d.engine, `SELECT head, title, at, verdicts FROM `+table+` WHERE repo = ? AND pr = ?`), repo, pr).
+		Scan(&j.Head, &j.Title, &at, &vs)
+	if errors.Is(err, sql.ErrNoRows) {
+		return j, false, nil
+	}
+	if err != nil {
+		return j, false, fmt.Errorf("the judgement of %s#%d: %w", repo, pr, err)
+	}
+	j.At, _ = time.Parse(time.RFC3339Nano, at)
+	if err := json.Unmarshal([]byte(vs), &j.Verdicts); err != nil {
+		return j, false, fmt.Errorf("the judgement of %s#%d: decode verdicts: %w", repo, pr, err)
+	}
+	return j, true, nil
 }
 
 // Kind is what a recorded command does.

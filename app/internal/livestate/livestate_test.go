@@ -96,3 +96,43 @@ func testRecordOnceAndReplay(t *testing.T, open func() (*DB, error)) {
 		t.Errorf("pull requests are separate: %+v", st8)
 	}
 }
+
+// TestJudgedIsKeptPerPullRequest: the last judgement of a pull request replaces the one before,
+// and reads back whole from another handle (a restart, or another replica).
+func TestJudgedIsKeptPerPullRequest(t *testing.T) {
+	for name, open := range engines(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			db, err := open()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			if _, ok, err := db.LoadJudged(ctx, "acme/infra", 7); ok || err != nil {
+				t.Fatalf("a pull request never judged: %v %v", ok, err)
+			}
+			f := core.K8sField("apps", "Deployment", "prod", "web", "/spec/replicas")
+			t0 := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
+			first := Judged{Repo: "acme/infra", PR: 7, Head: "aaa", Title: "Scale up", At: t0,
+				Verdicts: []core.Verdict{{Field: f, Decision: core.DecisionVeto, Rule: "bounds"}}}
+			second := first
+			second.Head, second.At, second.Verdicts = "bbb", t0.Add(time.Hour), []core.Verdict{{Field: f, Decision: core.DecisionAdopt, Rule: "rank",
+				Explanation: []core.Step{{Rule: "rank", Outcome: "decided", Detail: "availability outranks cost"}}}}
+			for _, j := range []Judged{first, second} {
+				if err := db.SaveJudged(ctx, j); err != nil {
+					t.Fatal(err)
+				}
+			}
+			again, err := open()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer again.Close()
+			got, ok, err := again.LoadJudged(ctx, "acme/infra", 7)
+			if err != nil || !ok || got.Head != "bbb" || !got.At.Equal(second.At) || len(got.Verdicts) != 1 ||
+				got.Verdicts[0].Decision != core.DecisionAdopt || got.Verdicts[0].Explanation[0].Detail != "availability outranks cost" {
+				t.Fatalf("read back %+v %v %v", got, ok, err)
+			}
+		})
+	}
+}
