@@ -87,6 +87,7 @@ type CheckRun struct {
 	Name, HeadSHA, Status      string
 	Conclusion, Title, Summary string
 	ExternalID                 string
+	DetailsURL                 string
 }
 
 // Server is the fake GitHub. Its zero value is not usable: call New.
@@ -117,6 +118,12 @@ type Server struct {
 	tokenTTL    time.Duration
 	throttle    []throttle
 	now         func() time.Time
+
+	// The App's OAuth web flow (oauth.go).
+	oauthClientID, oauthClientSecret string
+	signedIn                         string               // who is signed in to GitHub in "the browser"
+	codes                            map[string]oauthCode // authorization code -> what it was issued for
+	userTokens                       map[string]userToken // user access token (ghu_) -> its user
 }
 
 type throttle struct {
@@ -135,7 +142,8 @@ func New(t testing.TB) *Server {
 	}
 	s := &Server{t: t, router: router, calls: map[string]int{}, nextID: 1000, comments: map[string][]*Comment{},
 		checkRuns: map[string][]*CheckRun{}, permissions: map[string]string{}, contents: map[string][]byte{},
-		tokens: map[string]int64{}, pulls: map[string]any{}, installs: map[string]int64{}, repos: map[string]map[string]any{}, members: map[string]bool{}, tokenTTL: time.Hour, now: time.Now}
+		tokens: map[string]int64{}, pulls: map[string]any{}, installs: map[string]int64{}, repos: map[string]map[string]any{}, members: map[string]bool{}, tokenTTL: time.Hour, now: time.Now,
+		codes: map[string]oauthCode{}, userTokens: map[string]userToken{}}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(s.Close)
 	return s
@@ -239,8 +247,9 @@ func (s *Server) Writes() []Write {
 	return append([]Write(nil), s.writes...)
 }
 
-// Calls returns the number of calls per "operationId status" (e.g. "checks/create 201"), and
-// "unknown 404" for requests outside the description.
+// Calls returns the number of calls per "operationId status" (e.g. "checks/create 201"),
+// "unknown 404" for requests outside the description, and "oauth/authorize STATUS" and
+// "oauth/access-token STATUS" for the OAuth web flow's two github.com endpoints.
 func (s *Server) Calls() map[string]int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -313,6 +322,10 @@ func (s *Server) fail(w http.ResponseWriter, op string, status int, format strin
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	// The OAuth web flow is served by github.com, not the REST API, so it is not in the description.
+	if s.serveOAuth(w, r) {
+		return
+	}
 	// answer reads these to decide on ETags; they never reach the client.
 	w.Header().Set("X-Fake-Method", r.Method)
 	w.Header().Set("X-Fake-If-None-Match", r.Header.Get("If-None-Match"))
@@ -357,9 +370,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.writes = append(s.writes, Write{Method: r.Method, Path: r.URL.Path, Operation: op, Body: doc})
 		s.mu.Unlock()
 	}
-	if op != "apps/create-installation-access-token" && !s.authorised(r) {
-		s.fail(w, op, http.StatusUnauthorized, "Bad credentials")
-		return
+	if op != "apps/create-installation-access-token" {
+		if status, msg := s.authorised(r, op); status != 0 {
+			s.fail(w, op, status, "%s", msg)
+			return
+		}
 	}
 	if h, ok := s.handlers()[op]; ok {
 		h(w, r, op, params, doc)
@@ -386,14 +401,46 @@ func (s *Server) findRoute(r *http.Request) (*routers.Route, map[string]string, 
 	return s.router.FindRoute(r)
 }
 
-// authorised accepts requests carrying an installation token the fake issued, or none at all
-// (tests of unauthenticated calls); a token it did not issue is refused.
-func (s *Server) authorised(r *http.Request) bool {
+// authorised decides whether a request may reach its operation: status 0 if so, else the status
+// and message to refuse it with. It accepts requests carrying an installation token the fake
+// issued, or none at all (tests of unauthenticated calls), and any other Bearer value, because
+// App JWTs are checked where they are served. A token it did not issue is refused.
+//
+// User access tokens from the OAuth web flow are accepted on GET /user only (403 elsewhere): the
+// fake models them for signing users in, so a server that does the App's work with a signed-in
+// user's token fails its tests instead of passing against powers the fake never modelled. As
+// they are the fake's own format, an unknown or expired one is refused even as a Bearer value.
+func (s *Server) authorised(r *http.Request, op string) (int, string) {
 	auth := r.Header.Get("Authorization")
-	if auth == "" || strings.HasPrefix(auth, "Bearer ") {
-		return true // App JWT endpoints are checked where they are served
+	if auth == "" {
+		return 0, ""
 	}
-	tok := strings.TrimPrefix(strings.TrimPrefix(auth, "token "), "Bearer ")
+	if _, ok := s.userLogin(r); ok {
+		if op == "users/get-authenticated" {
+			return 0, ""
+		}
+		return http.StatusForbidden, "fakegithub accepts user access tokens on GET /user only; " + op + " needs an installation token"
+	}
+	tok := presentedToken(r)
+	if strings.HasPrefix(tok, userTokenPrefix) {
+		return http.StatusUnauthorized, "Bad credentials"
+	}
+	if strings.HasPrefix(auth, "Bearer ") {
+		return 0, "" // App JWT endpoints are checked where they are served
+	}
+	if !s.isInstallationToken(tok) {
+		return http.StatusUnauthorized, "Bad credentials"
+	}
+	return 0, ""
+}
+
+// presentedToken is the token of an "Authorization: token X" or "Authorization: Bearer X" header
+// (GitHub takes both), or the whole header for any other scheme, which no token matches.
+func presentedToken(r *http.Request) string {
+	return strings.TrimPrefix(strings.TrimPrefix(r.Header.Get("Authorization"), "token "), "Bearer ")
+}
+
+func (s *Server) isInstallationToken(tok string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	_, ok := s.tokens[tok]
@@ -402,7 +449,20 @@ func (s *Server) authorised(r *http.Request) bool {
 
 // example answers with the description's example for the operation's success response.
 func (s *Server) example(w http.ResponseWriter, route *routers.Route, op string) {
-	codes := route.Operation.Responses.Map()
+	status, body, ok := successExample(route.Operation)
+	if !ok {
+		s.fail(w, op, http.StatusNotImplemented, "no success response described for %s", op)
+		return
+	}
+	s.answer(w, op, status, body)
+}
+
+// successExample returns the operation's first success response and the description's example
+// body for it: nil for a response without a JSON body, {} for one without an example. ok is false
+// if the description has no success response for the operation. The body belongs to the shared
+// description: copy it before changing it.
+func successExample(operation *openapi3.Operation) (status int, body any, ok bool) {
+	codes := operation.Responses.Map()
 	var keys []string
 	for k := range codes {
 		keys = append(keys, k)
@@ -419,12 +479,10 @@ func (s *Server) example(w http.ResponseWriter, route *routers.Route, op string)
 		}
 		mt := resp.Content.Get("application/json")
 		if mt == nil {
-			s.answer(w, op, status, nil)
-			return
+			return status, nil, true
 		}
 		if mt.Example != nil {
-			s.answer(w, op, status, mt.Example)
-			return
+			return status, mt.Example, true
 		}
 		var names []string
 		for n := range mt.Examples {
@@ -433,14 +491,12 @@ func (s *Server) example(w http.ResponseWriter, route *routers.Route, op string)
 		sort.Strings(names)
 		for _, n := range names {
 			if ex := mt.Examples[n]; ex != nil && ex.Value != nil {
-				s.answer(w, op, status, ex.Value.Value)
-				return
+				return status, ex.Value.Value, true
 			}
 		}
-		s.answer(w, op, status, map[string]any{})
-		return
+		return status, map[string]any{}, true
 	}
-	s.fail(w, op, http.StatusNotImplemented, "no success response described for %s", op)
+	return 0, nil, false
 }
 
 type handler func(w http.ResponseWriter, r *http.Request, op string, params map[string]string, body map[string]any)
@@ -463,6 +519,7 @@ func (s *Server) handlers() map[string]handler {
 		"repos/get":                               s.repository,
 		"pulls/get":                               s.pull,
 		"teams/get-membership-for-user-in-org":    s.membership,
+		"users/get-authenticated":                 s.authenticatedUser,
 	}
 }
 
@@ -575,7 +632,7 @@ func str(v any) string {
 
 func checkRunJSON(c *CheckRun) map[string]any {
 	return map[string]any{"id": c.ID, "html_url": fmt.Sprintf("https://github.example/runs/%d", c.ID), "name": c.Name, "head_sha": c.HeadSHA, "status": c.Status, "conclusion": nilIfEmpty(c.Conclusion),
-		"external_id": c.ExternalID, "output": map[string]any{"title": c.Title, "summary": c.Summary}}
+		"external_id": c.ExternalID, "details_url": c.DetailsURL, "output": map[string]any{"title": c.Title, "summary": c.Summary}}
 }
 
 func nilIfEmpty(s string) any {
@@ -594,6 +651,9 @@ func (s *Server) applyCheckRun(c *CheckRun, body map[string]any) {
 	}
 	if v := str(body["external_id"]); v != "" {
 		c.ExternalID = v
+	}
+	if v := str(body["details_url"]); v != "" {
+		c.DetailsURL = v
 	}
 	if out, ok := body["output"].(map[string]any); ok {
 		c.Title, c.Summary = str(out["title"]), str(out["summary"])
