@@ -27,7 +27,7 @@ Start with 'parley demo': it builds a small infrastructure repository with histo
 		newPolicyCmd(), newInitCmd(), newExplainCmd(), newSimulateCmd(),
 		newReviewCmd(),
 		newServeCmd(), newDeliveriesCmd(),
-		newGatesCmd(), newIngestCmd(), newVerdictsCmd(), newDiscoverCmd(),
+		newGatesCmd(), newIngestCmd(), newVerdictsCmd(), newDiscoverCmd(), newReportCmd(),
 		newTokensCmd(),
 		newProposeCmd(),
 		newMCPCmd(),
