@@ -235,6 +235,17 @@ func (d *Drift) repo(ctx context.Context, name, branch string) (*repoDrift, erro
 }
 
 // served returns the repositories served so far.
+// stateOf is the drift state of a repository this process serves; nil when it serves none.
+func (d *Drift) stateOf(name string) *driftstate.DB {
+	d.init()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if rd := d.repos[strings.ToLower(name)]; rd != nil {
+		return rd.state
+	}
+	return nil
+}
+
 func (d *Drift) served() []*repoDrift {
 	d.init()
 	d.mu.Lock()

@@ -58,8 +58,11 @@ type PullRequests struct {
 	// lock), so that two deliveries of it judged at once still find each other's check run and
 	// comment rather than each creating one. nil: this process is the only one. Within a process
 	// pull requests are always judged one at a time each.
-	Lock    func(ctx context.Context, name string) (unlock func(), err error)
-	judging keymutex.Map
+	Lock func(ctx context.Context, name string) (unlock func(), err error)
+	// DetailsURL, if set, is the address of a pull request's details page: the check run links
+	// it, and each judgement is kept in Live for it.
+	DetailsURL func(fullName string, number int) string
+	judging    keymutex.Map
 }
 
 // judgedActions are the pull_request actions that can change a verdict.
@@ -209,7 +212,18 @@ func (h *PullRequests) judge(ctx context.Context, t Target) (review.Result, erro
 			return res, nil
 		}
 	}
-	wrote, err := publish(ctx, gh, t, headSHA, headTime, res, policyNote)
+	details := ""
+	if h.DetailsURL != nil {
+		details = h.DetailsURL(t.FullName, n)
+		if h.Live != nil && pol != nil {
+			// Kept before publishing, so the page the check run links to is there when it is read.
+			j := livestate.Judged{Repo: t.FullName, PR: n, Head: headSHA, Title: t.PR.GetTitle(), At: h.now(), Verdicts: res.Verdicts}
+			if err := h.Live.SaveJudged(ctx, j); err != nil {
+				return review.Result{}, fmt.Errorf("%s: %w", id, err)
+			}
+		}
+	}
+	wrote, err := publish(ctx, gh, t, headSHA, headTime, res, policyNote, details)
 	if err != nil {
 		return review.Result{}, fmt.Errorf("%s: publish: %w", id, err)
 	}
@@ -230,7 +244,12 @@ func hasBranch(dir, branch string) bool {
 }
 
 func (h *PullRequests) readPolicy(dir, branch string) (*policy.Policy, string, error) {
-	path := h.PolicyPath
+	return readPolicyAt(dir, branch, h.PolicyPath)
+}
+
+// readPolicyAt reads the policy at path (default .parley/policy.hcl) on branch of the clone at
+// dir; a missing or invalid policy is a note saying so, not an error.
+func readPolicyAt(dir, branch, path string) (*policy.Policy, string, error) {
 	if path == "" {
 		path = policy.DefaultFile
 	}
@@ -264,6 +283,14 @@ func (h *PullRequests) readPolicy(dir, branch string) (*policy.Policy, string, e
 	return pol, "", nil
 }
 
+// optional is nil for "": a field left out of a request.
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
 func conclusion(res review.Result, note string) string {
 	if note != "" {
 		return "neutral"
@@ -276,7 +303,7 @@ const maxCheckText = 65535
 
 // publish writes the check run and the sticky comment if they differ from what GitHub shows. It
 // returns how many writes it made.
-func publish(ctx context.Context, gh *github.Client, t Target, headSHA string, headTime time.Time, res review.Result, note string) (int, error) {
+func publish(ctx context.Context, gh *github.Client, t Target, headSHA string, headTime time.Time, res review.Result, note, detailsURL string) (int, error) {
 	writes := 0
 	concl := conclusion(res, note)
 	title := strings.TrimPrefix(report.Headline(res.Verdicts), "### ")
@@ -308,15 +335,16 @@ func publish(ctx context.Context, gh *github.Client, t Target, headSHA string, h
 	case existing == nil:
 		var run *github.CheckRun
 		run, _, err = gh.Checks.CreateCheckRun(ctx, t.Owner, t.Repo, github.CreateCheckRunOptions{Name: CheckName, HeadSHA: headSHA,
-			Status: github.String("completed"), Conclusion: github.String(concl), Output: out})
+			DetailsURL: optional(detailsURL), Status: github.String("completed"), Conclusion: github.String(concl), Output: out})
 		writes++
 		if err == nil && run.GetHTMLURL() != "" {
 			in.DetailsURL = run.GetHTMLURL() // as later evaluations will render it
 			body = report.Comment(in)
 		}
-	case existing.GetConclusion() != concl || existing.GetOutput().GetTitle() != title || existing.GetOutput().GetSummary() != summary:
+	case existing.GetConclusion() != concl || existing.GetOutput().GetTitle() != title || existing.GetOutput().GetSummary() != summary ||
+		(detailsURL != "" && existing.GetDetailsURL() != detailsURL):
 		_, _, err = gh.Checks.UpdateCheckRun(ctx, t.Owner, t.Repo, existing.GetID(), github.UpdateCheckRunOptions{Name: CheckName,
-			Status: github.String("completed"), Conclusion: github.String(concl), Output: out})
+			DetailsURL: optional(detailsURL), Status: github.String("completed"), Conclusion: github.String(concl), Output: out})
 		writes++
 	}
 	if err != nil {

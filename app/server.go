@@ -2,6 +2,8 @@ package app
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -30,6 +32,7 @@ import (
 	"github.com/parleyhq/parley/app/internal/ghclient"
 	"github.com/parleyhq/parley/app/internal/livestate"
 	"github.com/parleyhq/parley/app/internal/repocache"
+	"github.com/parleyhq/parley/app/internal/webauth"
 	"github.com/parleyhq/parley/internal/agentstore"
 	"github.com/parleyhq/parley/internal/sqldb"
 	"github.com/parleyhq/parley/reconcile"
@@ -103,6 +106,9 @@ type Server struct {
 	// connections it needs to finish.
 	locks   *pgxpool.Pool
 	locksDB *sql.DB
+	// auth and details serve the details pages behind sign-in; nil unless configured.
+	auth    *webauth.Auth
+	details *Details
 }
 
 // queue is the delivery store serve runs on: SQLite's or PostgreSQL's.
@@ -191,6 +197,13 @@ func NewServer(ctx context.Context, cfg config.Config, log *slog.Logger) (*Serve
 		return fail(err)
 	}
 	s.drift = drift
+	if cfg.Pages() {
+		if s.auth, err = newSignIn(cfg, log); err != nil {
+			return fail(err)
+		}
+		s.details = &Details{Auth: s.auth, GitHub: gh, Repos: repos, Live: live, Drift: drift, PolicyPath: cfg.PolicyPath, Log: log}
+		prs.DetailsURL = func(fullName string, number int) string { return cfg.PublicURL + PullRequestPage(fullName, number) }
+	}
 	propMetrics, err := NewProposalMetrics(s.reg)
 	if err != nil {
 		return fail(err)
@@ -403,6 +416,41 @@ func (s *Server) newSharedDrift(ctx context.Context, gh *githubApp, repos *repoc
 	return d, nil
 }
 
+// newSignIn configures sign-in to the details pages with the App's OAuth client. The cookies are
+// signed with the session secret or, without one, with a key derived from the App's private key,
+// which every replica has.
+func newSignIn(cfg config.Config, log *slog.Logger) (*webauth.Auth, error) {
+	public, err := url.Parse(cfg.PublicURL)
+	if err != nil {
+		return nil, fmt.Errorf("public_url: %w", err)
+	}
+	api, err := url.Parse(cfg.GitHubURL)
+	if err != nil {
+		return nil, fmt.Errorf("github_url: %w", err)
+	}
+	key := []byte(cfg.SessionSecret.Reveal())
+	if len(key) == 0 {
+		m := hmac.New(sha256.New, []byte(cfg.PrivateKey.Reveal()))
+		m.Write([]byte("parley sign-in cookies v1"))
+		key = m.Sum(nil)
+	}
+	return webauth.New(webauth.Config{ClientID: cfg.OAuthClientID, ClientSecret: cfg.OAuthClientSecret.Reveal(), PublicURL: public,
+		GitHubWeb: gitHubWeb(api), APIBase: api, Key: key, Log: log})
+}
+
+// gitHubWeb is GitHub's web address for the REST API at api: https://github.com/ for
+// api.github.com, the server itself for GitHub Enterprise Server (https://HOST/api/v3/).
+func gitHubWeb(api *url.URL) *url.URL {
+	web := *api
+	if strings.EqualFold(api.Hostname(), "api.github.com") {
+		web.Host = "github.com"
+		web.Path = "/"
+		return &web
+	}
+	web.Path = strings.TrimSuffix(strings.TrimSuffix(api.Path, "/"), "/api/v3") + "/"
+	return &web
+}
+
 // gitHost is the host of Git URLs on the GitHub whose REST API is at apiURL: github.com for
 // api.github.com, the server itself for GitHub Enterprise Server (https://HOST/api/v3/).
 func gitHost(apiURL string) string {
@@ -453,6 +501,10 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle(ProposalsPath, s.props) // any method: it answers 405 with Allow itself
 	mux.Handle(PlansPath, &Plans{Proposals: s.props})
 	mux.Handle(MCPPath, &MCP{Proposals: s.props, Version: buildVersion()})
+	if s.details != nil {
+		s.auth.Register(mux)
+		s.details.Register(mux)
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("GET /readyz", s.ready)
 	if s.cfg.MetricsListen == "" {

@@ -94,7 +94,16 @@ type Config struct {
 	// is fetched at most this often for proposals.
 	ProposalsMaxAge time.Duration
 	CommitAuthor    string // "Name <email>" of verdict commits
-	DriftState      string // the drift state database; "" = drift.db beside the store
+	// PublicURL is where people reach this server (https://parley.example.com): the details pages
+	// and the sign-in callback are under it. With OAuthClientID and OAuthClientSecret it turns the
+	// details pages on.
+	PublicURL         string
+	OAuthClientID     string // the GitHub App's client ID, for signing people in
+	OAuthClientSecret Secret // the GitHub App's client secret
+	// SessionSecret signs the sign-in cookies; every replica needs the same one. Empty: derived
+	// from the App's private key, which every replica has.
+	SessionSecret Secret
+	DriftState    string // the drift state database; "" = drift.db beside the store
 	// Event source credentials for drift endpoints.
 	FluxHMACSecret  Secret
 	ArgoCDToken     Secret
@@ -187,6 +196,10 @@ func Keys() []Key {
 		{"proposals_rate", "PARLEY_PROPOSALS_RATE", "20", "proposals per second each agent token may send to POST /v1/proposals, in bursts of twice as many (0: no limit)"},
 		{"proposals_max_age", "PARLEY_PROPOSALS_MAX_AGE", "2s", "how old the branch a proposal is judged against may be: the repository is fetched at most this often for proposals (0: every time)"},
 		{"commit_author", "PARLEY_COMMIT_AUTHOR", "Parley <parley@users.noreply.github.com>", "author of gate, resume and adopt commits"},
+		{"public_url", "PARLEY_PUBLIC_URL", "(none: no details pages)", "where people reach this server, e.g. https://parley.example.com; with the two OAuth settings it serves the details pages linked from check runs, behind sign-in with GitHub (callback: PUBLIC_URL/auth/callback)"},
+		{"oauth_client_id", "PARLEY_OAUTH_CLIENT_ID", "(none)", "the GitHub App's client ID, to sign people in to the details pages"},
+		{"", "PARLEY_OAUTH_CLIENT_SECRET", "", "the GitHub App's client secret (environment only)"},
+		{"", "PARLEY_SESSION_SECRET", "(derived from the private key)", "key signing sign-in cookies, 32 bytes or more, the same on every replica (environment only)"},
 		{"drift_state", "PARLEY_DRIFT_STATE", "drift.db beside store", "SQLite file of drift claims, verdicts and expiry timers"},
 		{"", "PARLEY_FLUX_HMAC_SECRET", "", "secret of Flux's generic-hmac provider for POST /events/flux"},
 		{"", "PARLEY_ARGOCD_TOKEN", "", "bearer token Argo CD notifications send to POST /events/argocd"},
@@ -231,6 +244,8 @@ type file struct {
 	GitOpsRepository           *string     `hcl:"gitops_repository,optional"`
 	GitOpsBranch               *string     `hcl:"gitops_branch,optional"`
 	CommitAuthor               *string     `hcl:"commit_author,optional"`
+	PublicURL                  *string     `hcl:"public_url,optional"`
+	OAuthClientID              *string     `hcl:"oauth_client_id,optional"`
 	DriftState                 *string     `hcl:"drift_state,optional"`
 	LogLevel                   *string     `hcl:"log_level,optional"`
 	ProposalsRate              *float64    `hcl:"proposals_rate,optional"`
@@ -336,6 +351,8 @@ func Load(path string, getenv func(string) string) (Config, error) {
 		setP(&c.GitOpsRepository, f.GitOpsRepository)
 		setP(&c.GitOpsBranch, f.GitOpsBranch)
 		setP(&c.CommitAuthor, f.CommitAuthor)
+		setP(&c.PublicURL, f.PublicURL)
+		setP(&c.OAuthClientID, f.OAuthClientID)
 		setP(&c.DriftState, f.DriftState)
 		var dupErrs []error
 		c.Clusters, dupErrs = repoMap("cluster", f.Clusters)
@@ -444,6 +461,10 @@ func Load(path string, getenv func(string) string) (Config, error) {
 		return err
 	})
 	env("PARLEY_COMMIT_AUTHOR", str(&c.CommitAuthor))
+	env("PARLEY_PUBLIC_URL", str(&c.PublicURL))
+	env("PARLEY_OAUTH_CLIENT_ID", str(&c.OAuthClientID))
+	env("PARLEY_OAUTH_CLIENT_SECRET", sec(&c.OAuthClientSecret))
+	env("PARLEY_SESSION_SECRET", sec(&c.SessionSecret))
 	env("PARLEY_DRIFT_STATE", str(&c.DriftState))
 	env("PARLEY_FLUX_HMAC_SECRET", sec(&c.FluxHMACSecret))
 	env("PARLEY_ARGOCD_TOKEN", sec(&c.ArgoCDToken))
@@ -546,8 +567,48 @@ func (c *Config) validate() []error {
 		}
 		branches[key] = r.Branch
 	}
+	errs = append(errs, c.validatePages()...)
 	if a, err := mail.ParseAddress(c.CommitAuthor); err != nil || a.Name == "" {
 		errs = append(errs, fmt.Errorf("commit_author = %q: want \"Name <email>\"", c.CommitAuthor))
+	}
+	return errs
+}
+
+// Pages reports whether the details pages are configured: a public URL and the App's OAuth
+// client.
+func (c Config) Pages() bool {
+	return c.PublicURL != "" && c.OAuthClientID != "" && !c.OAuthClientSecret.IsZero()
+}
+
+// validatePages checks the details pages' settings: all of them or none, an absolute public URL
+// (https, or http on a loopback host for trying it out), a long enough session secret.
+func (c *Config) validatePages() []error {
+	var errs []error
+	set := 0
+	for _, v := range []bool{c.PublicURL != "", c.OAuthClientID != "", !c.OAuthClientSecret.IsZero()} {
+		if v {
+			set++
+		}
+	}
+	if set != 0 && set != 3 {
+		errs = append(errs, errors.New("public_url, oauth_client_id and PARLEY_OAUTH_CLIENT_SECRET turn the details pages on together: set all three or none"))
+	}
+	if c.PublicURL != "" {
+		u, err := url.Parse(c.PublicURL)
+		loopback := err == nil && (u.Hostname() == "localhost" || u.Hostname() == "127.0.0.1" || u.Hostname() == "::1")
+		switch {
+		case err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http"):
+			errs = append(errs, fmt.Errorf("public_url = %q: want an absolute URL such as https://parley.example.com", c.PublicURL))
+		case u.Scheme == "http" && !loopback:
+			errs = append(errs, fmt.Errorf("public_url = %q: want https (sign-in cookies are Secure); http only on localhost", c.PublicURL))
+		case u.RawQuery != "" || u.Fragment != "":
+			errs = append(errs, fmt.Errorf("public_url = %q: no query or fragment", c.PublicURL))
+		default:
+			c.PublicURL = strings.TrimSuffix(u.String(), "/")
+		}
+	}
+	if !c.SessionSecret.IsZero() && len(c.SessionSecret.Reveal()) < 32 {
+		errs = append(errs, errors.New("PARLEY_SESSION_SECRET: want 32 bytes or more"))
 	}
 	return errs
 }

@@ -351,3 +351,46 @@ func TestPostgresStore(t *testing.T) {
 		t.Fatalf("SQLite: %q %v", c.Dir(), err)
 	}
 }
+
+// TestDetailsPagesSettings: the details pages need the public URL and the App's OAuth client
+// together, an https URL (http only on a loopback host), and a long enough session secret.
+func TestDetailsPagesSettings(t *testing.T) {
+	base := map[string]string{"PARLEY_APP_ID": "7", "PARLEY_PRIVATE_KEY": "pem", "PARLEY_WEBHOOK_SECRETS": "s"}
+	load := func(extra map[string]string) (Config, error) {
+		env := map[string]string{}
+		for k, v := range base {
+			env[k] = v
+		}
+		for k, v := range extra {
+			env[k] = v
+		}
+		return Load("", envMap(env))
+	}
+	c, err := load(nil)
+	if err != nil || c.Pages() {
+		t.Fatalf("nothing set: pages %v, %v", c.Pages(), err)
+	}
+	c, err = load(map[string]string{"PARLEY_PUBLIC_URL": "https://parley.example.com/", "PARLEY_OAUTH_CLIENT_ID": "Iv1.abc", "PARLEY_OAUTH_CLIENT_SECRET": "shh"})
+	if err != nil || !c.Pages() || c.PublicURL != "https://parley.example.com" {
+		t.Fatalf("all set: pages %v, public URL %q, %v", c.Pages(), c.PublicURL, err)
+	}
+	if strings.Contains(fmt.Sprintf("%+v", c), "shh") {
+		t.Error("the client secret is printed")
+	}
+	if c, err := load(map[string]string{"PARLEY_PUBLIC_URL": "http://localhost:8080", "PARLEY_OAUTH_CLIENT_ID": "x", "PARLEY_OAUTH_CLIENT_SECRET": "y"}); err != nil || !c.Pages() {
+		t.Errorf("http on localhost: %v", err)
+	}
+	for _, tc := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"PARLEY_PUBLIC_URL": "https://parley.example.com"}, "set all three or none"},
+		{map[string]string{"PARLEY_PUBLIC_URL": "http://parley.example.com", "PARLEY_OAUTH_CLIENT_ID": "x", "PARLEY_OAUTH_CLIENT_SECRET": "y"}, "want https"},
+		{map[string]string{"PARLEY_PUBLIC_URL": "parley.example.com", "PARLEY_OAUTH_CLIENT_ID": "x", "PARLEY_OAUTH_CLIENT_SECRET": "y"}, "want an absolute URL"},
+		{map[string]string{"PARLEY_SESSION_SECRET": "short"}, "32 bytes or more"},
+	} {
+		if _, err := load(tc.env); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want %q", tc.env, err, tc.want)
+		}
+	}
+}
