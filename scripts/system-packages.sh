@@ -2,6 +2,7 @@
 # Installs the Debian packages some tests run for real, where they are missing:
 #
 #   postgresql   the server the PostgreSQL store and the replica tests start (internal/pgtest)
+#   chromium     the browser tests/browser drives over the details pages (and scripts/screenshot.sh)
 #
 # As root with apt-get, missing packages are installed; otherwise the script says what is missing
 # and how to install it, and those tests skip (under CI=true they fail instead: CI runs this as
@@ -15,6 +16,11 @@ if [ -n "${PARLEY_PG_BIN:-}" ] || have_postgresql; then
 	echo "system-packages: postgresql present"
 else
 	missing+=(postgresql)
+fi
+if [ -n "${PARLEY_CHROMIUM:-}" ] || command -v chromium >/dev/null || command -v chromium-browser >/dev/null; then
+	echo "system-packages: chromium present"
+else
+	missing+=(chromium)
 fi
 [ ${#missing[@]} -eq 0 ] && exit 0
 

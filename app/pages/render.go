@@ -350,6 +350,7 @@ const layoutSrc = `<!doctype html>
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
+<link rel="icon" href="data:,">
 <title>{{.Title}} · Parley</title>
 <style>
 :root{color-scheme:light dark;--fg:#1f2328;--muted:#59636e;--bg:#fff;--line:#d1d9e0;--head:#f6f8fa;--link:#0550ae;--git:#0969da;--live:#bc4c00;--yield:#59636e;--freeze:#0a7b83;--hold:#9a6700;--gate:#8250df;--verdict:#cf222e}
@@ -385,7 +386,8 @@ caption{text-align:left;font-weight:600;padding:.25rem 0 .5rem}
 th,td{text-align:left;vertical-align:top;padding:.4rem .6rem;border-bottom:1px solid var(--line)}
 thead th{background:var(--head);white-space:nowrap}
 td.num{text-align:right}
-td code{overflow-wrap:normal;white-space:nowrap}
+td code,th code{overflow-wrap:normal;white-space:nowrap}
+td{overflow-wrap:anywhere}
 .sub{display:block;color:var(--muted);font-size:.85em;font-weight:400}
 .chart{display:block;min-width:40rem;height:auto;font-size:12px}
 .chart text{fill:var(--fg);pointer-events:none}
@@ -506,11 +508,6 @@ const fieldSrc = `{{define "content"}}
 {{- end}}
 </section>
 
-<section aria-labelledby="steps-h">
-<h2 id="steps-h">Every rule's outcome</h2>
-{{template "steps" .Verdict}}
-</section>
-
 <section aria-labelledby="timeline-h">
 <h2 id="timeline-h">Timeline</h2>
 {{- if .Timeline}}
@@ -519,6 +516,11 @@ const fieldSrc = `{{define "content"}}
 {{- else}}
 <p>Nothing to draw: the field has no claims and no windows.</p>
 {{- end}}
+</section>
+
+<section aria-labelledby="steps-h">
+<h2 id="steps-h">Every rule's outcome</h2>
+{{template "steps" .Verdict}}
 </section>
 
 <section aria-labelledby="claims-h">
