@@ -285,3 +285,32 @@ func TestRenderReplicasNeedPostgreSQL(t *testing.T) {
 		t.Errorf("one replica: %v\n%s", err, out["parley/templates/pdb.yaml"])
 	}
 }
+
+// TestRenderDetailsPages: the details pages' settings reach parley serve, the client secret and
+// the session secret from Secrets; a partial configuration is refused.
+func TestRenderDetailsPages(t *testing.T) {
+	details := map[string]any{"publicURL": "https://parley.example.com", "oauth": map[string]any{"clientID": "Iv1.abc",
+		"clientSecret": map[string]any{"name": "parley-oauth", "key": "client-secret"}}, "sessionSecret": map[string]any{"name": "parley-oauth", "key": "session"}}
+	out, err := render(t, map[string]any{"github": map[string]any{"appID": 12345}, "details": details})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dep := out["parley/templates/deployment.yaml"]
+	for _, want := range []string{
+		`{name: PARLEY_PUBLIC_URL, value: "https://parley.example.com"}`,
+		`{name: PARLEY_OAUTH_CLIENT_ID, value: "Iv1.abc"}`,
+		"name: PARLEY_OAUTH_CLIENT_SECRET\n              valueFrom:\n                secretKeyRef: {name: \"parley-oauth\", key: \"client-secret\"}",
+		"name: PARLEY_SESSION_SECRET\n              valueFrom:\n                secretKeyRef: {name: \"parley-oauth\", key: \"session\"}",
+	} {
+		if !strings.Contains(dep, want) {
+			t.Errorf("deployment lacks %q", want)
+		}
+	}
+	if out, _ := render(t, good); strings.Contains(out["parley/templates/deployment.yaml"], "PARLEY_PUBLIC_URL") {
+		t.Error("the details pages are on without being configured")
+	}
+	partial := map[string]any{"publicURL": "https://parley.example.com"}
+	if _, err := render(t, map[string]any{"github": map[string]any{"appID": 12345}, "details": partial}); err == nil || !strings.Contains(err.Error(), "set all three or none") {
+		t.Errorf("a partial configuration: %v", err)
+	}
+}
