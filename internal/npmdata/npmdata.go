@@ -24,11 +24,14 @@ const (
 	// mcp; it is installed with its dependencies (InstallDir), not packed. 1.32.2 is the newest
 	// 1.x and needs Node 18 or later.
 	MCPSDK = "@modelcontextprotocol/sdk@1.32.2"
+	// Mermaid is the diagram library GitHub renders Mermaid code blocks with; the browser test
+	// draws the sticky comment's timelines with its browser bundle (dist/mermaid.min.js).
+	Mermaid = "mermaid@12.3.0"
 )
 
 // Pinned returns every pinned package spec that Dir fetches (Installed lists those InstallDir
 // installs).
-func Pinned() []string { return []string{WebhooksExamples, OpenAPI} }
+func Pinned() []string { return []string{WebhooksExamples, OpenAPI, Mermaid} }
 
 // Dir returns the directory of a pinned package (a spec such as WebhooksExamples) in
 // .cache/npm/<pkg> at the module root, fetching it with npm first if it is not cached. The error

@@ -2,6 +2,7 @@ package browser
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net"
@@ -19,8 +20,10 @@ import (
 
 	"github.com/parleyhq/parley/app"
 	"github.com/parleyhq/parley/app/config"
+	"github.com/parleyhq/parley/app/report"
 	"github.com/parleyhq/parley/core"
 	"github.com/parleyhq/parley/internal/demo"
+	"github.com/parleyhq/parley/internal/npmdata"
 	"github.com/parleyhq/parley/reconcile"
 	"github.com/parleyhq/parley/trailers/ledger"
 )
@@ -240,4 +243,79 @@ func TestFieldPageInChromium(t *testing.T) {
 	}); p.status != 404 || strings.Contains(text, "replicas") {
 		t.Errorf("bob: %d at %s: %q", p.status, p.url, text)
 	}
+}
+
+// TestCommentTimelineDrawsInMermaid: the Mermaid timeline the sticky comment carries is drawn by
+// the Mermaid library GitHub uses (its browser bundle from npm), in Chromium: it parses, and the
+// chart has a bar per claim and the verdict's milestone.
+func TestCommentTimelineDrawsInMermaid(t *testing.T) {
+	exe := chromium(t)
+	dir, err := npmdata.Dir(npmdata.Mermaid)
+	if err != nil {
+		npmdata.FatalOrSkip(t, err)
+	}
+	at := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
+	f := core.K8sField("apps", "Deployment", "prod", "web", "/spec/replicas")
+	val := func(n int) core.Value { v, _ := core.JSONValue(n); return v }
+	hpa := core.Claim{Field: f, Actor: core.Actor{Name: "hpa"}, Value: val(7), Intent: core.IntentAvailability, At: at.Add(-10 * time.Minute)}
+	git := core.Claim{Field: f, Actor: core.Actor{Name: "platform: team#1"}, Value: val(3), Intent: core.IntentBaseline, At: at.Add(-48 * time.Hour)}
+	cost := core.Claim{Field: f, Actor: core.Actor{Name: "cost"}, Value: val(2), Intent: core.IntentCost, At: at.Add(-3 * time.Hour), Expires: at.Add(-time.Hour)}
+	v := core.Verdict{Field: f, Decision: core.DecisionYield, Winner: &hpa, Losers: []core.Claim{git, cost}, Rule: "owner.replicas"}
+	block := report.Timeline(v, at)
+	code := strings.TrimSuffix(strings.TrimPrefix(block, "\n```mermaid\n"), "```\n")
+	if code == block {
+		t.Fatalf("not a Mermaid block:\n%s", block)
+	}
+
+	page := filepath.Join(t.TempDir(), "mermaid.html")
+	html := `<!doctype html><html><head><meta charset="utf-8"><link rel="icon" href="data:,"><script src="file://` +
+		filepath.Join(dir, "dist", "mermaid.min.js") + `"></script></head><body><div id="out"></div></body></html>`
+	if err := os.WriteFile(page, []byte(html), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	alloc, stopAlloc := chromedp.NewExecAllocator(ctx, chromedp.ExecPath(exe), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck, chromedp.Flag("allow-file-access-from-files", true))
+	defer stopAlloc()
+	browser, stopBrowser := chromedp.NewContext(alloc)
+	defer stopBrowser()
+	if err := chromedp.Do(browser); err != nil {
+		t.Fatal(err)
+	}
+	type drawn struct {
+		Tasks, Milestones int
+		Error             string
+	}
+	var got drawn
+	p := visit(t, browser, "file://"+page, func(ctx context.Context) (err error) {
+		script := `(async () => {
+			try {
+				mermaid.initialize({startOnLoad: false});
+				const {svg} = await mermaid.render("timeline", ` + jsString(code) + `);
+				document.getElementById("out").innerHTML = svg;
+				return {Tasks: document.querySelectorAll("#out rect.task").length,
+					Milestones: document.querySelectorAll("#out .milestone").length, Error: ""};
+			} catch (e) { return {Tasks: 0, Milestones: 0, Error: String(e && e.message || e)}; }
+		})()`
+		got, err = chromedp.Run(ctx, chromedp.Evaluate[drawn](script, chromedp.EvalAwaitPromise))
+		return err
+	})
+	if got.Error != "" {
+		t.Fatalf("Mermaid refused the timeline: %s\n%s", got.Error, code)
+	}
+	// A bar per claim (the winner and two losers) and the verdict's milestone, which Mermaid draws
+	// as a task too.
+	if got.Tasks != 4 || got.Milestones != 1 {
+		t.Errorf("drawn %+v; want 4 tasks (3 claims and the milestone), 1 milestone\n%s", got, code)
+	}
+	if len(p.errors) > 0 {
+		t.Errorf("errors while drawing:\n%s", strings.Join(p.errors, "\n"))
+	}
+}
+
+// jsString quotes s as a JavaScript string literal.
+func jsString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
 }
