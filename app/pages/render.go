@@ -388,6 +388,7 @@ thead th{background:var(--head);white-space:nowrap}
 td.num{text-align:right}
 td code,th code{overflow-wrap:normal;white-space:nowrap}
 td{overflow-wrap:anywhere}
+@media (max-width:40rem){.scroll table{min-width:40rem}}
 .sub{display:block;color:var(--muted);font-size:.85em;font-weight:400}
 .chart{display:block;min-width:40rem;height:auto;font-size:12px}
 .chart text{fill:var(--fg);pointer-events:none}

@@ -205,7 +205,7 @@ func TestFieldPageInChromium(t *testing.T) {
 		if h1, err = chromedp.Run(ctx, chromedp.Text("h1")); err != nil {
 			return err
 		}
-		shot, err = chromedp.Run(ctx, chromedp.FullScreenshot(90))
+		shot, err = chromedp.Run(ctx, chromedp.FullScreenshot(100))
 		return err
 	})
 	if p.status != 200 || p.url != fieldURL {
@@ -222,6 +222,26 @@ func TestFieldPageInChromium(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("screenshot: %s", path)
+
+	// On a phone's screen the page does not scroll sideways: wide tables and the picture scroll
+	// inside their own regions.
+	var overflow bool
+	visit(t, browser, fieldURL, func(ctx context.Context) (err error) {
+		if err := chromedp.Do(ctx, chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(3), chromedp.EmulateMobile)); err != nil {
+			return err
+		}
+		overflow, err = chromedp.Run(ctx, chromedp.Evaluate[bool](`document.documentElement.scrollWidth > window.innerWidth + 1`))
+		if err == nil {
+			shot, err = chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		}
+		return err
+	})
+	if overflow {
+		t.Error("on a 390 px wide screen the page scrolls sideways")
+	}
+	if err := os.WriteFile(filepath.Join(artefacts(t), "field-replicas-phone.png"), shot, 0o644); err != nil {
+		t.Fatal(err)
+	}
 
 	// The page carries its sign-in: the index opens without another trip to GitHub.
 	authorize, _ := gh.OAuthCalls()
