@@ -74,6 +74,10 @@ type accessEntry struct {
 	until        time.Time
 }
 
+// indexLimit is how many fields a repository's index page decides verdicts for: each is an
+// arbitration, and a generated repository can hold tens of thousands of fields.
+const indexLimit = 500
+
 // maxAccessEntries bounds the permission cache; past it, expired entries are dropped first.
 const maxAccessEntries = 10000
 
@@ -255,7 +259,7 @@ func (d *Details) index(w http.ResponseWriter, r *http.Request) {
 	var idx pages.Index
 	err := d.withRepository(r.Context(), full, inst, func(src inspect.Source) error {
 		var err error
-		idx, _, err = inspect.New(src).Index(core.FieldPattern{}, d.now())
+		idx, _, err = inspect.New(src).Index(core.FieldPattern{}, d.now(), indexLimit)
 		return err
 	})
 	if err != nil {

@@ -178,12 +178,18 @@ func (in *Inspector) windows(f core.Field, page pages.Field) []pages.Window {
 	return out
 }
 
-// Index gathers the index of the fields matching p, and each field's page.
-func (in *Inspector) Index(p core.FieldPattern, at time.Time) (pages.Index, []pages.Field, error) {
+// Index gathers the index of the fields matching p, and each field's page: of the first limit
+// fields in order of address when limit > 0 (a large repository's index then answers in
+// reasonable time; Index.Total says how many there are).
+func (in *Inspector) Index(p core.FieldPattern, at time.Time, limit int) (pages.Index, []pages.Field, error) {
 	idx := pages.Index{Repository: in.src.Repository, At: at}
 	fs, err := in.Fields(p)
 	if err != nil {
 		return idx, nil, err
+	}
+	idx.Total = len(fs)
+	if limit > 0 && len(fs) > limit {
+		fs = fs[:limit]
 	}
 	fields := make([]pages.Field, 0, len(fs))
 	for _, f := range fs {

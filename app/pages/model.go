@@ -77,7 +77,10 @@ type Index struct {
 	Repository string
 	At         time.Time
 	Fields     []FieldSummary
-	Gates      []Gate
+	// Total is how many fields have claims; more than len(Fields) when the index shows the first
+	// ones only.
+	Total int
+	Gates []Gate
 }
 
 // FieldSummary is one row of the index: a field and its verdict.

@@ -58,7 +58,7 @@ func RenderPullRequest(w io.Writer, p PullRequest, links Links) error {
 // RenderIndex writes a repository's index: every field with its verdict, and the gates Parley
 // wrote.
 func RenderIndex(w io.Writer, p Index, links Links) error {
-	v := indexView{Repository: p.Repository, At: fmtTime(p.At)}
+	v := indexView{Repository: p.Repository, At: fmtTime(p.At), Total: p.Total}
 	for _, f := range p.Fields {
 		v.Fields = append(v.Fields, indexFieldRow{
 			Field: f.Field.String(), Href: fieldHref(links, f.Field),
@@ -323,6 +323,7 @@ type prRow struct {
 type indexView struct {
 	Repository, At string
 	Fields         []indexFieldRow
+	Total          int // > len(Fields): only the first are listed
 	Gates          []gateRow
 }
 
@@ -628,7 +629,7 @@ const indexSrc = `{{define "content"}}
 {{- if .Fields}}
 <div class="scroll" role="region" tabindex="0" aria-labelledby="fields-caption">
 <table>
-<caption id="fields-caption">Every field with claims, and its verdict</caption>
+<caption id="fields-caption">{{if gt .Total (len .Fields)}}The first {{len .Fields}} of {{.Total}} fields with claims, in order of address, and their verdicts{{else}}Every field with claims, and its verdict{{end}}</caption>
 <thead><tr><th scope="col">Field</th><th scope="col">Decision</th><th scope="col">Rule</th><th scope="col">Claims</th></tr></thead>
 <tbody>
 {{- range .Fields}}

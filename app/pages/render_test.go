@@ -602,3 +602,24 @@ func TestTruncateRunes(t *testing.T) {
 		t.Errorf("truncateRunes = %q", got)
 	}
 }
+
+// TestIndexSaysWhenItListsTheFirstFieldsOnly: an index cut to its first fields says so.
+func TestIndexSaysWhenItListsTheFirstFieldsOnly(t *testing.T) {
+	f, err := core.ParseField("k8s:apps/Deployment/prod/web#/spec/replicas")
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx := Index{Repository: "acme/infra", Fields: []FieldSummary{{Field: f, Verdict: core.Verdict{Field: f, Decision: core.DecisionAdopt, Rule: "rank"}, Claims: 2}}, Total: 1200}
+	var b strings.Builder
+	if err := RenderIndex(&b, idx, Links{}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "The first 1 of 1200 fields with claims") {
+		t.Errorf("the cut is not said:\n%s", b.String())
+	}
+	idx.Total = 1
+	b.Reset()
+	if err := RenderIndex(&b, idx, Links{}); err != nil || strings.Contains(b.String(), "The first") {
+		t.Errorf("a whole index says it is cut: %v", err)
+	}
+}

@@ -76,7 +76,7 @@ from the claims in the repository's Git ledger.`,
 			}
 			abs, _ := filepath.Abs(repo)
 			ins := inspect.New(inspect.Source{Repository: filepath.Base(abs), Ledger: r, Policy: pol, Files: files})
-			idx, fields, err := ins.Index(pattern, now)
+			idx, fields, err := ins.Index(pattern, now, 0)
 			if err != nil {
 				return err
 			}
