@@ -36,7 +36,10 @@ type DB struct {
 	owned  bool // Close closes db (a SQLite file it opened, not a shared PostgreSQL pool)
 }
 
-const schema = `
+// sqliteMigrations are the schema of an agents.db file, applied in order (sqldb.MigrateSQLite;
+// the first is written IF NOT EXISTS for files made before migrations were versioned). Never edit
+// a released one: append.
+var sqliteMigrations = []string{`
 CREATE TABLE IF NOT EXISTS tokens (
 	id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, secret_sha256 TEXT NOT NULL,
 	identity_source TEXT NOT NULL, identity_id TEXT NOT NULL,
@@ -46,7 +49,8 @@ CREATE TABLE IF NOT EXISTS proposals (
 	repository TEXT NOT NULL, request_sha256 TEXT NOT NULL, status INTEGER NOT NULL, response BLOB NOT NULL,
 	accepted INTEGER NOT NULL, refused INTEGER NOT NULL, at INTEGER NOT NULL);
 CREATE UNIQUE INDEX IF NOT EXISTS proposals_key ON proposals (token_id, idempotency_key) WHERE idempotency_key != '';
-CREATE INDEX IF NOT EXISTS proposals_at ON proposals (at);`
+CREATE INDEX IF NOT EXISTS proposals_at ON proposals (at);`,
+}
 
 // postgresMigrations are the schema on PostgreSQL (sqldb.MigratePostgres), whose database every
 // store shares, hence the table names. Never edit a released one: append.
@@ -98,9 +102,9 @@ func Open(ctx context.Context, path string) (*DB, error) {
 		return nil, fmt.Errorf("open agent store %s: %w", path, err)
 	}
 	db.SetMaxOpenConns(1)
-	if _, err := db.ExecContext(ctx, schema); err != nil {
+	if err := sqldb.MigrateSQLite(ctx, db, "agent store "+path, sqliteMigrations); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("create agent store %s: %w", path, err)
+		return nil, err
 	}
 	return &DB{db: db, path: path, owned: true}, nil
 }

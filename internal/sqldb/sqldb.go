@@ -163,6 +163,53 @@ func MigratePostgres(ctx context.Context, db *sql.DB, component string, migratio
 	return nil
 }
 
+// MigrateSQLite applies the migrations a SQLite database file has not applied yet, in order, in
+// one transaction; the file's user_version records how many it has. A file with version 0 that
+// already holds the tables (written before its migrations were versioned) is brought in by a
+// first migration written with IF NOT EXISTS. It refuses a file a newer Parley migrated further
+// than this binary knows. name is how errors name the file.
+func MigrateSQLite(ctx context.Context, db *sql.DB, name string, migrations []string) error {
+	conn, err := db.Conn(ctx) // PRAGMA and the transaction on one connection
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	defer conn.Close()
+	// BEGIN IMMEDIATE takes the write lock before reading the version: two processes opening one
+	// new file cannot both apply a migration.
+	if _, err := conn.ExecContext(ctx, `BEGIN IMMEDIATE`); err != nil {
+		return fmt.Errorf("%s: begin migration: %w", name, err)
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			_, _ = conn.ExecContext(context.Background(), `ROLLBACK`)
+		}
+	}()
+	var current int
+	if err := conn.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&current); err != nil {
+		return fmt.Errorf("%s: read schema version: %w", name, err)
+	}
+	if current > len(migrations) {
+		return fmt.Errorf("%s: schema version %d is newer than this binary knows (%d)", name, current, len(migrations))
+	}
+	for v := current + 1; v <= len(migrations); v++ {
+		if _, err := conn.ExecContext(ctx, migrations[v-1]); err != nil {
+			return fmt.Errorf("%s: migration %d: %w", name, v, err)
+		}
+	}
+	if current < len(migrations) {
+		// PRAGMA takes no parameter; the number is ours.
+		if _, err := conn.ExecContext(ctx, fmt.Sprintf(`PRAGMA user_version = %d`, len(migrations))); err != nil {
+			return fmt.Errorf("%s: record schema version: %w", name, err)
+		}
+	}
+	if _, err := conn.ExecContext(ctx, `COMMIT`); err != nil {
+		return fmt.Errorf("%s: commit migrations: %w", name, err)
+	}
+	committed = true
+	return nil
+}
+
 // Locks are PostgreSQL advisory locks shared by every replica on one database: a named lock is
 // held by one session at a time, and is released when its holder unlocks or its connection ends
 // (a replica that dies holding one frees it).

@@ -110,7 +110,10 @@ func OpenPostgres(ctx context.Context, db *sql.DB, dbName, repository string) (*
 	return d, nil
 }
 
-const schema = `
+// sqliteMigrations are the schema of a drift state file, applied in order (sqldb.MigrateSQLite;
+// the first is written IF NOT EXISTS for files made before migrations were versioned). Never edit
+// a released one: append.
+var sqliteMigrations = []string{`
 CREATE TABLE IF NOT EXISTS events (
 	id TEXT PRIMARY KEY,            -- source "/" the source's own event ID
 	seen_at INTEGER NOT NULL);
@@ -132,7 +135,8 @@ CREATE TABLE IF NOT EXISTS timers (
 	field TEXT PRIMARY KEY, due INTEGER NOT NULL, why TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS timers_due ON timers (due);
 CREATE TABLE IF NOT EXISTS meta (
-	key TEXT PRIMARY KEY, value TEXT NOT NULL); -- "repository": the repository this state is about`
+	key TEXT PRIMARY KEY, value TEXT NOT NULL); -- "repository": the repository this state is about`,
+}
 
 // memCounter names in-memory databases apart: each Open(":memory:") is its own database.
 var memCounter atomic.Int64
@@ -148,9 +152,9 @@ func Open(ctx context.Context, path string) (*DB, error) {
 		return nil, fmt.Errorf("open drift state %s: %w", path, err)
 	}
 	db.SetMaxOpenConns(1) // one writer; reads are short
-	if _, err := db.ExecContext(ctx, schema); err != nil {
+	if err := sqldb.MigrateSQLite(ctx, db, "drift state "+path, sqliteMigrations); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("create drift state %s: %w", path, err)
+		return nil, err
 	}
 	return &DB{db: db, path: path, engine: sqldb.SQLite, tables: sqliteTables, owned: true}, nil
 }

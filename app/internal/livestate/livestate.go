@@ -26,16 +26,20 @@ type DB struct {
 	owned  bool // Close closes db: a SQLite file this DB opened, not a shared PostgreSQL pool
 }
 
-const schema = `
-CREATE TABLE IF NOT EXISTS commands (
+// sqliteMigrations are the schema of a live.db file, applied in order (sqldb.MigrateSQLite; the
+// first is written IF NOT EXISTS for files made before migrations were versioned). Never edit a
+// released one: append.
+var sqliteMigrations = []string{
+	`CREATE TABLE IF NOT EXISTS commands (
 	repo TEXT NOT NULL, pr INTEGER NOT NULL, comment INTEGER NOT NULL, line INTEGER NOT NULL, text TEXT NOT NULL,
 	kind TEXT NOT NULL, field TEXT NOT NULL DEFAULT '', claim TEXT NOT NULL DEFAULT '', actor TEXT NOT NULL, reason TEXT NOT NULL DEFAULT '',
 	at TEXT NOT NULL,
 	PRIMARY KEY (repo, pr, comment, line, text));
-CREATE INDEX IF NOT EXISTS commands_pr ON commands (repo, pr);
-CREATE TABLE IF NOT EXISTS judged (
+CREATE INDEX IF NOT EXISTS commands_pr ON commands (repo, pr);`,
+	`CREATE TABLE judged (
 	repo TEXT NOT NULL, pr INTEGER NOT NULL, head TEXT NOT NULL, title TEXT NOT NULL, at TEXT NOT NULL, verdicts TEXT NOT NULL,
-	PRIMARY KEY (repo, pr));`
+	PRIMARY KEY (repo, pr));`,
+}
 
 // postgresMigrations are the schema on PostgreSQL, applied in order (sqldb.MigratePostgres). Never
 // edit a released one: append.
@@ -76,9 +80,9 @@ func Open(ctx context.Context, path string) (*DB, error) {
 		return nil, fmt.Errorf("open live state %s: %w", path, err)
 	}
 	db.SetMaxOpenConns(1) // one writer; the data is small
-	if _, err := db.ExecContext(ctx, schema); err != nil {
+	if err := sqldb.MigrateSQLite(ctx, db, "live state "+path, sqliteMigrations); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("create live state %s: %w", path, err)
+		return nil, err
 	}
 	return &DB{db: db, owned: true}, nil
 }
