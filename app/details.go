@@ -24,7 +24,6 @@ import (
 	"github.com/parleyhq/parley/app/pages"
 	"github.com/parleyhq/parley/core"
 	"github.com/parleyhq/parley/reconcile"
-	"github.com/parleyhq/parley/reconcile/driftstate"
 	"github.com/parleyhq/parley/trailers/ledger"
 )
 
@@ -230,16 +229,15 @@ func (d *Details) field(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "The f parameter must be a field address: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	now := d.now()
 	var page pages.Field
 	err = d.withRepository(r.Context(), full, inst, func(src inspect.Source) error {
-		var err error
-		if src.Live, page.Drift, err = d.driftOf(r.Context(), full, f); err != nil {
-			return err
+		if d.Drift != nil {
+			if st := d.Drift.stateOf(full); st != nil {
+				src.Drift = st
+			}
 		}
-		drift := page.Drift
-		page, err = inspect.New(src).Field(f, now)
-		page.Drift = drift
+		var err error
+		page, err = inspect.New(src).Field(f, d.now())
 		return err
 	})
 	if err != nil {
@@ -324,61 +322,6 @@ func (d *Details) withRepository(ctx context.Context, full string, inst int64, f
 		return fmt.Errorf("%s: read %s: %w", full, branch, err)
 	}
 	return fn(inspect.Source{Repository: full, Ledger: led, Policy: pol, Files: files})
-}
-
-// driftOf reads the drift state's claims and verdicts on f, when the drift loop serves the
-// repository: each claim closed since (the actor let go of it) ends there on the timeline.
-func (d *Details) driftOf(ctx context.Context, full string, f core.Field) ([]core.Claim, []pages.DriftVerdict, error) {
-	if d.Drift == nil {
-		return nil, nil, nil
-	}
-	st := d.Drift.stateOf(full)
-	if st == nil {
-		return nil, nil, nil
-	}
-	claims, err := st.Claims(ctx, f, true)
-	if err != nil {
-		return nil, nil, err
-	}
-	live := make([]core.Claim, 0, len(claims))
-	for _, c := range claims {
-		cl := c.Claim
-		if !c.Closed.IsZero() && (cl.Expires.IsZero() || c.Closed.Before(cl.Expires)) {
-			cl.Expires = c.Closed
-		}
-		live = append(live, cl)
-	}
-	recs, err := st.Verdicts(ctx, f)
-	if err != nil {
-		return nil, nil, err
-	}
-	verdicts := make([]pages.DriftVerdict, 0, len(recs))
-	for _, rec := range recs {
-		verdicts = append(verdicts, pages.DriftVerdict{At: rec.At, Verdict: rec.Verdict, Evidence: evidenceText(rec)})
-	}
-	return live, verdicts, nil
-}
-
-// evidenceText says in words what a drift verdict was judged on and what it did.
-func evidenceText(rec driftstate.Record) string {
-	var parts []string
-	if len(rec.Evidence) > 0 {
-		parts = append(parts, "events "+strings.Join(rec.Evidence, ", "))
-	}
-	if rec.Action != "" {
-		a := rec.Action
-		if rec.Commit != "" {
-			a += " in " + rec.Commit[:min(12, len(rec.Commit))]
-		}
-		if rec.PR != 0 {
-			a += fmt.Sprintf(" (pull request #%d)", rec.PR)
-		}
-		parts = append(parts, a)
-	}
-	if rec.Note != "" {
-		parts = append(parts, rec.Note)
-	}
-	return strings.Join(parts, "; ")
 }
 
 func (d *Details) fail(w http.ResponseWriter, full string, err error) {

@@ -6,6 +6,7 @@
 package inspect
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"sort"
@@ -16,6 +17,7 @@ import (
 	"github.com/parleyhq/parley/core"
 	"github.com/parleyhq/parley/policy"
 	"github.com/parleyhq/parley/policy/arbiter"
+	"github.com/parleyhq/parley/reconcile/driftstate"
 	"github.com/parleyhq/parley/reconcile/gitops"
 )
 
@@ -40,6 +42,15 @@ type Source struct {
 	Holds map[core.Field][]pages.Window
 	// Dependents answers a field's dependents for the verdict (the dependency graph); nil: none.
 	Dependents func(core.Field) []core.Dependent
+	// Drift is the repository's drift state: each field's claims made outside Git, standing or
+	// closed, and the drift verdicts with their evidence. nil: none.
+	Drift DriftState
+}
+
+// DriftState is what inspect reads of a drift state (a driftstate.DB).
+type DriftState interface {
+	Claims(ctx context.Context, f core.Field, all bool) ([]driftstate.Claim, error)
+	Verdicts(ctx context.Context, f core.Field) ([]driftstate.Record, error)
 }
 
 // Inspector gathers pages from one Source. Not safe for concurrent use (its arbiter caches).
@@ -73,8 +84,8 @@ func New(src Source) *Inspector {
 	return in
 }
 
-// Fields lists the fields matching p (the zero pattern: every field) that have claims in Git or
-// standing live claims, sorted.
+// Fields lists the fields matching p (the zero pattern: every field) that have claims in Git,
+// standing live claims or drift verdicts, sorted.
 func (in *Inspector) Fields(p core.FieldPattern) ([]core.Field, error) {
 	fs, err := in.src.Ledger.Fields(p)
 	if err != nil {
@@ -88,6 +99,19 @@ func (in *Inspector) Fields(p core.FieldPattern) ([]core.Field, error) {
 		if !seen[c.Field] && (p.Scheme == "" || p.Match(c.Field)) {
 			seen[c.Field] = true
 			fs = append(fs, c.Field)
+		}
+	}
+	if in.src.Drift != nil {
+		// The fields drift was judged on, Git's claims or not.
+		recs, err := in.src.Drift.Verdicts(context.Background(), core.Field{})
+		if err != nil {
+			return nil, fmt.Errorf("list the drift state's fields: %w", err)
+		}
+		for _, r := range recs {
+			if f := r.Verdict.Field; !seen[f] && (p.Scheme == "" || p.Match(f)) {
+				seen[f] = true
+				fs = append(fs, f)
+			}
 		}
 	}
 	slices.SortFunc(fs, func(a, b core.Field) int { return strings.Compare(a.String(), b.String()) })
@@ -106,6 +130,13 @@ func (in *Inspector) Field(f core.Field, at time.Time) (pages.Field, error) {
 		if c.Field == f {
 			page.Live = append(page.Live, c)
 		}
+	}
+	if in.src.Drift != nil {
+		live, drift, err := driftOf(context.Background(), in.src.Drift, f)
+		if err != nil {
+			return page, err
+		}
+		page.Live, page.Drift = append(page.Live, live...), drift
 	}
 	slices.SortStableFunc(page.Live, func(a, b core.Claim) int { return a.At.Compare(b.At) })
 
@@ -209,6 +240,54 @@ func (in *Inspector) Index(p core.FieldPattern, at time.Time, limit int) (pages.
 		idx.Gates = append(idx.Gates, in.gates[f]...)
 	}
 	return idx, fields, nil
+}
+
+// driftOf reads the drift state's claims and verdicts on f: each claim closed since (its actor let
+// go of it) ends there on the timeline.
+func driftOf(ctx context.Context, st DriftState, f core.Field) ([]core.Claim, []pages.DriftVerdict, error) {
+	claims, err := st.Claims(ctx, f, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	live := make([]core.Claim, 0, len(claims))
+	for _, c := range claims {
+		cl := c.Claim
+		if !c.Closed.IsZero() && (cl.Expires.IsZero() || c.Closed.Before(cl.Expires)) {
+			cl.Expires = c.Closed
+		}
+		live = append(live, cl)
+	}
+	recs, err := st.Verdicts(ctx, f)
+	if err != nil {
+		return nil, nil, err
+	}
+	verdicts := make([]pages.DriftVerdict, 0, len(recs))
+	for _, rec := range recs {
+		verdicts = append(verdicts, pages.DriftVerdict{At: rec.At, Verdict: rec.Verdict, Evidence: evidenceText(rec)})
+	}
+	return live, verdicts, nil
+}
+
+// evidenceText says in words what a drift verdict was judged on and what it did.
+func evidenceText(rec driftstate.Record) string {
+	var parts []string
+	if len(rec.Evidence) > 0 {
+		parts = append(parts, "events "+strings.Join(rec.Evidence, ", "))
+	}
+	if rec.Action != "" {
+		a := rec.Action
+		if rec.Commit != "" {
+			a += " in " + rec.Commit[:min(12, len(rec.Commit))]
+		}
+		if rec.PR != 0 {
+			a += fmt.Sprintf(" (pull request #%d)", rec.PR)
+		}
+		parts = append(parts, a)
+	}
+	if rec.Note != "" {
+		parts = append(parts, rec.Note)
+	}
+	return strings.Join(parts, "; ")
 }
 
 // lookup answers the policy's git() and git_values() from the ledger.

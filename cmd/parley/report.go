@@ -19,10 +19,11 @@ import (
 	"github.com/parleyhq/parley/app/pages"
 	"github.com/parleyhq/parley/core"
 	"github.com/parleyhq/parley/reconcile"
+	"github.com/parleyhq/parley/reconcile/driftstate"
 )
 
 func newReportCmd() *cobra.Command {
-	var repo, field, out, at string
+	var repo, field, out, at, state string
 	cmd := &cobra.Command{
 		Use:   "report --out DIR [--repo DIR] [--field PATTERN]",
 		Short: "Write a field's owners, claims and verdict as static HTML pages, with timeline pictures",
@@ -33,9 +34,12 @@ gates in force). The pages are plain HTML with inline SVG, no script and nothing
 elsewhere: open DIR/index.html in a browser, or publish the directory.
 
 The verdicts are decided under the policy on the repository's default branch, at --at (default now),
-from the claims in the repository's Git ledger.`,
+from the claims in the repository's Git ledger and, with --state, the live claims of a drift state
+(parley serve's drift.db, or one parley ingest --apply wrote), whose drift verdicts are then shown
+with their evidence too.`,
 		Example: `  parley demo --dir /tmp/demo && parley report --repo /tmp/demo --out /tmp/demo-report
-  parley report --repo ./infra --field 'k8s:apps/Deployment/prod/*#/spec/replicas' --out report`,
+  parley report --repo ./infra --field 'k8s:apps/Deployment/prod/*#/spec/replicas' --out report
+  parley report --repo ./infra --state /var/lib/parley/drift.db --out report`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if out == "" {
@@ -75,7 +79,19 @@ from the claims in the repository's Git ledger.`,
 				return err
 			}
 			abs, _ := filepath.Abs(repo)
-			ins := inspect.New(inspect.Source{Repository: filepath.Base(abs), Ledger: r, Policy: pol, Files: files})
+			source := inspect.Source{Repository: filepath.Base(abs), Ledger: r, Policy: pol, Files: files}
+			if state != "" {
+				if _, err := os.Stat(state); err != nil {
+					return usageErr(fmt.Errorf("--state: %w", err))
+				}
+				st, err := driftstate.Open(cmd.Context(), state)
+				if err != nil {
+					return usageErr(fmt.Errorf("--state: %w", err))
+				}
+				defer st.Close()
+				source.Drift = st
+			}
+			ins := inspect.New(source)
 			idx, fields, err := ins.Index(pattern, now, 0)
 			if err != nil {
 				return err
@@ -95,6 +111,7 @@ from the claims in the repository's Git ledger.`,
 	cmd.Flags().StringVar(&field, "field", "", "only the fields matching this pattern (default: every field with claims)")
 	cmd.Flags().StringVar(&out, "out", "", "the directory to write the pages to (created; pages in it are replaced)")
 	cmd.Flags().StringVar(&at, "at", "", "decide the verdicts at this RFC 3339 time (default now)")
+	cmd.Flags().StringVar(&state, "state", "", "a drift state (drift.db) whose live claims and drift verdicts to show")
 	return cmd
 }
 

@@ -87,3 +87,31 @@ func TestReportWritesTheDemoRepositorysPages(t *testing.T) {
 		}
 	}
 }
+
+// TestReportShowsADriftState: with --state, the live claims a drift state holds are on the
+// timeline and its drift verdicts are listed with their evidence.
+func TestReportShowsADriftState(t *testing.T) {
+	repo := filepath.Join(t.TempDir(), "demo")
+	if _, err := demo.Build(repo); err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(t.TempDir(), "drift.db")
+	if code, out, stderr := runIn(t, "", "ingest", "../../examples/drift/k8s-audit.json", "--repo", repo, "--state", state); code != 0 {
+		t.Fatalf("ingest: exit %d\n%s%s", code, out, stderr)
+	}
+	out := filepath.Join(t.TempDir(), "report")
+	if code, stdout, stderr := runIn(t, "", "report", "--repo", repo, "--out", out, "--state", state, "--at", "2026-11-20T10:06:00Z",
+		"--field", "k8s:apps/Deployment/prod/web#/spec/replicas"); code != 0 {
+		t.Fatalf("report: exit %d\n%s%s", code, stdout, stderr)
+	}
+	page, err := os.ReadFile(filepath.Join(out, "fields", pageName(core.K8sField("apps", "Deployment", "prod", "web", "/spec/replicas"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(page), `class="claim live`) || !strings.Contains(string(page), "Drift verdicts") || !strings.Contains(string(page), "k8s-audit/") {
+		t.Errorf("the replicas page lacks the drift state's claims or verdicts")
+	}
+	if code, _, stderr := runIn(t, "", "report", "--repo", repo, "--out", out, "--state", filepath.Join(t.TempDir(), "none.db")); code != exitUsage || !strings.Contains(stderr, "--state") {
+		t.Errorf("a missing state: exit %d %s", code, stderr)
+	}
+}
