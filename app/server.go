@@ -358,16 +358,22 @@ func (s *Server) newDrift(ctx context.Context, gh *githubApp, repos *repocache.C
 		StatePath:  func(repo string) string { return repoStatePath(dir, repo) },
 		PolicyPath: s.cfg.PolicyPath, Mode: mode, Author: object.Signature{Name: author.Name, Email: author.Address},
 		State: st, Log: s.log, Metrics: metrics}
+	found, err := repoStates(dir)
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
+	return s.serveRepositories(ctx, d, found)
+}
+
+// serveRepositories opens the drift state of every configured repository and of every one a state
+// was found for, so that their timers run from the start; on failure it closes d.
+func (s *Server) serveRepositories(ctx context.Context, d *Drift, found []string) (*Drift, error) {
 	for _, ref := range s.cfg.Repositories() {
 		if err := d.Serve(ctx, ref.Repository, ref.Branch); err != nil {
 			d.Close()
 			return nil, err
 		}
-	}
-	found, err := repoStates(dir)
-	if err != nil {
-		d.Close()
-		return nil, err
 	}
 	for _, repo := range found {
 		if err := d.Serve(ctx, repo, d.branchOf(repo)); err != nil {
@@ -401,19 +407,7 @@ func (s *Server) newSharedDrift(ctx context.Context, gh *githubApp, repos *repoc
 	if err != nil {
 		return nil, err
 	}
-	for _, ref := range s.cfg.Repositories() {
-		if err := d.Serve(ctx, ref.Repository, ref.Branch); err != nil {
-			d.Close()
-			return nil, err
-		}
-	}
-	for _, repo := range found {
-		if err := d.Serve(ctx, repo, d.branchOf(repo)); err != nil {
-			d.Close()
-			return nil, err
-		}
-	}
-	return d, nil
+	return s.serveRepositories(ctx, d, found)
 }
 
 // newSignIn configures sign-in to the details pages with the App's OAuth client. The cookies are
