@@ -64,32 +64,10 @@ func TestServeEndToEnd(t *testing.T) {
 	secret := "e2e-webhook-secret"
 	start := func() (*exec.Cmd, string) {
 		t.Helper()
-		cmd := exec.Command(bin, "serve")
-		cmd.Env = append(os.Environ(), "PARLEY_APP_ID=31337", "PARLEY_PRIVATE_KEY_FILE="+keyFile, "PARLEY_WEBHOOK_SECRETS=old-secret,"+secret,
+		p := startServe(t, bin, "PARLEY_APP_ID=31337", "PARLEY_PRIVATE_KEY_FILE="+keyFile, "PARLEY_WEBHOOK_SECRETS=old-secret,"+secret,
 			"PARLEY_LISTEN=127.0.0.1:0", "PARLEY_STORE="+filepath.Join(storeDir, "parley.db"), "PARLEY_GITHUB_URL="+gh.URL+"/api/v3/",
 			"PARLEY_WORKERS=2", "PARLEY_SHUTDOWN_GRACE=10s")
-		var logs bytes.Buffer
-		cmd.Stderr = &logs
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-		deadline := time.Now().Add(20 * time.Second)
-		for time.Now().Before(deadline) {
-			if i := strings.Index(logs.String(), `"addr":"`); i >= 0 {
-				addr := logs.String()[i+8:]
-				addr = addr[:strings.IndexByte(addr, '"')]
-				if resp, err := http.Get("http://" + addr + "/readyz"); err == nil {
-					resp.Body.Close()
-					if resp.StatusCode == 200 {
-						return cmd, "http://" + addr
-					}
-				}
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		t.Fatalf("parley serve did not become ready:\n%s", logs.String())
-		return nil, ""
+		return p.cmd, p.url
 	}
 	deliver := func(url string, n int) int {
 		t.Helper()
