@@ -231,11 +231,6 @@ func (d *Details) field(w http.ResponseWriter, r *http.Request) {
 	}
 	var page pages.Field
 	err = d.withRepository(r.Context(), full, inst, func(src inspect.Source) error {
-		if d.Drift != nil {
-			if st := d.Drift.stateOf(full); st != nil {
-				src.Drift = st
-			}
-		}
 		var err error
 		page, err = inspect.New(src).Field(f, d.now())
 		return err
@@ -273,7 +268,7 @@ func (d *Details) index(w http.ResponseWriter, r *http.Request) {
 var errNoPolicy = errors.New("no valid policy on the default branch")
 
 // withRepository brings the repository's clone up to date and runs fn on its default branch:
-// the ledger, the policy and the files.
+// the ledger, the policy and the files, and the drift state when this process serves it.
 func (d *Details) withRepository(ctx context.Context, full string, inst int64, fn func(inspect.Source) error) error {
 	gh, err := d.GitHub.Client(inst)
 	if err != nil {
@@ -321,7 +316,13 @@ func (d *Details) withRepository(ctx context.Context, full string, inst int64, f
 	if err != nil {
 		return fmt.Errorf("%s: read %s: %w", full, branch, err)
 	}
-	return fn(inspect.Source{Repository: full, Ledger: led, Policy: pol, Files: files})
+	src := inspect.Source{Repository: full, Ledger: led, Policy: pol, Files: files}
+	if d.Drift != nil {
+		if st := d.Drift.stateOf(full); st != nil {
+			src.Drift = st // the drift loop serves the repository here: its claims and verdicts too
+		}
+	}
+	return fn(src)
 }
 
 func (d *Details) fail(w http.ResponseWriter, full string, err error) {
