@@ -2,17 +2,14 @@ package app
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/parleyhq/parley/app/config"
 	"github.com/parleyhq/parley/core"
 	"github.com/parleyhq/parley/webhooks"
 )
@@ -73,8 +70,6 @@ func (b *pageBrowser) open(u string) (int, string, string) {
 // access, and anyone asking after a repository the App is not on, get the same 404; nobody sees a
 // page without signing in.
 func TestDetailsPagesBehindSignIn(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	dir, git := remote(t)
 	gh, _, pemKey := fakeApp(t)
 	gh.SetOAuthApp("Iv1.parley", "oauth-secret")
@@ -92,19 +87,7 @@ func TestDetailsPagesBehindSignIn(t *testing.T) {
 	env := map[string]string{"PARLEY_APP_ID": "99", "PARLEY_PRIVATE_KEY": string(pemKey), "PARLEY_WEBHOOK_SECRETS": "hook",
 		"PARLEY_GITHUB_URL": gh.URL + "/api/v3/", "PARLEY_STORE": t.TempDir() + "/parley.db", "PARLEY_LISTEN": fmt.Sprintf("127.0.0.1:%d", port),
 		"PARLEY_PUBLIC_URL": public, "PARLEY_OAUTH_CLIENT_ID": "Iv1.parley", "PARLEY_OAUTH_CLIENT_SECRET": "oauth-secret"}
-	cfg, err := config.Load("", func(k string) string { return env[k] })
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := NewServer(ctx, cfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	ready := make(chan string, 1)
-	go func() { done <- srv.Run(ctx, func(a string) { ready <- a }) }()
-	<-ready
-	defer func() { cancel(); <-done }()
+	runServe(t, env)
 
 	// The pull request's webhook: judged, its check run links the page.
 	body := prEvent(t, dir, git("rev-parse", "main"), git("rev-parse", "refs/pull/7/head"), "opened")

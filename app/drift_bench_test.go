@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -13,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/parleyhq/parley/app/config"
 	"github.com/parleyhq/parley/internal/demo"
 	"github.com/parleyhq/parley/internal/gittest"
 	"github.com/parleyhq/parley/webhooks"
@@ -34,7 +32,6 @@ type servedDrift struct {
 
 func serveDrift(tb testing.TB, n int) *servedDrift {
 	tb.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
 	work := filepath.Join(tb.TempDir(), "work")
 	if _, err := demo.Build(work); err != nil {
 		tb.Fatal(err)
@@ -58,31 +55,11 @@ func serveDrift(tb testing.TB, n int) *servedDrift {
 	gh.SetInstallation("acme/infra", 5)
 	gh.SetRepository("acme/infra", map[string]any{"clone_url": cloneURL, "default_branch": "main"})
 	dir := tb.TempDir()
-	cfg, err := config.Load("", func(k string) string {
-		return map[string]string{"PARLEY_APP_ID": "99", "PARLEY_PRIVATE_KEY": string(pemKey), "PARLEY_WEBHOOK_SECRETS": "hook",
-			"PARLEY_GITHUB_URL": gh.URL + "/api/v3/", "PARLEY_STORE": filepath.Join(dir, "parley.db"), "PARLEY_LISTEN": "127.0.0.1:0",
-			"PARLEY_KUBE_AUDIT_TOKEN": "audit-token", "PARLEY_GITOPS_REPOSITORY": "acme/infra", "PARLEY_WRITE_MODE": "direct"}[k]
-	})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	srv, err := NewServer(ctx, cfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	addr := make(chan string, 1)
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx, func(a string) { addr <- a }) }() // ended by stop
-	s := &servedDrift{tb: tb, url: "http://" + <-addr + "/events/k8s-audit", bare: bare, cloneURL: cloneURL, work: g}
-	stopped := false
-	s.stop = func() error {
-		if stopped {
-			return nil
-		}
-		stopped = true
-		cancel()
-		return <-done
-	}
+	_, base, stopServe := runServe(tb, map[string]string{"PARLEY_APP_ID": "99", "PARLEY_PRIVATE_KEY": string(pemKey), "PARLEY_WEBHOOK_SECRETS": "hook",
+		"PARLEY_GITHUB_URL": gh.URL + "/api/v3/", "PARLEY_STORE": filepath.Join(dir, "parley.db"), "PARLEY_LISTEN": "127.0.0.1:0",
+		"PARLEY_KUBE_AUDIT_TOKEN": "audit-token", "PARLEY_GITOPS_REPOSITORY": "acme/infra", "PARLEY_WRITE_MODE": "direct"})
+	s := &servedDrift{tb: tb, url: base + "/events/k8s-audit", bare: bare, cloneURL: cloneURL, work: g}
+	s.stop = stopServe
 	tb.Cleanup(func() { s.stop() })
 	return s
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -228,8 +227,7 @@ func readTestdataFile(t *testing.T, path string) []byte {
 // repository; an unknown cluster is refused at the door; an event posted without a cluster has
 // nowhere to go and is dead-lettered with the reason.
 func TestServeRoutesClusterEventsToTheirRepositories(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	ctx := context.Background()
 	gh, _, pemKey := fakeApp(t)
 	eu := hostDemo(t, gh, "acme/prod-eu", 5)
 	us := hostDemo(t, gh, "acme/prod-us", 6)
@@ -238,19 +236,7 @@ func TestServeRoutesClusterEventsToTheirRepositories(t *testing.T) {
 		"PARLEY_GITHUB_URL": gh.URL + "/api/v3/", "PARLEY_STORE": filepath.Join(dir, "parley.db"), "PARLEY_LISTEN": "127.0.0.1:0",
 		"PARLEY_KUBE_AUDIT_TOKEN": "audit-token", "PARLEY_WRITE_MODE": "direct", "PARLEY_MAX_ATTEMPTS": "1",
 		"PARLEY_CLUSTERS": "eu-1=acme/prod-eu, us-1=acme/prod-us@main"}
-	cfg, err := config.Load("", func(k string) string { return env[k] })
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := NewServer(ctx, cfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := make(chan string, 1)
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx, func(a string) { addr <- a }) }()
-	base := "http://" + <-addr
-	defer func() { cancel(); <-done }()
+	srv, base, _ := runServe(t, env)
 
 	// The example's changes, made a minute ago: the server judges on its own clock.
 	at := time.Now().UTC().Add(-time.Minute).Format("2006-01-02T15:04:05")

@@ -1,0 +1,44 @@
+package app
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+
+	"github.com/parleyhq/parley/app/config"
+)
+
+// runServe loads env as parley serve's configuration, starts the server and returns it with its
+// base URL and the function that stops it (and returns Run's error); the test's end stops it too.
+func runServe(tb testing.TB, env map[string]string) (srv *Server, base string, stop func() error) {
+	tb.Helper()
+	cfg, err := config.Load("", func(k string) string { return env[k] })
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	srv, err = NewServer(ctx, cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		cancel()
+		tb.Fatal(err)
+	}
+	addr := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx, func(a string) { addr <- a }) }()
+	select {
+	case a := <-addr:
+		base = "http://" + a
+	case err := <-done:
+		cancel()
+		tb.Fatalf("parley serve stopped before it listened: %v", err)
+	}
+	var once sync.Once
+	var runErr error
+	stop = func() error {
+		once.Do(func() { cancel(); runErr = <-done })
+		return runErr
+	}
+	tb.Cleanup(func() { stop() })
+	return srv, base, stop
+}
