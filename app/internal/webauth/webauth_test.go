@@ -1,6 +1,7 @@
 package webauth
 
 import (
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -90,16 +91,11 @@ func (b *browser) follow(u string) (*http.Response, []string) {
 func body(t *testing.T, resp *http.Response) string {
 	t.Helper()
 	defer resp.Body.Close()
-	var b strings.Builder
-	buf := make([]byte, 4096)
-	for {
-		n, err := resp.Body.Read(buf)
-		b.Write(buf[:n])
-		if err != nil {
-			break
-		}
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return b.String()
+	return string(b)
 }
 
 func TestSignInWithGitHubThenTheSessionCarries(t *testing.T) {
