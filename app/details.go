@@ -13,8 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-git/go-git/v5"
-	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/google/go-github/v60/github"
 
 	"github.com/parleyhq/parley/app/inspect"
@@ -304,17 +302,9 @@ func (d *Details) withRepository(ctx context.Context, full string, inst int64, f
 	if _, err := led.Update(ctx, branch); err != nil {
 		return fmt.Errorf("%s: update ledger of %s: %w", full, branch, err)
 	}
-	g, err := git.PlainOpen(dir)
+	files, _, err := reconcile.ReadFiles(dir, "refs/heads/"+branch)
 	if err != nil {
-		return err
-	}
-	ref, err := g.Reference(plumbing.NewBranchReferenceName(branch), true)
-	if err != nil {
-		return fmt.Errorf("%s: branch %s: %w", full, branch, err)
-	}
-	files, err := reconcile.ReadTree(g, ref.Hash())
-	if err != nil {
-		return fmt.Errorf("%s: read %s: %w", full, branch, err)
+		return fmt.Errorf("%s: %w", full, err)
 	}
 	src := inspect.Source{Repository: full, Ledger: led, Policy: pol, Files: files}
 	if d.Drift != nil {

@@ -11,8 +11,6 @@ import (
 	"regexp"
 	"time"
 
-	"github.com/go-git/go-git/v5"
-	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/spf13/cobra"
 
 	"github.com/parleyhq/parley/app/inspect"
@@ -74,7 +72,7 @@ with their evidence too.`,
 			if err != nil {
 				return err
 			}
-			files, err := branchFiles(r.dir, r.branch)
+			files, _, err := reconcile.ReadFiles(r.dir, "refs/heads/"+r.branch)
 			if err != nil {
 				return err
 			}
@@ -113,23 +111,6 @@ with their evidence too.`,
 	cmd.Flags().StringVar(&at, "at", "", "decide the verdicts at this RFC 3339 time (default now)")
 	cmd.Flags().StringVar(&state, "state", "", "a drift state (drift.db) whose live claims and drift verdicts to show")
 	return cmd
-}
-
-// branchFiles reads the files of branch's tip, for the gates Parley wrote.
-func branchFiles(dir, branch string) (map[string][]byte, error) {
-	repo, err := git.PlainOpen(dir)
-	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", dir, err)
-	}
-	ref, err := repo.Reference(plumbing.NewBranchReferenceName(branch), true)
-	if err != nil {
-		return nil, fmt.Errorf("%s: branch %s: %w", dir, branch, err)
-	}
-	files, err := reconcile.ReadTree(repo, ref.Hash())
-	if err != nil {
-		return nil, fmt.Errorf("%s: read %s: %w", dir, branch, err)
-	}
-	return files, nil
 }
 
 // writeReport writes index.html and fields/<name>.html into dir, each page complete in a
