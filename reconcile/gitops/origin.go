@@ -25,8 +25,8 @@ func RepoKey(raw string) string {
 		}
 		host, p = u.Hostname(), u.Path
 	} else if user, rest, ok := strings.Cut(raw, "@"); ok && !strings.Contains(user, "/") && !strings.Contains(raw, "://") {
-		// scp-like syntax: user@host:path
-		if host, p, ok = strings.Cut(rest, ":"); !ok {
+		// scp-like syntax: user@host:path. A host holds no slash: "@/:0" names no repository.
+		if host, p, ok = strings.Cut(rest, ":"); !ok || strings.ContainsAny(host, "/\\") {
 			return ""
 		}
 	} else {
