@@ -47,7 +47,15 @@ var scenarios = map[string][]keyVerdict{
 		{"2026-11-21T18:00:00Z", "enforce-git", `git="20"`, "no-contest"},
 		{"2026-11-22T02:10:00Z", "yield", `oncall="60"`, "rule.incident-first"},
 		{"2026-11-22T03:00:00Z", "yield", `oncall="60"`, "rule.incident-first"},
-		{"2026-11-22T08:10:00Z", "enforce-git", `git="20"`, "git-tie"},
+		{"2026-11-22T07:00:00Z", "yield", `oncall="60"`, "rule.incident-first"},
+		{"2026-11-22T08:10:00Z", "enforce-git", `git="20"`, "no-contest"},
+	},
+	"downgraded-incident": {
+		{"2026-11-23T08:00:00Z", "enforce-git", "git=4", "no-contest"},
+		{"2026-11-23T09:00:00Z", "yield", "oncall=12", "rank"},
+		{"2026-11-24T09:00:00Z", "enforce-git", "git=4", "no-contest"},
+		{"2026-11-25T09:00:00Z", "yield", "developers=12", "rank"},
+		{"2026-11-26T09:00:00Z", "enforce-git", "git=4", "no-contest"},
 	},
 	"incident-vs-launch": {
 		{"2026-11-20T09:00:00Z", "enforce-git", "git=10", "no-contest"},
@@ -79,6 +87,7 @@ var scenarios = map[string][]keyVerdict{
 		{"2026-11-22T10:00:00Z", "yield", "hpa=6", "owner.replicas"},
 		{"2026-11-22T10:10:00Z", "yield", "oncall=12", "owner.replicas"},
 		{"2026-11-22T11:00:00Z", "yield", "oncall=12", "owner.replicas"},
+		{"2026-11-22T14:00:00Z", "yield", "oncall=12", "owner.replicas"},
 		{"2026-11-22T14:10:00Z", "yield", "hpa=9", "owner.replicas"},
 	},
 }

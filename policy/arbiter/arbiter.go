@@ -482,8 +482,18 @@ func (d *decision) trust(v *view, subject *policy.Actor) {
 		if name == "" {
 			name = "an unknown actor (" + c.Actor.Identity.String() + ")"
 		}
-		d.step("trust", "downgraded", fmt.Sprintf("%s asserts motivation %s, but %s may not assert it (trusted: %s); the claim is treated as having no motivation",
-			who, c.Motivation.String(), name, strings.Join(m.AssertedBy, ", ")))
+		detail := fmt.Sprintf("%s asserts motivation %s, but %s may not assert it (trusted: %s); the claim is treated as having no motivation",
+			who, c.Motivation.String(), name, strings.Join(m.AssertedBy, ", "))
+		// The claim keeps the asserted motivation's lifetime: asserting what one may not must never
+		// buy a longer stay than asserting it honestly would (without this, a downgraded claim has
+		// no expiry and a winning one is adopted into Git for good). Git's claim does not expire.
+		if !v.Git {
+			if bounded, _ := boundLifetime(c, m); bounded {
+				detail += fmt.Sprintf(", but it is still bounded by the lifetime of motivation %s (%s): it expires at %s",
+					m.Name, lifetimeText(m), fmtTime(c.Expires))
+			}
+		}
+		d.step("trust", "downgraded", detail)
 		c.Motivation = core.Motivation{}
 		v.Downgraded = true
 		return
@@ -492,14 +502,36 @@ func (d *decision) trust(v *view, subject *policy.Actor) {
 	if v.Git {
 		return // Git's claim does not expire: lifetimes bound live claims
 	}
+	if _, capped := boundLifetime(c, m); capped {
+		d.step("lifetime", "capped", fmt.Sprintf("%s's claim is capped at the %s maximum lifetime of motivation %s: it expires at %s",
+			who, fmtDuration(m.MaxLifetime), m.Name, fmtTime(c.Expires)))
+	}
+}
+
+// boundLifetime bounds c's expiry by m's lifetimes: a claim stating no expiry gets the default
+// lifetime, and none may outlast the maximum. bounded reports whether c now expires, capped whether
+// the maximum cut it short.
+func boundLifetime(c *core.Claim, m *policy.Motivation) (bounded, capped bool) {
 	if c.Expires.IsZero() && m.DefaultLifetime > 0 {
 		c.Expires = c.At.Add(m.DefaultLifetime)
 	}
 	if m.MaxLifetime > 0 && (c.Expires.IsZero() || c.Expires.After(c.At.Add(m.MaxLifetime))) {
 		c.Expires = c.At.Add(m.MaxLifetime)
-		d.step("lifetime", "capped", fmt.Sprintf("%s's claim is capped at the %s maximum lifetime of motivation %s: it expires at %s",
-			who, fmtDuration(m.MaxLifetime), m.Name, fmtTime(c.Expires)))
+		capped = true
 	}
+	return !c.Expires.IsZero() && (m.DefaultLifetime > 0 || m.MaxLifetime > 0), capped
+}
+
+// lifetimeText names a motivation's lifetimes, e.g. "default 4h, at most 12h".
+func lifetimeText(m *policy.Motivation) string {
+	var parts []string
+	if m.DefaultLifetime > 0 {
+		parts = append(parts, "default "+fmtDuration(m.DefaultLifetime))
+	}
+	if m.MaxLifetime > 0 {
+		parts = append(parts, "at most "+fmtDuration(m.MaxLifetime))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // activeLive returns the live claims still in the contest.
