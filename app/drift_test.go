@@ -360,3 +360,30 @@ func TestDriftGatesAChartRenderedObjectInItsHelmRelease(t *testing.T) {
 		t.Fatalf("the HelmRelease on main:\n%s", hr)
 	}
 }
+
+// TestDriftFiresDueTimersBeforeJudgingABody: the on-call image yield ends at 12:05 and the timer
+// loop has not run; at 13:00 a body of only a lease renewal arrives, which touches no field. The due
+// timer fires before the body is judged: Git's image is resumed.
+func TestDriftFiresDueTimersBeforeJudgingABody(t *testing.T) {
+	d, _, remote, clk := driftSetup(t, reconcile.ModeDirect)
+	ctx := context.Background()
+	if err := d.Handle(ctx, auditDelivery(t, "batch-1")); err != nil {
+		t.Fatal(err)
+	}
+	tip := remote.Run("rev-parse", "main")
+	clk.set(time.Date(2026, 11, 20, 13, 0, 0, 0, time.UTC))
+	body := `{"kind":"EventList","apiVersion":"audit.k8s.io/v1","metadata":{},"items":[{"level":"Metadata",
+"auditID":"7c1e0a00-0000-4000-8000-0000000000aa","stage":"ResponseComplete",
+"requestURI":"/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/kube-scheduler","verb":"update",
+"user":{"username":"system:kube-scheduler"},"objectRef":{"resource":"leases","namespace":"kube-system",
+"name":"kube-scheduler","apiGroup":"coordination.k8s.io","apiVersion":"v1"},"responseStatus":{"metadata":{},"code":200},
+"requestReceivedTimestamp":"2026-11-20T13:00:00.000000Z","stageTimestamp":"2026-11-20T13:00:00.000000Z"}]}`
+	del := store.Delivery{Source: store.SourceK8sAudit, ID: "leases", Event: webhooks.EventName, Body: []byte(body),
+		ReceivedAt: clk.now()}
+	if err := d.Handle(ctx, del); err != nil {
+		t.Fatal(err)
+	}
+	if got := remote.Run("log", "--format=%s", tip+"..main"); got != "parley: resume Git's /spec/template/spec/containers/0/image of Deployment prod/web" {
+		t.Fatalf("commits after the 13:00 body:\n%s", got)
+	}
+}

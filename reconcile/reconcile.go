@@ -413,7 +413,7 @@ func batchSource(b events.Batch) string {
 }
 
 func onlyEvents(b events.Batch, keep map[string]bool) events.Batch {
-	out := events.Batch{Ignored: b.Ignored}
+	out := events.Batch{Ignored: b.Ignored, Latest: b.Latest}
 	for _, id := range b.EventIDs {
 		if keep[id] {
 			out.EventIDs = append(out.EventIDs, id)

@@ -284,3 +284,32 @@ func TestIngestGatesObjectsOfRemoteCharts(t *testing.T) {
 		}
 	}
 }
+
+// TestIngestFiresDueTimersBeforeABodyOfIrrelevantEvents: on-call's image yield (from the audit
+// example) ends at 12:05; the next body, at 13:00, holds only a lease renewal, which touches no
+// field. Its time still comes: the due timer fires before it and Git's image is resumed.
+func TestIngestFiresDueTimersBeforeABodyOfIrrelevantEvents(t *testing.T) {
+	dir, git := demoRepo(t)
+	leases := filepath.Join(t.TempDir(), "leases.json")
+	body := `{"kind":"EventList","apiVersion":"audit.k8s.io/v1","metadata":{},"items":[{"level":"Metadata",
+"auditID":"7c1e0a00-0000-4000-8000-0000000000aa","stage":"ResponseComplete",
+"requestURI":"/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/kube-scheduler","verb":"update",
+"user":{"username":"system:kube-scheduler"},"objectRef":{"resource":"leases","namespace":"kube-system",
+"name":"kube-scheduler","apiGroup":"coordination.k8s.io","apiVersion":"v1"},"responseStatus":{"metadata":{},"code":200},
+"requestReceivedTimestamp":"2026-11-20T13:00:00.000000Z","stageTimestamp":"2026-11-20T13:00:00.000000Z"}]}`
+	if err := os.WriteFile(leases, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before := git.Run("rev-parse", "HEAD")
+	code, out, errOut := runCLI(t, "ingest", "--repo", dir, "--apply", driftExamples[0], leases)
+	if code != 0 {
+		t.Fatalf("exit %d: %s\n%s", code, errOut, out)
+	}
+	subjects := git.Run("log", "--format=%s", before+"..HEAD")
+	if !strings.HasPrefix(subjects, "parley: resume Git's /spec/template/spec/containers/0/image of Deployment prod/web") {
+		t.Fatalf("the yield that ended at 12:05 was not resumed before the 13:00 body; commits:\n%s\n%s", subjects, out)
+	}
+	if !strings.Contains(out, "timers due by 2026-11-20T13:00:00Z") {
+		t.Errorf("output does not show the timers firing:\n%s", out)
+	}
+}
