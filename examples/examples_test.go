@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -49,6 +50,11 @@ var scenarios = map[string][]keyVerdict{
 		{"2026-11-22T03:00:00Z", "yield", `oncall="60"`, "rule.incident-first"},
 		{"2026-11-22T07:00:00Z", "yield", `oncall="60"`, "rule.incident-first"},
 		{"2026-11-22T08:10:00Z", "enforce-git", `git="20"`, "no-contest"},
+	},
+	"console-iam-cve": {
+		{"2026-11-24T09:00:00Z", "enforce-git", "git=", "no-contest"},
+		{"2026-11-24T10:00:00Z", "veto", "git=", "immutable"},
+		{"2026-11-24T10:30:00Z", "veto", "git=", "immutable"},
 	},
 	"downgraded-incident": {
 		{"2026-11-23T08:00:00Z", "enforce-git", "git=4", "no-contest"},
@@ -207,6 +213,43 @@ func checkJSONGolden(t *testing.T, name string, changes []arbiter.Change) {
 		if !reflect.DeepEqual(cs.Live, want) {
 			t.Errorf("change %d: claims read back as\n%+v\nwant\n%+v", i+1, cs.Live, want)
 		}
+	}
+}
+
+// TestScenarioPutsVetoesToPeople: a veto the policy puts to people (veto_ask_when) proposes the
+// vetoed claim and names who is asked; one it does not only refuses.
+func TestScenarioPutsVetoesToPeople(t *testing.T) {
+	tests := []struct {
+		scenario string
+		change   int    // index into the changes
+		proposed string // actor=value of the claim put to people; "" for none
+		ask      string
+	}{
+		{"console-iam-cve", 1, "", ""}, // the developer may not assert cve: the veto only refuses
+		{"console-iam-cve", 2, `security-admin={"Statement":[{"Action":["kafka:ReadData"],"Effect":"Allow","Resource":"*"}],"Version":"2012-10-17"}`, "@acme/security-leads"},
+		{"musculature", 2, "", ""}, // no veto_ask_when: nothing changes
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%s/%d", tt.scenario, tt.change), func(t *testing.T) {
+			changes := run(t, tt.scenario)
+			if tt.change >= len(changes) {
+				t.Fatalf("only %d changes", len(changes))
+			}
+			v := changes[tt.change].Verdict
+			got := ""
+			if v.Proposed != nil {
+				got = v.Proposed.Actor.Name + "=" + v.Proposed.Value.JSON()
+			}
+			if got != tt.proposed || strings.Join(v.Ask, ",") != tt.ask {
+				t.Fatalf("proposed %q asking %v, want %q asking %q", got, v.Ask, tt.proposed, tt.ask)
+			}
+			if v.Decision != core.DecisionVeto || v.Winner == nil || v.Winner.Actor.Name != "git" {
+				t.Fatalf("Git's value must stand: %s won by %+v", v.Decision, v.Winner)
+			}
+			if tt.proposed != "" && !strings.Contains(arbiter.Explain(v), "asking "+tt.ask) {
+				t.Errorf("the explanation does not say who is asked:\n%s", arbiter.Explain(v))
+			}
+		})
 	}
 }
 

@@ -230,6 +230,10 @@ type view struct {
 	profile int32
 	status  status
 	vetoBy  string // rule name that vetoed or deferred the claim
+	// vetoRule is the rule that vetoed the claim (vetoOther the claim it was vetoed against); nil
+	// when a field block's check did.
+	vetoRule  *policy.Rule
+	vetoOther *view
 }
 
 type profileKey struct {

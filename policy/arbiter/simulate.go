@@ -134,6 +134,9 @@ func signature(v core.Verdict) string {
 		b.WriteString(v.Winner.Actor.String() + "=" + v.Winner.Value.String())
 	}
 	b.WriteString("|" + v.Until.String() + "|" + strings.Join(v.Ask, ",") + "|")
+	if v.Proposed != nil {
+		b.WriteString("proposed " + v.Proposed.Actor.String() + "=" + v.Proposed.Value.String() + "|")
+	}
 	for _, l := range v.Losers {
 		b.WriteString(l.Actor.String() + "=" + l.Value.String() + ";")
 	}

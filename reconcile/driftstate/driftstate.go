@@ -229,7 +229,12 @@ func Signature(v core.Verdict) string {
 	if v.Winner != nil {
 		w = v.Winner.Actor.String()
 	}
-	return string(v.Decision) + "|" + v.Rule + "|" + w
+	s := string(v.Decision) + "|" + v.Rule + "|" + w
+	if p := v.Proposed; p != nil {
+		// A veto put to people is asked once per proposed value: another value asks again.
+		s += "|proposed " + p.Actor.String() + "=" + p.Value.String()
+	}
+	return s
 }
 
 // Batch is everything one reconciliation records, written in one transaction.
