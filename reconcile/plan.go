@@ -28,6 +28,11 @@ const (
 	// changes no file and records the verdict, so the pull request exists and its thread is
 	// where people are asked. The field itself is left as it is.
 	ActionAsk Action = "ask"
+	// ActionPropose puts a veto to people (the policy's veto_ask_when): the vetoed value is
+	// committed on the field's proposal branch, never on the base branch, and a pull request
+	// proposes it as a reviewed Git change. Merged, it is Git's value like any other; closed, the
+	// veto stands. Writers without pull requests leave it on the branch or record the verdict only.
+	ActionPropose Action = "propose"
 )
 
 // Change is one commit's worth of Git change for one verdict.
@@ -154,6 +159,9 @@ func (p *planner) plan(v core.Verdict) (*Change, string) {
 				return c, "Git's value stands; a gate on the field's pull request branch, if any, is removed there"
 			}
 		}
+		if v.Decision == core.DecisionVeto && v.Proposed != nil {
+			return p.planPropose(v)
+		}
 		if v.Decision == core.DecisionVeto {
 			if f.Scheme == core.SchemeTerraform {
 				return nil, "vetoed: Git's value stands (the next terraform apply restores it); nothing to write"
@@ -180,6 +188,56 @@ func (p *planner) planAsk(v core.Verdict) (*Change, string) {
 		Edit: func(gitwrite.Files) (map[string][]byte, error) { return nil, nil }}
 	c.Title, c.Body, c.Message = message(v, ActionAsk, nil, askNote(v))
 	return c, ""
+}
+
+// planPropose puts a veto to people: the vetoed claim's value is written as an adoption would
+// write it, but as a proposal on its own branch, with the claim's intent, motivation and evidence
+// as the commit's trailers, so that merged it is Git's claim like any other reviewed change.
+func (p *planner) planPropose(v core.Verdict) (*Change, string) {
+	as := v
+	as.Winner = v.Proposed
+	c, why := p.planAdopt(as)
+	if c == nil {
+		return nil, "vetoed; the veto is put to people, but Parley cannot write the proposed value: " + strings.TrimPrefix(why, "adopted, but ")
+	}
+	c.Action, c.Ask, c.Branch = ActionPropose, true, proposalBranch(v.Field)
+	c.Title, c.Body, c.Message = message(v, ActionPropose, c.Files, proposeNote(v))
+	return c, ""
+}
+
+// proposalBranch is the branch of a field's proposal: apart from the field's gate branch, so a
+// proposal never mixes with a yield waiting to be merged.
+func proposalBranch(f core.Field) string {
+	return strings.Replace(branchFor(f), "parley/", "parley/propose/", 1)
+}
+
+// proposeNote says what a veto put to people means and how people end it.
+func proposeNote(v core.Verdict) string {
+	c := v.Proposed
+	who := c.Actor.Name
+	if who == "" {
+		who = c.Actor.Identity.String()
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s changed this field to %s outside Git, and the policy vetoes it (%s): Git's value stands, and the next apply restores it. "+
+		"The policy puts this veto to people, so this pull request proposes %s's value as a reviewed Git change.", who, c.Value, v.Rule, who)
+	b.WriteString("\n\n- intent: " + orDash(string(c.Intent)) + "\n- motivation: " + orDash(c.Motivation.String()) +
+		"\n- evidence: " + orDash(claimEvidence(*c)) + "\n\n")
+	if len(v.Ask) > 0 {
+		b.WriteString(strings.Join(v.Ask, ", ") + ": you are asked to decide. ")
+	} else {
+		b.WriteString("Nobody is asked: the policy names no one (no veto_ask, no escalation ask). ")
+	}
+	b.WriteString("Merge this pull request to make the value Git's, like any other reviewed change. " +
+		"Close it to keep the veto: Git's value stands, and Parley does not propose this value again.")
+	return b.String()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 // askNote says what a hold or an escalation means and how people end it.

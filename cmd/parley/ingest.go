@@ -375,6 +375,10 @@ func results(rep reconcile.Report, applied bool) []ingestResult {
 		if applied && r.Landed != nil && r.Landed.Committed {
 			ir.Commit = r.Landed.Commit
 		}
+		if !applied && r.Change != nil && r.Change.Action == reconcile.ActionPropose {
+			// The dry run's proposal branch is in its throwaway clone.
+			ir.Note = "with --apply the value is proposed on the branch " + r.Change.Branch + ", to push and open as a pull request"
+		}
 		out = append(out, ir)
 	}
 	return out
@@ -423,6 +427,9 @@ func printIngest(w io.Writer, batches []ingestBatch, timers []driftstate.Timer, 
 				state = "nothing to commit"
 			}
 			fmt.Fprintf(w, "  git:      %s %s (%s)\n", r.Action, strings.Join(r.Files, ", "), state)
+			if r.Note != "" {
+				fmt.Fprintf(w, "            %s\n", r.Note)
+			}
 			for _, f := range r.Files {
 				for _, line := range strings.Split(strings.TrimRight(r.Diff[f], "\n"), "\n") {
 					fmt.Fprintf(w, "            %s\n", line)

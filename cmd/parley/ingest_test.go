@@ -313,3 +313,87 @@ func TestIngestFiresDueTimersBeforeABodyOfIrrelevantEvents(t *testing.T) {
 		t.Errorf("output does not show the timers firing:\n%s", out)
 	}
 }
+
+// vetoAskPolicy is the demo policy with the security team's admin role, trusted to assert cve, and
+// the IAM skeleton putting a veto to people when the vetoed claim is trusted for cve.
+func vetoAskPolicy(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("../../internal/demo/policy.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	for old, repl := range map[string]string{
+		`asserted_by = ["scanner", "oncall"]`: `asserted_by = ["scanner", "oncall", "security-admin"]`,
+		"  immutable = true\n}": "  immutable = true\n  veto_ask_when = claim.motivation == \"cve\"\n  veto_ask      = [\"@acme/security-leads\"]\n}\n\n" +
+			"actor \"security-admin\" {\n  intent         = \"security\"\n  motivation     = \"cve\"\n  aws_principals = [\"arn:aws:sts::*:assumed-role/SecurityAdmin/*\", \"arn:aws:iam::*:role/SecurityAdmin\"]\n}",
+	} {
+		if !strings.Contains(s, old) {
+			t.Fatalf("the demo policy no longer has %q", old)
+		}
+		s = strings.Replace(s, old, repl, 1)
+	}
+	return s
+}
+
+// TestIngestPutsAVetoToPeopleOnAProposalBranch: the security admin tightens the consumer's IAM
+// policy in the console (CloudTrail) for a CVE. IAM is immutable, so the change is vetoed and the
+// checked-out branch keeps Git's value; but the policy puts the veto to people: the tightened
+// policy is committed on a proposal branch with the claim's intent, motivation and evidence as
+// trailers, once.
+func TestIngestPutsAVetoToPeopleOnAProposalBranch(t *testing.T) {
+	dir, git := demoRepo(t)
+	pol := filepath.Join(t.TempDir(), "policy.hcl")
+	if err := os.WriteFile(pol, []byte(vetoAskPolicy(t)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(t.TempDir(), "drift.db")
+	head := git.Run("rev-parse", "HEAD")
+	args := []string{"ingest", "--repo", dir, "--apply", "--policy", pol, "--state", state, "../../examples/drift/console-iam-cve.json"}
+	code, out, errOut := runCLI(t, args...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s\n%s", code, errOut, out)
+	}
+	if git.Run("rev-parse", "HEAD") != head || git.Run("status", "--porcelain") != "" {
+		t.Fatal("a vetoed value was written to the checked-out branch")
+	}
+	for _, want := range []string{"decision: veto (immutable)", "veto_ask_when claim.motivation == \"cve\" holds",
+		"asking @acme/security-leads", "push it and open a pull request"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	branches := git.Run("for-each-ref", "--format=%(refname:short)", "refs/heads/parley/propose/")
+	if branches == "" || strings.Contains(branches, "\n") {
+		t.Fatalf("want one proposal branch, got %q", branches)
+	}
+	msg := git.Run("log", "-1", "--format=%B", branches)
+	for _, want := range []string{"parley: propose policy of aws_iam_role_policy.consumer", "Intent: security", "Motivation: cve",
+		"Parley-Decision: veto", "Parley-Evidence: cloudtrail c0ffee00-4242-4b5c-9d8e-0f1a2b3c4d5e", "@acme/security-leads: you are asked to decide",
+		"Close it to keep the veto"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("the proposal's message lacks %q:\n%s", want, msg)
+		}
+	}
+	if diff := git.Run("diff", head, branches, "--", "infra/kafka/main.tf"); !strings.Contains(diff, "kafka-cluster:Connect") || strings.Contains(diff, "+      Action   = [\"kafka-cluster:Connect\", \"kafka-cluster:ReadData\", \"kafka-cluster:DescribeGroup\"]") {
+		t.Errorf("the proposal does not write the vetoed policy:\n%s", diff)
+	}
+	// The same veto again (a new event restating the value): people were asked already.
+	tip := git.Run("rev-parse", branches)
+	again := filepath.Join(t.TempDir(), "again.json")
+	b, _ := os.ReadFile("../../examples/drift/console-iam-cve.json")
+	b = []byte(strings.NewReplacer("c0ffee00-4242", "c0ffee00-4343", "10:30:00Z", "11:30:00Z").Replace(string(b)))
+	if err := os.WriteFile(again, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut = runCLI(t, "ingest", "--repo", dir, "--apply", "--policy", pol, "--state", state, again)
+	if code != 0 {
+		t.Fatalf("second run: exit %d: %s\n%s", code, errOut, out)
+	}
+	if git.Run("rev-parse", branches) != tip || git.Run("rev-parse", "HEAD") != head {
+		t.Fatal("the same veto was proposed again")
+	}
+	if !strings.Contains(out, "people were asked on the branch "+branches) {
+		t.Errorf("second run does not say people were asked already:\n%s", out)
+	}
+}

@@ -214,7 +214,7 @@ type Record struct {
 	Verdict  core.Verdict `json:"verdict"`
 	At       time.Time    `json:"at"`
 	Evidence []string     `json:"evidence,omitempty"` // source/event-ID pairs that led to this verdict (newest last, at most 64)
-	Action   string       `json:"action,omitempty"`   // what the verdict did: "gate", "resume", "adopt" or "" (nothing to write)
+	Action   string       `json:"action,omitempty"`   // what the verdict did: "gate", "resume", "adopt", "ask", "propose" or "" (nothing to write)
 	Commit   string       `json:"commit,omitempty"`   // the commit that carried it, if one was written
 	Branch   string       `json:"branch,omitempty"`
 	PR       int          `json:"pull_request,omitempty"`
