@@ -314,28 +314,6 @@ func TestIngestFiresDueTimersBeforeABodyOfIrrelevantEvents(t *testing.T) {
 	}
 }
 
-// vetoAskPolicy is the demo policy with the security team's admin role, trusted to assert cve, and
-// the IAM skeleton putting a veto to people when the vetoed claim is trusted for cve.
-func vetoAskPolicy(t *testing.T) string {
-	t.Helper()
-	b, err := os.ReadFile("../../internal/demo/policy.hcl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := string(b)
-	for old, repl := range map[string]string{
-		`asserted_by = ["scanner", "oncall"]`: `asserted_by = ["scanner", "oncall", "security-admin"]`,
-		"  immutable = true\n}": "  immutable = true\n  veto_ask_when = claim.motivation == \"cve\"\n  veto_ask      = [\"@acme/security-leads\"]\n}\n\n" +
-			"actor \"security-admin\" {\n  intent         = \"security\"\n  motivation     = \"cve\"\n  aws_principals = [\"arn:aws:sts::*:assumed-role/SecurityAdmin/*\", \"arn:aws:iam::*:role/SecurityAdmin\"]\n}",
-	} {
-		if !strings.Contains(s, old) {
-			t.Fatalf("the demo policy no longer has %q", old)
-		}
-		s = strings.Replace(s, old, repl, 1)
-	}
-	return s
-}
-
 // TestIngestPutsAVetoToPeopleOnAProposalBranch: the security admin tightens the consumer's IAM
 // policy in the console (CloudTrail) for a CVE. IAM is immutable, so the change is vetoed and the
 // checked-out branch keeps Git's value; but the policy puts the veto to people: the tightened
@@ -344,7 +322,7 @@ func vetoAskPolicy(t *testing.T) string {
 func TestIngestPutsAVetoToPeopleOnAProposalBranch(t *testing.T) {
 	dir, git := demoRepo(t)
 	pol := filepath.Join(t.TempDir(), "policy.hcl")
-	if err := os.WriteFile(pol, []byte(vetoAskPolicy(t)), 0o644); err != nil {
+	if err := os.WriteFile(pol, []byte(demo.VetoAskPolicy()), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	state := filepath.Join(t.TempDir(), "drift.db")
