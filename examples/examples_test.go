@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/parleyhq/parley/core"
+	"github.com/parleyhq/parley/internal/codeowners"
 	"github.com/parleyhq/parley/internal/schematest"
 	"github.com/parleyhq/parley/policy"
 	"github.com/parleyhq/parley/policy/arbiter"
@@ -62,6 +63,14 @@ var scenarios = map[string][]keyVerdict{
 		{"2026-11-24T09:00:00Z", "enforce-git", "git=4", "no-contest"},
 		{"2026-11-25T09:00:00Z", "yield", "developers=12", "rank"},
 		{"2026-11-26T09:00:00Z", "enforce-git", "git=4", "no-contest"},
+	},
+	"hold-asks-codeowners": {
+		{"2026-11-22T09:00:00Z", "enforce-git", "git=4", "no-contest"},
+		{"2026-11-22T10:00:00Z", "adopt", "kafka-agent=8", "rank"},
+		{"2026-11-22T10:05:00Z", "adopt", "kafka-agent=8", "rule.agent-tunes"},
+		{"2026-11-22T10:10:00Z", "hold", "git=4", "oscillation"},
+		{"2026-11-22T10:15:00Z", "hold", "git=4", "oscillation"},
+		{"2026-11-22T12:15:00Z", "adopt", "kafka-agent=8", "rule.agent-tunes"},
 	},
 	"incident-vs-launch": {
 		{"2026-11-20T09:00:00Z", "enforce-git", "git=10", "no-contest"},
@@ -253,6 +262,44 @@ func TestScenarioPutsVetoesToPeople(t *testing.T) {
 	}
 }
 
+// TestScenarioHoldAsksTheCodeOwners: a hold whose policy names nobody asks the CODEOWNERS of the
+// file that defines the field, and says so; without a CODEOWNERS line it says plainly that nobody
+// is asked.
+func TestScenarioHoldAsksTheCodeOwners(t *testing.T) {
+	v := run(t, "hold-asks-codeowners")[3].Verdict
+	if v.Decision != core.DecisionHold || strings.Join(v.Ask, ",") != "@acme/data-platform" {
+		t.Fatalf("%s asking %v, want a hold asking @acme/data-platform", v.Decision, v.Ask)
+	}
+	if why := arbiter.Explain(v); !strings.Contains(why, "[ask: code owners] the policy names nobody to ask for this hold; asking the code owners") ||
+		!strings.Contains(why, "line 3 of .github/CODEOWNERS (/infra/kafka/) covers infra/kafka/main.tf") {
+		t.Errorf("the explanation does not say whom it asks and why:\n%s", why)
+	}
+	// The same timeline with nobody to ask: the verdict says so.
+	p, err := policy.LoadFile(filepath.Join("hold-asks-codeowners", "policy.hcl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(filepath.Join("hold-asks-codeowners", "events.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	events, err := arbiter.ReadEvents(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changes, err := arbiter.SimulateWith(p, events, func(core.Field, string) arbiter.Owners {
+		return arbiter.Owners{From: "the repository has no CODEOWNERS file"}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v = changes[3].Verdict
+	if v.Ask != nil || !strings.Contains(arbiter.Explain(v), "[ask: nobody] the policy names nobody to ask for this hold (no escalation ask), and no code owner either: the repository has no CODEOWNERS file. Nobody is asked") {
+		t.Errorf("nobody to ask, and the verdict does not say so:\n%s", arbiter.Explain(v))
+	}
+}
+
 func run(t *testing.T, name string) []arbiter.Change {
 	t.Helper()
 	p, err := policy.LoadFile(filepath.Join(name, "policy.hcl"))
@@ -268,7 +315,12 @@ func run(t *testing.T, name string) []arbiter.Change {
 	if err != nil {
 		t.Fatal(err)
 	}
-	changes, err := arbiter.Simulate(p, events)
+	// As parley simulate does: the scenario's directory is its repository, CODEOWNERS included.
+	file, ferr := codeowners.FindInDir(name)
+	changes, err := arbiter.SimulateWith(p, events, func(_ core.Field, path string) arbiter.Owners {
+		ask, from := codeowners.Ask(file, ferr, path)
+		return arbiter.Owners{Ask: ask, From: from}
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,12 @@ package codeowners
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
 
 	co "github.com/hmarr/codeowners"
 )
@@ -78,4 +83,46 @@ func match(r *co.Rule, path string) (ok bool, err error) {
 		}
 	}()
 	return r.Match(path)
+}
+
+// Ask answers who is asked about a change to the file at path (the file that defines a field), in
+// the words a verdict quotes: the owners and the line that names them, or, with no owners, why
+// there are none. file and findErr are what Find returned; path "" means no file is known to
+// define the field.
+func Ask(file *File, findErr error, path string) (ask []string, from string) {
+	switch {
+	case findErr != nil:
+		return nil, "the CODEOWNERS file could not be read (" + findErr.Error() + ")"
+	case path == "":
+		return nil, "no file in the repository is known to define the field, so no CODEOWNERS line applies"
+	case file == nil:
+		return nil, "the repository has no CODEOWNERS file (" + strings.Join(Locations, ", ") + ")"
+	}
+	a, err := file.Owners(path)
+	switch {
+	case err != nil:
+		return nil, "the CODEOWNERS file could not be read (" + err.Error() + ")"
+	case a.Line == 0:
+		return nil, fmt.Sprintf("no line of %s covers %s, the file that defines the field", file.Path, path)
+	case len(a.Owners) == 0:
+		return nil, fmt.Sprintf("line %d of %s (%s) covers %s, the file that defines the field, but names no owner", a.Line, file.Path, a.Pattern, path)
+	}
+	return a.Owners, fmt.Sprintf("line %d of %s (%s) covers %s, the file that defines the field", a.Line, file.Path, a.Pattern, path)
+}
+
+// FindInDir is Find over the files at GitHub's locations under dir on disk (a scenario's
+// directory, a work tree).
+func FindInDir(dir string) (*File, error) {
+	files := map[string][]byte{}
+	for _, p := range Locations {
+		b, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(p)))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		files[p] = b
+	}
+	return Find(files)
 }

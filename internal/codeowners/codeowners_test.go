@@ -1,6 +1,7 @@
 package codeowners
 
 import (
+	"errors"
 	"strings"
 	"testing"
 )
@@ -67,5 +68,30 @@ func TestAPatternTheLibraryCannotMatchIsAnError(t *testing.T) {
 	}
 	if _, err := f.Owners("0"); err == nil || !strings.Contains(err.Error(), "CODEOWNERS: line 2 (/)") {
 		t.Fatalf("got %v", err)
+	}
+}
+
+func TestAskSaysWhoAndWhyInWords(t *testing.T) {
+	f, err := Parse(".github/CODEOWNERS", []byte("*.tf @acme/infra\n/docs/\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		file     *File
+		findErr  error
+		path     string
+		ask, why string
+	}{
+		{f, nil, "infra/kafka/main.tf", "@acme/infra", "line 1 of .github/CODEOWNERS (*.tf) covers infra/kafka/main.tf, the file that defines the field"},
+		{f, nil, "docs/a.tf", "", "line 2 of .github/CODEOWNERS (/docs/) covers docs/a.tf, the file that defines the field, but names no owner"},
+		{f, nil, "clusters/prod/apps.yaml", "", "no line of .github/CODEOWNERS covers clusters/prod/apps.yaml"},
+		{nil, nil, "a.tf", "", "the repository has no CODEOWNERS file"},
+		{f, nil, "", "", "no file in the repository is known to define the field"},
+		{nil, errors.New("CODEOWNERS: line 2: bad"), "a.tf", "", "the CODEOWNERS file could not be read (CODEOWNERS: line 2: bad)"},
+	} {
+		ask, why := Ask(tt.file, tt.findErr, tt.path)
+		if strings.Join(ask, ",") != tt.ask || !strings.HasPrefix(why, tt.why) {
+			t.Errorf("%s: %v, %q; want %q, %q", tt.path, ask, why, tt.ask, tt.why)
+		}
 	}
 }

@@ -28,6 +28,18 @@ type Input struct {
 	// Dependents are the fields that depend on Field (the repository's dependency graph): the
 	// claim.dependents of every claim, and listed in the explanation. nil: unknown.
 	Dependents []core.Dependent
+	// Owners answers who is asked when the verdict asks people (a hold, an escalation, a veto put
+	// to people) and the policy names nobody: the code owners of the file that defines the field.
+	// Called only then. nil: not known.
+	Owners func() Owners
+}
+
+// Owners are the people asked when the policy names nobody: the CODEOWNERS of the file that
+// defines the field. From says where they were found ("the CODEOWNERS line 4 (/infra/kafka/) of
+// .github/CODEOWNERS for infra/kafka/main.tf"), or, with no Ask, plainly why there are none.
+type Owners struct {
+	Ask  []string
+	From string
 }
 
 // Arbiter decides verdicts under one policy, caching what repeats between fields. Not safe for

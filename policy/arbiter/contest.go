@@ -377,9 +377,7 @@ func (d *decision) contest() core.Verdict {
 	for _, p := range pairs {
 		if p.out.kind == outHold {
 			rule := "rule." + d.p.Rules[p.out.by].Name
-			v := d.verdict(core.DecisionHold, rule, d.git)
-			v.Ask = d.p.Escalation.Ask
-			return v
+			return d.verdict(core.DecisionHold, rule, d.git) // asks the escalation's people, or the code owners
 		}
 	}
 	// The winner beats every other claim.
@@ -601,7 +599,7 @@ func (d *decision) askVeto() (*view, []string) {
 		return nil, nil
 	}
 	ask, from := put2.Ask, "veto_ask of "+src
-	if ask == nil {
+	if len(ask) == 0 {
 		ask, from = d.p.Escalation.Ask, "the escalation's ask"
 	}
 	detail := put.label + "'s claim " + valueOf(put) + " is vetoed (" + put.vetoBy + "), but veto_ask_when " + put2.When.Source +
@@ -609,12 +607,37 @@ func (d *decision) askVeto() (*view, []string) {
 		" as a reviewed Git change, with the claim's intent, motivation and evidence"
 	if len(ask) > 0 {
 		detail += "; asking " + strings.Join(ask, ", ") + " (" + from + ") on it"
-	} else {
-		detail += "; the policy names nobody to ask (no veto_ask, no escalation ask)"
 	}
 	detail += ". Merged, the value is Git's like any other; closed, the veto stands"
 	d.step("veto-ask", "asked", detail)
+	if len(ask) == 0 {
+		ask = d.ask(nil, "veto put to people")
+	}
 	return put, ask
+}
+
+// ask returns who is asked: the policy's people, else the code owners of the file that defines the
+// field (Input.Owners). When it falls back, or finds nobody, it says so plainly in a step.
+func (d *decision) ask(policyAsk []string, what string) []string {
+	if len(policyAsk) > 0 {
+		return policyAsk
+	}
+	var o Owners
+	if d.in.Owners != nil {
+		o = d.in.Owners()
+	}
+	if len(o.Ask) > 0 {
+		d.step("ask", "code owners", "the policy names nobody to ask for this "+what+"; asking the code owners of the field instead: "+
+			strings.Join(o.Ask, ", ")+" ("+o.From+")")
+		return slices.Clip(o.Ask)
+	}
+	why := o.From
+	if why == "" {
+		why = "which file defines the field is not known here, so no CODEOWNERS was read"
+	}
+	d.step("ask", "nobody", "the policy names nobody to ask for this "+what+" (no escalation ask), and no code owner either: "+why+
+		". Nobody is asked: name people in the escalation block's ask, or add a CODEOWNERS line for the file")
+	return nil
 }
 
 // vetoAskOf returns the veto_ask settings of what vetoed v, the block's name and the claim it was
@@ -732,16 +755,18 @@ func (d *decision) escalate(cands []*view, pairs []decidedPair) core.Verdict {
 			c.status = lost
 		}
 	}
-	v := d.verdict(core.DecisionEscalate, "escalation", nil)
-	v.Ask = esc.Ask
-	return v
+	return d.verdict(core.DecisionEscalate, "escalation", nil) // asks the escalation's people, or the code owners
 }
 
 // verdict assembles the result: the winner's effective claim, every other standing live claim as a
 // loser (with Git's claim when it lost; expired, superseded and yielded claims are only explained),
 // the recheck time and the explanation.
 func (d *decision) verdict(dec core.Decision, rule string, win *view) core.Verdict {
-	v := core.Verdict{Field: d.in.Field, Decision: dec, Rule: rule, Explanation: d.steps}
+	var ask []string
+	if dec == core.DecisionHold && rule != "no-claims" || dec == core.DecisionEscalate {
+		ask = d.ask(d.p.Escalation.Ask, string(dec))
+	}
+	v := core.Verdict{Field: d.in.Field, Decision: dec, Rule: rule, Explanation: d.steps, Ask: ask}
 	if win != nil {
 		c := win.Claim
 		v.Winner = &c
@@ -762,9 +787,6 @@ func (d *decision) verdict(dec core.Decision, rule string, win *view) core.Verdi
 				v.Losers = append(v.Losers, l.Claim)
 			}
 		}
-	}
-	if dec == core.DecisionHold && v.Ask == nil && rule != "no-claims" {
-		v.Ask = d.p.Escalation.Ask
 	}
 	v.Recheck = d.recheck
 	return v
