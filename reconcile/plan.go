@@ -223,14 +223,32 @@ func proposeNote(v core.Verdict) string {
 		"The policy puts this veto to people, so this pull request proposes %s's value as a reviewed Git change.", who, c.Value, v.Rule, who)
 	b.WriteString("\n\n- intent: " + orDash(string(c.Intent)) + "\n- motivation: " + orDash(c.Motivation.String()) +
 		"\n- evidence: " + orDash(claimEvidence(*c)) + "\n\n")
-	if len(v.Ask) > 0 {
-		b.WriteString(strings.Join(v.Ask, ", ") + ": you are asked to decide. ")
-	} else {
-		b.WriteString("Nobody is asked: the policy names no one (no veto_ask, no escalation ask). ")
-	}
+	b.WriteString(askedText(v))
 	b.WriteString("Merge this pull request to make the value Git's, like any other reviewed change. " +
 		"Close it to keep the veto: Git's value stands, and Parley does not propose this value again.")
 	return b.String()
+}
+
+// askedText says who is asked to decide and, when the policy names nobody, why these people (the
+// code owners of the field's file) or, plainly, that nobody is.
+func askedText(v core.Verdict) string {
+	why := ""
+	for _, s := range v.Explanation {
+		if s.Rule == "ask" {
+			why = s.Detail
+		}
+	}
+	if len(v.Ask) == 0 {
+		if why == "" {
+			return "Nobody is asked: the policy names no one. "
+		}
+		return "**Nobody is asked**: " + sentence(why) + " "
+	}
+	s := strings.Join(v.Ask, ", ") + ": you are asked to decide"
+	if why != "" {
+		s += " (" + why + ")"
+	}
+	return s + ". "
 }
 
 func orDash(s string) string {
@@ -254,9 +272,7 @@ func askNote(v core.Verdict) string {
 	} else {
 		b.WriteString("The policy cannot decide this contest; Parley writes nothing for this field until someone does. ")
 	}
-	if len(v.Ask) > 0 {
-		b.WriteString(strings.Join(v.Ask, ", ") + ": you are asked to decide. ")
-	}
+	b.WriteString(askedText(v))
 	b.WriteString("To decide, set the value in Git with a commit whose Intent and Motivation trailers say why (it becomes Git's claim), " +
 		"or stop the writer that should not act. This pull request changes no file; it is closed when the field is decided.")
 	return b.String()
@@ -548,7 +564,11 @@ func (p *planner) locate(f core.Field) (gitops.Placement, bool) {
 }
 
 // terraformFile finds the .tf file of f's module directory that declares f's resource.
-func (p *planner) terraformFile(f core.Field) (string, bool) {
+func (p *planner) terraformFile(f core.Field) (string, bool) { return terraformFileIn(p.files, f) }
+
+// terraformFileIn finds, among files, the .tf file of f's module directory that declares f's
+// resource.
+func terraformFileIn(files map[string][]byte, f core.Field) (string, bool) {
 	dir := f.Module
 	if dir == "" {
 		dir = "."
@@ -562,11 +582,11 @@ func (p *planner) terraformFile(f core.Field) (string, bool) {
 		return "", false
 	}
 	needle := fmt.Sprintf("%q %q", kind, name)
-	for _, fp := range sortedPaths(p.files) {
+	for _, fp := range sortedPaths(files) {
 		if !strings.HasSuffix(fp, ".tf") || path.Dir(fp) != dir {
 			continue
 		}
-		if strings.Contains(strings.Join(strings.Fields(string(p.files[fp])), " "), needle) {
+		if strings.Contains(strings.Join(strings.Fields(string(files[fp])), " "), needle) {
 			return fp, true
 		}
 	}

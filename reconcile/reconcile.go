@@ -357,7 +357,8 @@ func (r *Reconciler) judge(ctx context.Context, snap Snapshot, f core.Field, fre
 		return core.Verdict{}, err
 	}
 	live := latestPerActor(append(standing, fresh...))
-	in := arbiter.Input{Field: f, Live: live, Now: now, Lookup: gitLookup{snap.Git}, Dependents: snap.dependents(f)}
+	in := arbiter.Input{Field: f, Live: live, Now: now, Lookup: gitLookup{snap.Git}, Dependents: snap.dependents(f),
+		Owners: func() arbiter.Owners { return snap.owners(f) }}
 	if c, ok, err := snap.gitClaim(f); err != nil {
 		return core.Verdict{}, fmt.Errorf("Git's claim on %s: %w", f, err)
 	} else if ok {
