@@ -205,10 +205,14 @@ func (p *planner) planPropose(v core.Verdict) (*Change, string) {
 	return c, ""
 }
 
+// ProposalBranchPrefix begins the branch of every veto put to people: the App tells a proposal's
+// pull request, closed without merging, that the veto stands.
+const ProposalBranchPrefix = "parley/propose/"
+
 // proposalBranch is the branch of a field's proposal: apart from the field's gate branch, so a
 // proposal never mixes with a yield waiting to be merged.
 func proposalBranch(f core.Field) string {
-	return strings.Replace(branchFor(f), "parley/", "parley/propose/", 1)
+	return strings.Replace(branchFor(f), "parley/", ProposalBranchPrefix, 1)
 }
 
 // proposeNote says what a veto put to people means and how people end it.
