@@ -572,7 +572,7 @@ func (d *decision) gitWins(rule string) core.Verdict {
 // escalation's ask; nil when the policy names nobody.
 func (d *decision) askVeto() (*view, []string) {
 	var put *view
-	var put2 *policy.VetoAsk
+	var putBy *policy.VetoAsk
 	var src string
 	var failed []string
 	for _, v := range d.live {
@@ -589,7 +589,7 @@ func (d *decision) askVeto() (*view, []string) {
 			continue
 		}
 		if ok && (put == nil || !v.Claim.At.Before(put.Claim.At)) {
-			put, put2, src = v, va, block
+			put, putBy, src = v, va, block
 		}
 	}
 	if failed != nil {
@@ -598,11 +598,11 @@ func (d *decision) askVeto() (*view, []string) {
 	if put == nil {
 		return nil, nil
 	}
-	ask, from := put2.Ask, "veto_ask of "+src
+	ask, from := putBy.Ask, "veto_ask of "+src
 	if len(ask) == 0 {
 		ask, from = d.p.Escalation.Ask, "the escalation's ask"
 	}
-	detail := put.label + "'s claim " + valueOf(put) + " is vetoed (" + put.vetoBy + "), but veto_ask_when " + put2.When.Source +
+	detail := put.label + "'s claim " + valueOf(put) + " is vetoed (" + put.vetoBy + "), but veto_ask_when " + putBy.When.Source +
 		" holds for it (" + src + "): Git's value stands, and a pull request proposes " + valueOf(put) +
 		" as a reviewed Git change, with the claim's intent, motivation and evidence"
 	if len(ask) > 0 {
@@ -611,14 +611,15 @@ func (d *decision) askVeto() (*view, []string) {
 	detail += ". Merged, the value is Git's like any other; closed, the veto stands"
 	d.step("veto-ask", "asked", detail)
 	if len(ask) == 0 {
-		ask = d.ask(nil, "veto put to people")
+		ask = d.ask(nil, "veto put to people", "no veto_ask, no escalation ask")
 	}
 	return put, ask
 }
 
-// ask returns who is asked: the policy's people, else the code owners of the file that defines the
-// field (Input.Owners). When it falls back, or finds nobody, it says so plainly in a step.
-func (d *decision) ask(policyAsk []string, what string) []string {
+// ask returns who is asked about this what: the policy's people, else the code owners of the file
+// that defines the field (Input.Owners). When it falls back, or finds nobody, it says so plainly in
+// a step; unnamed says where the policy could have named people.
+func (d *decision) ask(policyAsk []string, what, unnamed string) []string {
 	if len(policyAsk) > 0 {
 		return policyAsk
 	}
@@ -635,7 +636,7 @@ func (d *decision) ask(policyAsk []string, what string) []string {
 	if why == "" {
 		why = "which file defines the field is not known here, so no CODEOWNERS was read"
 	}
-	d.step("ask", "nobody", "the policy names nobody to ask for this "+what+" (no escalation ask), and no code owner either: "+why+
+	d.step("ask", "nobody", "the policy names nobody to ask for this "+what+" ("+unnamed+"), and no code owner either: "+why+
 		". Nobody is asked: name people in the escalation block's ask, or add a CODEOWNERS line for the file")
 	return nil
 }
@@ -764,7 +765,7 @@ func (d *decision) escalate(cands []*view, pairs []decidedPair) core.Verdict {
 func (d *decision) verdict(dec core.Decision, rule string, win *view) core.Verdict {
 	var ask []string
 	if dec == core.DecisionHold && rule != "no-claims" || dec == core.DecisionEscalate {
-		ask = d.ask(d.p.Escalation.Ask, string(dec))
+		ask = d.ask(d.p.Escalation.Ask, string(dec), "no escalation ask")
 	}
 	v := core.Verdict{Field: d.in.Field, Decision: dec, Rule: rule, Explanation: d.steps, Ask: ask}
 	if win != nil {
