@@ -396,6 +396,12 @@ func (d *Drift) Handle(ctx context.Context, del store.Delivery) error {
 		return err
 	}
 	defer unlock()
+	// Timers that came due fire before any body is judged, whether or not its events touch a
+	// field: a yield that ended is resumed now, not when the timer loop next wakes (the loop may
+	// sleep up to its poll, or run on another replica that is down).
+	if err := rd.fireDueLocked(ctx); err != nil {
+		return fmt.Errorf("%s event %s: %s: fire the timers due first: %w", del.Source, del.ID, rd.name, err)
+	}
 	return rd.withSnapshot(ctx, func(snap reconcile.Snapshot) error {
 		batch, err := reconcile.Decode(del.Source, del.Body, snap.Files)
 		if err != nil {
@@ -799,6 +805,13 @@ func (rd *repoDrift) fireDue(ctx context.Context) error {
 		return err
 	}
 	defer unlock()
+	return rd.fireDueLocked(ctx)
+}
+
+// fireDueLocked judges again the repository's fields whose timers are due; the caller holds the
+// repository's lock.
+func (rd *repoDrift) fireDueLocked(ctx context.Context) error {
+	d := rd.d
 	due, err := rd.state.Due(ctx, d.now())
 	if err != nil || len(due) == 0 {
 		return err

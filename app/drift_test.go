@@ -360,3 +360,120 @@ func TestDriftGatesAChartRenderedObjectInItsHelmRelease(t *testing.T) {
 		t.Fatalf("the HelmRelease on main:\n%s", hr)
 	}
 }
+
+// TestDriftFiresDueTimersBeforeJudgingABody: the on-call image yield ends at 12:05 and the timer
+// loop has not run; at 13:00 a body of only a lease renewal arrives, which touches no field. The due
+// timer fires before the body is judged: Git's image is resumed.
+func TestDriftFiresDueTimersBeforeJudgingABody(t *testing.T) {
+	d, _, remote, clk := driftSetup(t, reconcile.ModeDirect)
+	ctx := context.Background()
+	if err := d.Handle(ctx, auditDelivery(t, "batch-1")); err != nil {
+		t.Fatal(err)
+	}
+	tip := remote.Run("rev-parse", "main")
+	clk.set(time.Date(2026, 11, 20, 13, 0, 0, 0, time.UTC))
+	body := `{"kind":"EventList","apiVersion":"audit.k8s.io/v1","metadata":{},"items":[{"level":"Metadata",
+"auditID":"7c1e0a00-0000-4000-8000-0000000000aa","stage":"ResponseComplete",
+"requestURI":"/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/kube-scheduler","verb":"update",
+"user":{"username":"system:kube-scheduler"},"objectRef":{"resource":"leases","namespace":"kube-system",
+"name":"kube-scheduler","apiGroup":"coordination.k8s.io","apiVersion":"v1"},"responseStatus":{"metadata":{},"code":200},
+"requestReceivedTimestamp":"2026-11-20T13:00:00.000000Z","stageTimestamp":"2026-11-20T13:00:00.000000Z"}]}`
+	del := store.Delivery{Source: store.SourceK8sAudit, ID: "leases", Event: webhooks.EventName, Body: []byte(body),
+		ReceivedAt: clk.now()}
+	if err := d.Handle(ctx, del); err != nil {
+		t.Fatal(err)
+	}
+	if got := remote.Run("log", "--format=%s", tip+"..main"); got != "parley: resume Git's /spec/template/spec/containers/0/image of Deployment prod/web" {
+		t.Fatalf("commits after the 13:00 body:\n%s", got)
+	}
+}
+
+// TestDriftPutsAVetoToPeopleOnAPullRequest: the security admin tightens the consumer's IAM policy
+// in the AWS console for a CVE. IAM is immutable: the change is vetoed and main keeps Git's value.
+// The policy puts such a veto to people, so the App opens one pull request proposing the tightened
+// policy, with the claim's why as trailers, asking the security leads. The same value again asks
+// nobody twice; merged, the value is Git's like any other.
+func TestDriftPutsAVetoToPeopleOnAPullRequest(t *testing.T) {
+	ctx := context.Background()
+	d, gh, remote, clk := driftSetup(t, reconcile.ModeDirect)
+	work := filepath.Join(t.TempDir(), "work")
+	remote.Run("clone", "-q", remote.Dir, work)
+	w := gittest.New(t, work)
+	if err := os.WriteFile(filepath.Join(work, ".parley/policy.hcl"), []byte(demo.VetoAskPolicy()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w.Run("commit", "-q", "-am", "Put vetoes of trusted CVE fixes to the security leads\n\nIntent: security\n")
+	w.Run("push", "-q", "origin", "HEAD:main")
+	tip := remote.Run("rev-parse", "main")
+
+	body, err := os.ReadFile("../examples/drift/console-iam-cve.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.set(time.Date(2026, 11, 20, 10, 31, 0, 0, time.UTC))
+	deliver := func(id string, b []byte) {
+		t.Helper()
+		if err := d.Handle(ctx, store.Delivery{Source: store.SourceCloudTrail, ID: id, Event: webhooks.EventName, Body: b, ReceivedAt: clk.now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deliver("ct-1", body)
+	if remote.Run("rev-parse", "main") != tip {
+		t.Fatal("a vetoed value was written to main")
+	}
+	var opened []fakegithub.Write
+	for _, wr := range gh.Writes() {
+		if wr.Operation == "pulls/create" {
+			opened = append(opened, wr)
+		}
+	}
+	if len(opened) != 1 {
+		t.Fatalf("pull requests opened: %d, want one", len(opened))
+	}
+	head, _ := opened[0].Body["head"].(string)
+	prBody, _ := opened[0].Body["body"].(string)
+	if !strings.HasPrefix(head, "parley/propose/") {
+		t.Fatalf("the proposal's branch is %q", head)
+	}
+	for _, want := range []string{"@acme/security-leads: you are asked to decide", "security-admin changed this field", "- motivation: cve",
+		"Merge this pull request to make the value Git's", "Close it to keep the veto"} {
+		if !strings.Contains(prBody, want) {
+			t.Errorf("the pull request's body lacks %q:\n%s", want, prBody)
+		}
+	}
+	trailers := remote.Run("log", "-1", "--format=%(trailers:key=Intent,key=Motivation,key=Parley-Decision)", head)
+	if trailers != "Intent: security\nMotivation: cve\nParley-Decision: veto" {
+		t.Fatalf("the proposal's trailers:\n%s", trailers)
+	}
+	iam := core.TFField("infra/kafka", "aws_iam_role_policy.consumer", "/policy")
+	last, _, _ := d.State.Last(ctx, iam)
+	if last.Action != string(reconcile.ActionPropose) || last.PR == 0 || !strings.Contains(last.Note, "asking @acme/security-leads") {
+		t.Fatalf("the recorded verdict does not say who was asked and where: %+v", last)
+	}
+
+	// The same value again, in a new event: people were asked already.
+	again := []byte(strings.NewReplacer("c0ffee00-4242", "c0ffee00-4343", "10:30:00Z", "10:40:00Z").Replace(string(body)))
+	clk.set(time.Date(2026, 11, 20, 10, 41, 0, 0, time.UTC))
+	deliver("ct-2", again)
+	n := 0
+	for _, wr := range gh.Writes() {
+		if wr.Operation == "pulls/create" || wr.Operation == "issues/create-comment" {
+			n++
+		}
+	}
+	if n != 1 || remote.Run("rev-parse", "main") != tip {
+		t.Fatalf("the same veto was put to people again (%d pull requests and comments)", n)
+	}
+
+	// The security leads merge it: the value is Git's, with the claim's why as Git's claim.
+	w.Run("fetch", "-q", "origin", head)
+	w.Run("merge", "-q", "--ff-only", "FETCH_HEAD")
+	w.Run("push", "-q", "origin", "HEAD:main")
+	third := []byte(strings.NewReplacer("c0ffee00-4242", "c0ffee00-4444", "10:30:00Z", "10:50:00Z").Replace(string(body)))
+	clk.set(time.Date(2026, 11, 20, 10, 51, 0, 0, time.UTC))
+	deliver("ct-3", third)
+	last, _, _ = d.State.Last(ctx, iam)
+	if v := last.Verdict; v.Decision != core.DecisionEnforceGit || v.Winner == nil || v.Winner.Motivation.Kind != "cve" || v.Winner.Intent != "security" {
+		t.Fatalf("after the merge: %s (%s), winner %+v", v.Decision, v.Rule, v.Winner)
+	}
+}

@@ -74,6 +74,9 @@ func (h *PullRequests) Handle(ctx context.Context, d store.Delivery) error {
 	if err := json.Unmarshal(d.Body, &ev); err != nil {
 		return webhooks.Permanent(fmt.Errorf("decode pull_request delivery %s: %w", d.ID, err))
 	}
+	if ev.GetAction() == "closed" {
+		return h.proposalClosed(ctx, d.ID, &ev)
+	}
 	if !judgedActions[ev.GetAction()] {
 		return nil
 	}
@@ -86,6 +89,31 @@ func (h *PullRequests) Handle(ctx context.Context, d store.Delivery) error {
 		FullName: repo.GetFullName(), CloneURL: repo.GetCloneURL(), DefaultBranch: repo.GetDefaultBranch(), PR: pr,
 	})
 	return err
+}
+
+// proposalClosed tells a veto put to people, whose pull request was closed without merging, that
+// the veto stands. Only Parley's own proposals (a bot's pull request from a proposal branch of the
+// same repository) are answered; merged ones need no word: the value is Git's.
+func (h *PullRequests) proposalClosed(ctx context.Context, delivery string, ev *github.PullRequestEvent) error {
+	pr, repo := ev.GetPullRequest(), ev.GetRepo()
+	if pr == nil || repo == nil || pr.GetMerged() || pr.GetUser().GetType() != "Bot" ||
+		!strings.HasPrefix(pr.GetHead().GetRef(), reconcile.ProposalBranchPrefix) ||
+		!strings.EqualFold(pr.GetHead().GetRepo().GetFullName(), repo.GetFullName()) {
+		return nil
+	}
+	if ev.GetInstallation().GetID() == 0 {
+		return webhooks.Permanent(fmt.Errorf("pull_request delivery %s lacks the installation", delivery))
+	}
+	gh, err := h.Installations.Client(ev.GetInstallation().GetID())
+	if err != nil {
+		return fmt.Errorf("%s#%d: client: %w", repo.GetFullName(), pr.GetNumber(), err)
+	}
+	body := "Closed without merging: **the veto stands**. Git's value of the field remains, and the next apply restores it " +
+		"over the live change; Parley does not propose this value again. To change the field, make a reviewed change to Git."
+	if _, _, err := gh.Issues.CreateComment(ctx, repo.GetOwner().GetLogin(), repo.GetName(), pr.GetNumber(), &github.IssueComment{Body: github.String(body)}); err != nil {
+		return fmt.Errorf("%s#%d: say the veto stands: %w", repo.GetFullName(), pr.GetNumber(), err)
+	}
+	return nil
 }
 
 // Target is one pull request to judge.

@@ -286,3 +286,40 @@ func TestPullRequestJudgedByTwoReplicasAtOnce(t *testing.T) {
 		t.Errorf("%d sticky comments, want 1", len(comments))
 	}
 }
+
+// TestAClosedProposalSaysTheVetoStands: people close the pull request of a veto put to people
+// without merging it: Parley says on it that the veto stands. A merged proposal, or another closed
+// pull request (a person's, or from another branch), gets no word.
+func TestAClosedProposalSaysTheVetoStands(t *testing.T) {
+	h, gh := handler(t)
+	closed := func(number int, ref, userType string, merged bool) []byte {
+		return example(t, "pull_request", "closed", func(ev map[string]any) {
+			pointAt(ev, "https://github.com/acme/infra.git")
+			pr := ev["pull_request"].(map[string]any)
+			pr["number"], pr["merged"] = number, merged
+			pr["user"].(map[string]any)["type"] = userType
+			head := pr["head"].(map[string]any)
+			head["ref"] = ref
+			head["repo"].(map[string]any)["full_name"] = "acme/infra"
+		})
+	}
+	for i, tc := range []struct {
+		number   int
+		ref, typ string
+		merged   bool
+		says     bool
+	}{
+		{9, "parley/propose/aws_iam_role_policy.consumer-policy-1a2b3c4d", "Bot", false, true},
+		{10, "parley/propose/aws_iam_role_policy.consumer-policy-1a2b3c4d", "Bot", true, false},
+		{11, "parley/propose/made-up-by-a-person", "User", false, false},
+		{12, "parley/aws_autoscaling_group.consumer-desired_capacity-0e0e0e0e", "Bot", false, false},
+	} {
+		if err := h.Handle(context.Background(), store.Delivery{ID: fmt.Sprintf("c-%d", i), Event: "pull_request", Body: closed(tc.number, tc.ref, tc.typ, tc.merged)}); err != nil {
+			t.Fatal(err)
+		}
+		cs := gh.Comments(fmt.Sprintf("acme/infra#%d", tc.number))
+		if got := len(cs) == 1 && strings.Contains(cs[0].Body, "the veto stands"); got != tc.says || (!tc.says && len(cs) != 0) {
+			t.Errorf("#%d (%s, %s, merged %v): comments %+v", tc.number, tc.ref, tc.typ, tc.merged, cs)
+		}
+	}
+}

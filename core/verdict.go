@@ -39,8 +39,11 @@ type Verdict struct {
 	Until    time.Time `json:"until,omitzero"`   // end of a yield or hold; zero when open-ended
 	Recheck  time.Time `json:"recheck,omitzero"` // next time the verdict must be re-evaluated; zero: never
 	// Ask names the people or teams asked to decide (a DecisionEscalate, or a hold that escalates).
-	Ask         []string `json:"ask,omitempty"`
-	Explanation []Step   `json:"explanation,omitempty"` // omitted only in a truncated summary
+	Ask []string `json:"ask,omitempty"`
+	// Proposed is the vetoed claim a veto puts to people (the policy's veto_ask_when): Git's value
+	// stands, and a pull request proposes this claim's value as a reviewed Git change. nil otherwise.
+	Proposed    *Claim `json:"proposed,omitempty"`
+	Explanation []Step `json:"explanation,omitempty"` // omitted only in a truncated summary
 }
 
 // Dependent is a field that depends on another: it reads its value, directly or through others

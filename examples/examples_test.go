@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -11,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/parleyhq/parley/core"
+	"github.com/parleyhq/parley/internal/codeowners"
 	"github.com/parleyhq/parley/internal/schematest"
 	"github.com/parleyhq/parley/policy"
 	"github.com/parleyhq/parley/policy/arbiter"
@@ -47,7 +49,28 @@ var scenarios = map[string][]keyVerdict{
 		{"2026-11-21T18:00:00Z", "enforce-git", `git="20"`, "no-contest"},
 		{"2026-11-22T02:10:00Z", "yield", `oncall="60"`, "rule.incident-first"},
 		{"2026-11-22T03:00:00Z", "yield", `oncall="60"`, "rule.incident-first"},
-		{"2026-11-22T08:10:00Z", "enforce-git", `git="20"`, "git-tie"},
+		{"2026-11-22T07:00:00Z", "yield", `oncall="60"`, "rule.incident-first"},
+		{"2026-11-22T08:10:00Z", "enforce-git", `git="20"`, "no-contest"},
+	},
+	"console-iam-cve": {
+		{"2026-11-24T09:00:00Z", "enforce-git", "git=", "no-contest"},
+		{"2026-11-24T10:00:00Z", "veto", "git=", "immutable"},
+		{"2026-11-24T10:30:00Z", "veto", "git=", "immutable"},
+	},
+	"downgraded-incident": {
+		{"2026-11-23T08:00:00Z", "enforce-git", "git=4", "no-contest"},
+		{"2026-11-23T09:00:00Z", "yield", "oncall=12", "rank"},
+		{"2026-11-24T09:00:00Z", "enforce-git", "git=4", "no-contest"},
+		{"2026-11-25T09:00:00Z", "yield", "developers=12", "rank"},
+		{"2026-11-26T09:00:00Z", "enforce-git", "git=4", "no-contest"},
+	},
+	"hold-asks-codeowners": {
+		{"2026-11-22T09:00:00Z", "enforce-git", "git=4", "no-contest"},
+		{"2026-11-22T10:00:00Z", "adopt", "kafka-agent=8", "rank"},
+		{"2026-11-22T10:05:00Z", "adopt", "kafka-agent=8", "rule.agent-tunes"},
+		{"2026-11-22T10:10:00Z", "hold", "git=4", "oscillation"},
+		{"2026-11-22T10:15:00Z", "hold", "git=4", "oscillation"},
+		{"2026-11-22T12:15:00Z", "adopt", "kafka-agent=8", "rule.agent-tunes"},
 	},
 	"incident-vs-launch": {
 		{"2026-11-20T09:00:00Z", "enforce-git", "git=10", "no-contest"},
@@ -79,6 +102,7 @@ var scenarios = map[string][]keyVerdict{
 		{"2026-11-22T10:00:00Z", "yield", "hpa=6", "owner.replicas"},
 		{"2026-11-22T10:10:00Z", "yield", "oncall=12", "owner.replicas"},
 		{"2026-11-22T11:00:00Z", "yield", "oncall=12", "owner.replicas"},
+		{"2026-11-22T14:00:00Z", "yield", "oncall=12", "owner.replicas"},
 		{"2026-11-22T14:10:00Z", "yield", "hpa=9", "owner.replicas"},
 	},
 }
@@ -201,6 +225,81 @@ func checkJSONGolden(t *testing.T, name string, changes []arbiter.Change) {
 	}
 }
 
+// TestScenarioPutsVetoesToPeople: a veto the policy puts to people (veto_ask_when) proposes the
+// vetoed claim and names who is asked; one it does not only refuses.
+func TestScenarioPutsVetoesToPeople(t *testing.T) {
+	tests := []struct {
+		scenario string
+		change   int    // index into the changes
+		proposed string // actor=value of the claim put to people; "" for none
+		ask      string
+	}{
+		{"console-iam-cve", 1, "", ""}, // the developer may not assert cve: the veto only refuses
+		{"console-iam-cve", 2, `security-admin={"Statement":[{"Action":["kafka:ReadData"],"Effect":"Allow","Resource":"*"}],"Version":"2012-10-17"}`, "@acme/security-leads"},
+		{"musculature", 2, "", ""}, // no veto_ask_when: nothing changes
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%s/%d", tt.scenario, tt.change), func(t *testing.T) {
+			changes := run(t, tt.scenario)
+			if tt.change >= len(changes) {
+				t.Fatalf("only %d changes", len(changes))
+			}
+			v := changes[tt.change].Verdict
+			got := ""
+			if v.Proposed != nil {
+				got = v.Proposed.Actor.Name + "=" + v.Proposed.Value.JSON()
+			}
+			if got != tt.proposed || strings.Join(v.Ask, ",") != tt.ask {
+				t.Fatalf("proposed %q asking %v, want %q asking %q", got, v.Ask, tt.proposed, tt.ask)
+			}
+			if v.Decision != core.DecisionVeto || v.Winner == nil || v.Winner.Actor.Name != "git" {
+				t.Fatalf("Git's value must stand: %s won by %+v", v.Decision, v.Winner)
+			}
+			if tt.proposed != "" && !strings.Contains(arbiter.Explain(v), "asking "+tt.ask) {
+				t.Errorf("the explanation does not say who is asked:\n%s", arbiter.Explain(v))
+			}
+		})
+	}
+}
+
+// TestScenarioHoldAsksTheCodeOwners: a hold whose policy names nobody asks the CODEOWNERS of the
+// file that defines the field, and says so; without a CODEOWNERS line it says plainly that nobody
+// is asked.
+func TestScenarioHoldAsksTheCodeOwners(t *testing.T) {
+	v := run(t, "hold-asks-codeowners")[3].Verdict
+	if v.Decision != core.DecisionHold || strings.Join(v.Ask, ",") != "@acme/data-platform" {
+		t.Fatalf("%s asking %v, want a hold asking @acme/data-platform", v.Decision, v.Ask)
+	}
+	if why := arbiter.Explain(v); !strings.Contains(why, "[ask: code owners] the policy names nobody to ask for this hold; asking the code owners") ||
+		!strings.Contains(why, "line 3 of .github/CODEOWNERS (/infra/kafka/) covers infra/kafka/main.tf") {
+		t.Errorf("the explanation does not say whom it asks and why:\n%s", why)
+	}
+	// The same timeline with nobody to ask: the verdict says so.
+	p, err := policy.LoadFile(filepath.Join("hold-asks-codeowners", "policy.hcl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(filepath.Join("hold-asks-codeowners", "events.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	events, err := arbiter.ReadEvents(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changes, err := arbiter.SimulateWith(p, events, func(core.Field, string) arbiter.Owners {
+		return arbiter.Owners{From: "the repository has no CODEOWNERS file"}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v = changes[3].Verdict
+	if v.Ask != nil || !strings.Contains(arbiter.Explain(v), "[ask: nobody] the policy names nobody to ask for this hold (no escalation ask), and no code owner either: the repository has no CODEOWNERS file. Nobody is asked") {
+		t.Errorf("nobody to ask, and the verdict does not say so:\n%s", arbiter.Explain(v))
+	}
+}
+
 func run(t *testing.T, name string) []arbiter.Change {
 	t.Helper()
 	p, err := policy.LoadFile(filepath.Join(name, "policy.hcl"))
@@ -216,7 +315,12 @@ func run(t *testing.T, name string) []arbiter.Change {
 	if err != nil {
 		t.Fatal(err)
 	}
-	changes, err := arbiter.Simulate(p, events)
+	// As parley simulate does: the scenario's directory is its repository, CODEOWNERS included.
+	file, ferr := codeowners.FindInDir(name)
+	changes, err := arbiter.SimulateWith(p, events, func(_ core.Field, path string) arbiter.Owners {
+		ask, from := codeowners.Ask(file, ferr, path)
+		return arbiter.Owners{Ask: ask, From: from}
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

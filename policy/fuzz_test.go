@@ -14,6 +14,17 @@ func FuzzParse(f *testing.F) {
 	if b, err := os.ReadFile("../internal/demo/policy.hcl"); err == nil {
 		f.Add(string(b))
 	}
+	f.Add(`field "iam" {
+  match = ["tf:**//aws_iam_*"]
+  immutable = true
+  veto_ask_when = claim.motivation == "cve" || claim.urgency >= 80
+  veto_ask = ["@acme/security-leads"]
+}
+rule "r" {
+  when = claim.intent == "cost"
+  decision = "veto"
+  veto_ask_when = other.actor == "git"
+}`)
 	f.Add(`rule "r" { when = claim.rank > other.rank
 decision = "win" }`)
 	f.Add(`field "f" {

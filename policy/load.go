@@ -109,8 +109,8 @@ var (
 	actorSchema = &hcl.BodySchema{Attributes: attrs("description", "intent", "intents", "motivation", "confined",
 		"git_authors", "github_users", "github_teams", "k8s_users", "field_managers", "aws_principals")}
 	fieldSchema = &hcl.BodySchema{Attributes: attrs("description", "match!", "owner", "owner_when",
-		"owner_gives_way_when", "immutable", "writers", "min", "max")}
-	ruleSchema   = &hcl.BodySchema{Attributes: attrs("description", "fields", "when!", "decision!")}
+		"owner_gives_way_when", "immutable", "writers", "min", "max", "veto_ask_when", "veto_ask")}
+	ruleSchema   = &hcl.BodySchema{Attributes: attrs("description", "fields", "when!", "decision!", "veto_ask_when", "veto_ask")}
 	freezeSchema = &hcl.BodySchema{Attributes: attrs("description", "start!", "end!", "repeat",
 		"allow_intents", "allow_when", "fields")}
 	oscillationSchema = &hcl.BodySchema{Attributes: attrs("flips", "window", "hold")}
@@ -542,6 +542,9 @@ func (c *compiler) field(b *hcl.Block, pend *pending) {
 	if fr.Immutable && (fr.Owner != "" || fr.Writers != nil) {
 		c.errorf(b.DefRange, "field %s: an immutable field has no owner or writers", name)
 	}
+	// The vetoed claim is claim, seen after trust (as rules see it): a motivation its actor may
+	// not assert is gone, so veto_ask_when = claim.motivation == "cve" asks only for trusted ones.
+	fr.VetoAsk = c.vetoAsk(blk, "field "+name, exprScope{claim: true, field: true, now: true, want: cty.Bool, what: "veto_ask_when"})
 	c.p.Fields = append(c.p.Fields, fr)
 }
 
@@ -565,7 +568,34 @@ func (c *compiler) rule(b *hcl.Block) {
 	if a, ok := as["when"]; ok {
 		r.When = c.compileExpr(a, exprScope{claim: true, other: true, field: true, now: true, want: cty.Bool, what: "when"})
 	}
+	r.VetoAsk = c.vetoAsk(blk, "rule "+name, exprScope{claim: true, other: true, field: true, now: true, want: cty.Bool, what: "veto_ask_when"})
+	if r.VetoAsk != nil && r.Decision != "" && r.Decision != RuleVeto {
+		c.errorf(as["veto_ask_when"].NameRange, "rule %s: veto_ask_when needs decision = \"veto\" (this rule decides %q)", name, r.Decision)
+	}
 	c.p.Rules = append(c.p.Rules, r)
+}
+
+// vetoAsk reads a block's veto_ask_when and veto_ask: when a veto of the block should be put to
+// people, and who is asked. nil when the block does not set veto_ask_when.
+func (c *compiler) vetoAsk(blk block, what string, scope exprScope) *VetoAsk {
+	as := blk.as
+	a, ok := as["veto_ask_when"]
+	if !ok {
+		if ask, ok := as["veto_ask"]; ok {
+			c.errorf(ask.NameRange, "%s: veto_ask needs veto_ask_when (when a veto is put to people)", what)
+		}
+		return nil
+	}
+	va := &VetoAsk{When: c.compileExpr(a, scope)}
+	if vals, rngs, present := c.list(as, "veto_ask"); present {
+		for i, v := range vals {
+			if strings.TrimSpace(v) == "" {
+				c.errorf(rngs[i], "%s: veto_ask: empty name", what)
+			}
+		}
+		va.Ask = vals
+	}
+	return va
 }
 
 func (c *compiler) freeze(b *hcl.Block, pend *pending) {

@@ -103,6 +103,19 @@ type FieldRule struct {
 	// Writers is the allow-list of actors that may write the field (besides Git); nil: anyone.
 	Writers  []string
 	Min, Max *Expr // bounds on numeric values; nil: unbounded
+	// VetoAsk, when set, puts the block's vetoes (confinement, immutability, writers, bounds) to
+	// people where its condition holds for the vetoed claim.
+	VetoAsk *VetoAsk
+}
+
+// VetoAsk says when a veto is put to people rather than only refused: Git's value stands, and a
+// pull request proposes the vetoed value as a reviewed Git change.
+type VetoAsk struct {
+	// When is evaluated for the vetoed claim (claim, after trust; on a rule also other, the claim it
+	// was vetoed against).
+	When *Expr
+	// Ask names the people or teams asked; nil: the escalation block's ask.
+	Ask []string
 }
 
 // MatchesField reports whether one of the block's patterns matches f.
@@ -130,6 +143,8 @@ type Rule struct {
 	Fields      []core.FieldPattern // nil: every field
 	When        *Expr
 	Decision    string
+	// VetoAsk, when set on a veto rule, puts its vetoes to people where its condition holds.
+	VetoAsk *VetoAsk
 }
 
 // AppliesTo reports whether the rule covers field f.

@@ -44,6 +44,15 @@ func message(v core.Verdict, a Action, files []string, note string) (title, body
 			val = " = " + v.Winner.Value.String()
 		}
 		title = "parley: adopt " + what + val + " from " + winner
+	case ActionPropose:
+		val, who := "", "someone"
+		if c := v.Proposed; c != nil {
+			val = " = " + c.Value.String()
+			if who = c.Actor.Name; who == "" {
+				who = c.Actor.Identity.String()
+			}
+		}
+		title = "parley: propose " + what + val + " from " + who + " (vetoed; people decide)"
 	case ActionAsk:
 		if v.Decision == core.DecisionHold {
 			title = "parley: hold " + what + ": people decide"
@@ -64,7 +73,7 @@ func message(v core.Verdict, a Action, files []string, note string) (title, body
 	if len(files) > 0 {
 		b.WriteString("Files: " + strings.Join(files, ", ") + "\n")
 	}
-	if a == ActionAsk {
+	if a == ActionAsk || a == ActionPropose {
 		// People are asked to decide: they read the whole explanation, every flip and claim.
 		b.WriteString("\n```\n" + arbiter.Explain(v) + "```\n")
 	}
@@ -76,10 +85,15 @@ func message(v core.Verdict, a Action, files []string, note string) (title, body
 			tr = append(tr, k+": "+val)
 		}
 	}
-	if v.Winner != nil {
-		add(trailers.KeyIntent, string(v.Winner.Intent))
-		add(trailers.KeyMotivation, v.Winner.Motivation.String())
-		add(TrailerWinner, v.Winner.Actor.String()+" <"+v.Winner.Actor.Identity.String()+">")
+	claim := v.Winner
+	if a == ActionPropose {
+		// The proposal carries the vetoed claim's why: merged, the commit is its claim in Git.
+		claim = v.Proposed
+	}
+	if claim != nil {
+		add(trailers.KeyIntent, string(claim.Intent))
+		add(trailers.KeyMotivation, claim.Motivation.String())
+		add(TrailerWinner, claim.Actor.String()+" <"+claim.Actor.Identity.String()+">")
 	}
 	add(TrailerField, f.String())
 	add(TrailerDecision, string(v.Decision))
@@ -87,7 +101,11 @@ func message(v core.Verdict, a Action, files []string, note string) (title, body
 	if !v.Until.IsZero() {
 		add(TrailerUntil, v.Until.UTC().Format(time.RFC3339))
 	}
-	add(TrailerEvidence, evidence(v))
+	if a == ActionPropose && v.Proposed != nil {
+		add(TrailerEvidence, claimEvidence(*v.Proposed))
+	} else {
+		add(TrailerEvidence, evidence(v))
+	}
 	msg = title + "\n\n" + body + "\n" + strings.Join(tr, "\n") + "\n"
 	return title, body, msg
 }
@@ -123,7 +141,12 @@ func evidence(v core.Verdict) string {
 	if v.Winner == nil {
 		return ""
 	}
-	e := v.Winner.Evidence
+	return claimEvidence(*v.Winner)
+}
+
+// claimEvidence names where a claim came from: source and event IDs, or the commit.
+func claimEvidence(c core.Claim) string {
+	e := c.Evidence
 	switch {
 	case len(e.EventIDs) > 0:
 		ids := e.EventIDs

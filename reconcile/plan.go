@@ -28,6 +28,11 @@ const (
 	// changes no file and records the verdict, so the pull request exists and its thread is
 	// where people are asked. The field itself is left as it is.
 	ActionAsk Action = "ask"
+	// ActionPropose puts a veto to people (the policy's veto_ask_when): the vetoed value is
+	// committed on the field's proposal branch, never on the base branch, and a pull request
+	// proposes it as a reviewed Git change. Merged, it is Git's value like any other; closed, the
+	// veto stands. Writers without pull requests leave it on the branch or record the verdict only.
+	ActionPropose Action = "propose"
 )
 
 // Change is one commit's worth of Git change for one verdict.
@@ -154,6 +159,9 @@ func (p *planner) plan(v core.Verdict) (*Change, string) {
 				return c, "Git's value stands; a gate on the field's pull request branch, if any, is removed there"
 			}
 		}
+		if v.Decision == core.DecisionVeto && v.Proposed != nil {
+			return p.planPropose(v)
+		}
 		if v.Decision == core.DecisionVeto {
 			if f.Scheme == core.SchemeTerraform {
 				return nil, "vetoed: Git's value stands (the next terraform apply restores it); nothing to write"
@@ -182,6 +190,78 @@ func (p *planner) planAsk(v core.Verdict) (*Change, string) {
 	return c, ""
 }
 
+// planPropose puts a veto to people: the vetoed claim's value is written as an adoption would
+// write it, but as a proposal on its own branch, with the claim's intent, motivation and evidence
+// as the commit's trailers, so that merged it is Git's claim like any other reviewed change.
+func (p *planner) planPropose(v core.Verdict) (*Change, string) {
+	as := v
+	as.Winner = v.Proposed
+	c, why := p.planAdopt(as)
+	if c == nil {
+		return nil, "vetoed; the veto is put to people, but Parley cannot write the proposed value: " + strings.TrimPrefix(why, "adopted, but ")
+	}
+	c.Action, c.Ask, c.Branch = ActionPropose, true, proposalBranch(v.Field)
+	c.Title, c.Body, c.Message = message(v, ActionPropose, c.Files, proposeNote(v))
+	return c, ""
+}
+
+// ProposalBranchPrefix begins the branch of every veto put to people: the App tells a proposal's
+// pull request, closed without merging, that the veto stands.
+const ProposalBranchPrefix = "parley/propose/"
+
+// proposalBranch is the branch of a field's proposal: apart from the field's gate branch, so a
+// proposal never mixes with a yield waiting to be merged.
+func proposalBranch(f core.Field) string {
+	return strings.Replace(branchFor(f), "parley/", ProposalBranchPrefix, 1)
+}
+
+// proposeNote says what a veto put to people means and how people end it.
+func proposeNote(v core.Verdict) string {
+	c := v.Proposed
+	who := c.Actor.Name
+	if who == "" {
+		who = c.Actor.Identity.String()
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s changed this field to %s outside Git, and the policy vetoes it (%s): Git's value stands, and the next apply restores it. "+
+		"The policy puts this veto to people, so this pull request proposes %s's value as a reviewed Git change.", who, c.Value, v.Rule, who)
+	b.WriteString("\n\n- intent: " + orDash(string(c.Intent)) + "\n- motivation: " + orDash(c.Motivation.String()) +
+		"\n- evidence: " + orDash(claimEvidence(*c)) + "\n\n")
+	b.WriteString(askedText(v))
+	b.WriteString("Merge this pull request to make the value Git's, like any other reviewed change. " +
+		"Close it to keep the veto: Git's value stands, and Parley does not propose this value again.")
+	return b.String()
+}
+
+// askedText says who is asked to decide and, when the policy names nobody, why these people (the
+// code owners of the field's file) or, plainly, that nobody is.
+func askedText(v core.Verdict) string {
+	why := ""
+	for _, s := range v.Explanation {
+		if s.Rule == "ask" {
+			why = s.Detail
+		}
+	}
+	if len(v.Ask) == 0 {
+		if why == "" {
+			return "Nobody is asked: the policy names no one. "
+		}
+		return "**Nobody is asked**: " + sentence(why) + " "
+	}
+	s := strings.Join(v.Ask, ", ") + ": you are asked to decide"
+	if why != "" {
+		s += " (" + why + ")"
+	}
+	return s + ". "
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
 // askNote says what a hold or an escalation means and how people end it.
 func askNote(v core.Verdict) string {
 	var b strings.Builder
@@ -196,9 +276,7 @@ func askNote(v core.Verdict) string {
 	} else {
 		b.WriteString("The policy cannot decide this contest; Parley writes nothing for this field until someone does. ")
 	}
-	if len(v.Ask) > 0 {
-		b.WriteString(strings.Join(v.Ask, ", ") + ": you are asked to decide. ")
-	}
+	b.WriteString(askedText(v))
 	b.WriteString("To decide, set the value in Git with a commit whose Intent and Motivation trailers say why (it becomes Git's claim), " +
 		"or stop the writer that should not act. This pull request changes no file; it is closed when the field is decided.")
 	return b.String()
@@ -490,7 +568,11 @@ func (p *planner) locate(f core.Field) (gitops.Placement, bool) {
 }
 
 // terraformFile finds the .tf file of f's module directory that declares f's resource.
-func (p *planner) terraformFile(f core.Field) (string, bool) {
+func (p *planner) terraformFile(f core.Field) (string, bool) { return terraformFileIn(p.files, f) }
+
+// terraformFileIn finds, among files, the .tf file of f's module directory that declares f's
+// resource.
+func terraformFileIn(files map[string][]byte, f core.Field) (string, bool) {
 	dir := f.Module
 	if dir == "" {
 		dir = "."
@@ -504,11 +586,11 @@ func (p *planner) terraformFile(f core.Field) (string, bool) {
 		return "", false
 	}
 	needle := fmt.Sprintf("%q %q", kind, name)
-	for _, fp := range sortedPaths(p.files) {
+	for _, fp := range sortedPaths(files) {
 		if !strings.HasSuffix(fp, ".tf") || path.Dir(fp) != dir {
 			continue
 		}
-		if strings.Contains(strings.Join(strings.Fields(string(p.files[fp])), " "), needle) {
+		if strings.Contains(strings.Join(strings.Fields(string(files[fp])), " "), needle) {
 			return fp, true
 		}
 	}

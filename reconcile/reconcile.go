@@ -273,20 +273,25 @@ func (r *Reconciler) judgeAndLand(ctx context.Context, snap Snapshot, pl *planne
 	}
 	res := Result{Verdict: v, Evidence: ev}
 	res.Change, res.Note = pl.plan(v)
-	asking := v.Decision == core.DecisionHold || v.Decision == core.DecisionEscalate
-	if res.Change != nil && res.Change.Action == ActionAsk || !asking {
+	asking := v.Decision == core.DecisionHold || v.Decision == core.DecisionEscalate ||
+		v.Decision == core.DecisionVeto && v.Proposed != nil
+	if res.Change != nil && (res.Change.Action == ActionAsk || res.Change.Action == ActionPropose) || !asking {
 		last, ok, err := r.State.Last(ctx, f)
 		if err != nil {
 			return res, err
 		}
+		asked := ok && (last.Action == string(ActionAsk) || last.Action == string(ActionPropose))
 		switch {
-		case ok && last.Action == string(ActionAsk) && asking && driftstate.Signature(last.Verdict) == driftstate.Signature(v):
-			// Asked already: the same hold restated (every flip) asks no one again.
+		case asked && asking && driftstate.Signature(last.Verdict) == driftstate.Signature(v):
+			// Asked already: the same hold restated (every flip), or the same vetoed value again
+			// (whose pull request people may have closed: the veto stands), asks no one again.
 			res.Change, res.Note = nil, string(v.Decision)+"; people were asked already"
 			if last.PR != 0 {
 				res.Note = fmt.Sprintf("%s; people were asked on pull request #%d", v.Decision, last.PR)
+			} else if last.Branch != "" {
+				res.Note = fmt.Sprintf("%s; people were asked on the branch %s", v.Decision, last.Branch)
 			}
-		case ok && last.Action == string(ActionAsk) && !asking && last.PR != 0:
+		case asked && !asking && last.PR != 0:
 			if err := r.settle(ctx, last, v); err != nil {
 				return res, err
 			}
@@ -300,10 +305,29 @@ func (r *Reconciler) judgeAndLand(ctx context.Context, snap Snapshot, pl *planne
 		return res, fmt.Errorf("%s %s: %w", res.Change.Action, f, err)
 	}
 	res.Landed = &landed
-	pl.landed(*res.Change)
+	if res.Change.Action == ActionPropose {
+		res.Note = proposedNote(v, landed)
+	} else {
+		pl.landed(*res.Change) // a proposal is on its own branch: the base branch's files are unchanged
+	}
 	r.log().Info("verdict landed in Git", "field", f.String(), "decision", string(v.Decision), "rule", v.Rule,
 		"action", string(res.Change.Action), "commit", landed.Commit, "branch", landed.Branch, "pr", landed.PR, "committed", landed.Committed)
 	return res, nil
+}
+
+// proposedNote says where a veto was put to people, and who was asked.
+func proposedNote(v core.Verdict, l Landed) string {
+	who := "asking nobody: the policy names no one"
+	if len(v.Ask) > 0 {
+		who = "asking " + strings.Join(v.Ask, ", ")
+	}
+	switch {
+	case l.PR != 0:
+		return fmt.Sprintf("vetoed; the value is proposed on pull request #%d (branch %s), %s", l.PR, l.Branch, who)
+	case l.Branch != "":
+		return fmt.Sprintf("vetoed; the value is proposed on the branch %s (push it and open a pull request), %s", l.Branch, who)
+	}
+	return "vetoed; the veto is put to people, but this writer opens no pull request: the verdict is recorded, " + who
 }
 
 // Settler is a Writer that can tell a field's pull request how a question put to people ended.
@@ -333,7 +357,8 @@ func (r *Reconciler) judge(ctx context.Context, snap Snapshot, f core.Field, fre
 		return core.Verdict{}, err
 	}
 	live := latestPerActor(append(standing, fresh...))
-	in := arbiter.Input{Field: f, Live: live, Now: now, Lookup: gitLookup{snap.Git}, Dependents: snap.dependents(f)}
+	in := arbiter.Input{Field: f, Live: live, Now: now, Lookup: gitLookup{snap.Git}, Dependents: snap.dependents(f),
+		Owners: func() arbiter.Owners { return snap.owners(f) }}
 	if c, ok, err := snap.gitClaim(f); err != nil {
 		return core.Verdict{}, fmt.Errorf("Git's claim on %s: %w", f, err)
 	} else if ok {
@@ -413,7 +438,7 @@ func batchSource(b events.Batch) string {
 }
 
 func onlyEvents(b events.Batch, keep map[string]bool) events.Batch {
-	out := events.Batch{Ignored: b.Ignored}
+	out := events.Batch{Ignored: b.Ignored, Latest: b.Latest}
 	for _, id := range b.EventIDs {
 		if keep[id] {
 			out.EventIDs = append(out.EventIDs, id)

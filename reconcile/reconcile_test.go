@@ -1145,3 +1145,65 @@ rule "agents-ask-first" {
 		t.Fatalf("the unasked change: %s (%s)\n%s", r.Verdict.Decision, r.Verdict.Rule, arbiter.Explain(r.Verdict))
 	}
 }
+
+// TestAHoldWithNobodyNamedAsksTheFieldsCodeOwners: the policy has no escalation ask. When the
+// agent and on-call flip the Kafka capacity, the hold's pull request asks the code owners of
+// infra/kafka/main.tf by the repository's CODEOWNERS; with no line covering the file it says
+// plainly that nobody is asked.
+func TestAHoldWithNobodyNamedAsksTheFieldsCodeOwners(t *testing.T) {
+	for _, tt := range []struct {
+		name, codeowners, want string
+		ask                    []string
+	}{
+		{"owned", "*.yaml @acme/platform\n/infra/kafka/ @acme/data-platform\n",
+			"@acme/data-platform: you are asked to decide (the policy names nobody to ask for this hold; asking the code owners of the field instead: @acme/data-platform (line 2 of .github/CODEOWNERS (/infra/kafka/) covers infra/kafka/main.tf, the file that defines the field))",
+			[]string{"@acme/data-platform"}},
+		{"unowned", "*.yaml @acme/platform\n",
+			"**Nobody is asked**: the policy names nobody to ask for this hold (no escalation ask), and no code owner either: no line of .github/CODEOWNERS covers infra/kafka/main.tf",
+			nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			pol := filepath.Join(e.dir, ".parley/policy.hcl")
+			src, _ := os.ReadFile(pol)
+			edited := strings.Replace(string(src), `  ask      = ["@parleyhq/sre"]`+"\n", "", 1)
+			if edited == string(src) {
+				t.Fatal("the demo policy no longer asks @parleyhq/sre")
+			}
+			os.WriteFile(pol, []byte(edited), 0o644)
+			os.MkdirAll(filepath.Join(e.dir, ".github"), 0o755)
+			os.WriteFile(filepath.Join(e.dir, ".github/CODEOWNERS"), []byte(tt.codeowners), 0o644)
+			e.git.Run("add", "-A")
+			e.git.Run("commit", "-q", "-m", "Nobody named to ask; code owners instead")
+			remote := filepath.Join(t.TempDir(), "remote.git")
+			e.git.Run("clone", "-q", "--bare", e.dir, remote)
+			follow := func() { e.git.Run("fetch", "-q", remote, "main"); e.git.Run("reset", "-q", "--hard", "FETCH_HEAD") }
+			prs := &recordedPRs{}
+			e.rec.Writer = &GitWriter{URL: remote, Base: "main", Mode: ModeDirect, PRs: prs, Author: object.Signature{Name: "Parley", Email: "p@x"},
+				Now: func() time.Time { return e.now }}
+			var held *Result
+			for i := 0; i < 8 && held == nil; i++ {
+				follow()
+				e.now = t0.Add(time.Duration(i) * 2 * time.Minute)
+				who, n := agentRole, 12
+				if i%2 == 1 {
+					who, n = oncallARN, 7
+				}
+				rep := e.ingest(events.SourceCloudTrail, trail(fmt.Sprintf("flip-%d", i), who, "autoscaling.amazonaws.com", "SetDesiredCapacity", e.now,
+					fmt.Sprintf(`{"autoScalingGroupName":"kafka-consumer","desiredCapacity":%d}`, n)))
+				if r := only(t, rep, capacity); r.Verdict.Decision == core.DecisionHold {
+					held = &r
+				}
+			}
+			if held == nil || held.Landed == nil || held.Landed.PR == 0 {
+				t.Fatalf("the hold was not put on a pull request: %+v", held)
+			}
+			if !slices.Equal(held.Verdict.Ask, tt.ask) {
+				t.Fatalf("the hold asks %v, want %v", held.Verdict.Ask, tt.ask)
+			}
+			if body := prs.comments[held.Landed.PR][0]; !strings.Contains(body, tt.want) {
+				t.Fatalf("the pull request does not say %q:\n%s", tt.want, body)
+			}
+		})
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -14,7 +15,9 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 
 	"github.com/parleyhq/parley/core"
+	"github.com/parleyhq/parley/internal/codeowners"
 	"github.com/parleyhq/parley/policy"
+	"github.com/parleyhq/parley/policy/arbiter"
 	"github.com/parleyhq/parley/reconcile/depgraph"
 	"github.com/parleyhq/parley/reconcile/gitops"
 	"github.com/parleyhq/parley/trailers/ledger"
@@ -117,9 +120,13 @@ func readTree(repo *git.Repository, hash plumbing.Hash) (map[string][]byte, erro
 	return files, nil
 }
 
-// wanted: manifests, Terraform, the policy, and what Helm needs to render a chart in the
-// repository (template helpers, the values schema, .helmignore).
+// wanted: manifests, Terraform, the policy, what Helm needs to render a chart in the
+// repository (template helpers, the values schema, .helmignore), and CODEOWNERS (who is asked
+// when the policy names nobody).
 func wanted(name string) bool {
+	if slices.Contains(codeowners.Locations, name) {
+		return true
+	}
 	n := strings.ToLower(name)
 	return strings.HasSuffix(n, ".yaml") || strings.HasSuffix(n, ".yml") || strings.HasSuffix(n, ".tf") ||
 		strings.HasSuffix(n, ".hcl") || strings.HasSuffix(n, "/kustomization") || n == "kustomization" ||
@@ -219,6 +226,10 @@ type derived struct {
 	once sync.Once
 	inv  *gitops.Inventory
 
+	ownersOnce sync.Once
+	owners     *codeowners.File
+	ownersErr  error
+
 	graphOnce  sync.Once
 	graph      *depgraph.Graph
 	mu         sync.Mutex
@@ -272,6 +283,34 @@ func (s Snapshot) gitClaim(f core.Field) (core.Claim, bool, error) {
 	return core.Claim{Field: f, Value: v, Intent: core.IntentBaseline, At: s.HeadTime,
 		Actor:    core.Actor{Identity: core.Identity{Source: core.SourceGitAuthor, Name: "rendered from " + pl.Manifest}},
 		Evidence: core.Evidence{Source: "git", Commit: s.Head}}, true, nil
+}
+
+// owners answers who is asked about f when the policy names nobody: the code owners of the file
+// that defines it (its manifest, or the .tf file declaring its resource), by the snapshot's
+// CODEOWNERS, parsed once per commit.
+func (s Snapshot) owners(f core.Field) arbiter.Owners {
+	d := s.derive
+	if d == nil {
+		d = &derived{}
+	}
+	d.ownersOnce.Do(func() { d.owners, d.ownersErr = codeowners.Find(s.Files) })
+	ask, from := codeowners.Ask(d.owners, d.ownersErr, s.definingFile(f))
+	return arbiter.Owners{Ask: ask, From: from}
+}
+
+// definingFile is the repository file that defines f: the manifest of its object, or the .tf
+// file of its module that declares its resource; "" when none is known.
+func (s Snapshot) definingFile(f core.Field) string {
+	if f.Scheme == core.SchemeTerraform {
+		file, _ := terraformFileIn(s.Files, f)
+		return file
+	}
+	if inv := s.inventory(); inv != nil {
+		if pl, ok := inv.Locate(f.Object()); ok {
+			return pl.Manifest
+		}
+	}
+	return ""
 }
 
 func (s Snapshot) inventory() *gitops.Inventory {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"path/filepath"
 	"sort"
 	"time"
 
@@ -76,8 +77,10 @@ func (w *GitWriter) Write(ctx context.Context, c Change) (Landed, error) {
 	if c.Ask && w.PRs != nil {
 		mode = ModePullRequest // a question for people goes through a pull request
 	}
-	if c.Action == ActionAsk && mode != ModePullRequest {
-		return Landed{}, nil // without pull requests there is no one to ask in Git; the verdict is recorded
+	if (c.Action == ActionAsk || c.Action == ActionPropose) && mode != ModePullRequest {
+		// Without pull requests there is no one to ask in Git, and a vetoed value never goes to the
+		// base branch: the verdict is recorded.
+		return Landed{}, nil
 	}
 	if c.BranchOnly && mode != ModePullRequest {
 		return Landed{}, nil // nothing to do on the base branch, and no work branches are used
@@ -172,6 +175,9 @@ type LocalWriter struct {
 
 // Write implements Writer.
 func (w *LocalWriter) Write(ctx context.Context, c Change) (Landed, error) {
+	if c.Action == ActionPropose {
+		return w.propose(ctx, c)
+	}
 	if c.BranchOnly || c.Action == ActionAsk {
 		// It writes to the checked-out branch only, and has no pull request to ask people on.
 		return Landed{}, nil
@@ -240,6 +246,35 @@ func (w *LocalWriter) Write(ctx context.Context, c Change) (Landed, error) {
 		return Landed{}, fmt.Errorf("commit: %w", err)
 	}
 	return Landed{Committed: true, Commit: hash.String(), Branch: head.Name().Short()}, nil
+}
+
+// propose commits a vetoed value put to people on its proposal branch of the local repository,
+// from the checked-out branch, leaving that branch and the work tree alone: the branch is the pull
+// request to push and open. A branch that has the change already gets no new commit.
+func (w *LocalWriter) propose(ctx context.Context, c Change) (Landed, error) {
+	repo, err := git.PlainOpen(w.Dir)
+	if err != nil {
+		return Landed{}, fmt.Errorf("open %s: %w", w.Dir, err)
+	}
+	head, err := repo.Head()
+	if err != nil {
+		return Landed{}, fmt.Errorf("%s: HEAD: %w", w.Dir, err)
+	}
+	dir, err := filepath.Abs(w.Dir)
+	if err != nil {
+		return Landed{}, err
+	}
+	author := w.Author
+	author.When = time.Now()
+	if w.Now != nil {
+		author.When = w.Now()
+	}
+	out, err := gitwrite.Write(ctx, gitwrite.Request{URL: dir, Base: head.Name().Short(), Branch: c.Branch,
+		Edit: c.Edit, Message: c.Message, Author: author})
+	if err != nil {
+		return Landed{}, fmt.Errorf("propose on %s of %s: %w", c.Branch, w.Dir, err)
+	}
+	return Landed{Committed: out.Committed, Commit: out.Commit, Branch: out.Branch}, nil
 }
 
 // headFiles reads files from HEAD's tree: edits build on what is committed.

@@ -49,7 +49,8 @@ after another (JSON lines). The source is recognised from the body unless --sour
 reads standard input.
 
 Bodies are replayed in the order given (name files oldest first). Each is judged at the time of its
-newest event (--at changes that), and expiry timers that came due before it fire first, so a day's
+newest event (--at changes that), and expiry timers that came due before it fire first, even when
+none of its events touches a field (a body of lease renewals still moves the clock), so a day's
 events replay as they happened. With --apply each change is one commit on the checked-out branch
 (files with uncommitted changes are refused). Without it the repository is not touched: the changes
 are printed as diffs, and made in a throwaway clone so that later bodies are judged with them (a gate
@@ -150,11 +151,13 @@ verdicts, timers) lives in memory unless --state names a file to keep it in.`,
 				}
 				now = fixed
 				if now.IsZero() {
+					// The newest event, relevant or not: a body of only irrelevant events still
+					// moves the clock, so the timers due by then fire before it, as in the server.
 					now = newestEvent(batch)
 				}
 				if now.IsZero() {
 					out = append(out, ingestBatch{Where: b.where, Source: src, Ignored: batch.Ignored})
-					continue // nothing relevant, so no time to judge at
+					continue // no event says when it happened, so no time to judge at
 				}
 				// Timers that came due before this body fire first, as the server's timer loop would.
 				if due, err := st.Due(ctx, now); err != nil {
@@ -319,7 +322,7 @@ func readBodies(paths []string, stdin io.Reader) ([]body, error) {
 
 // newestEvent is the time of the batch's latest event: the replay judges each body as of then.
 func newestEvent(b events.Batch) time.Time {
-	var t time.Time
+	t := b.Latest
 	for _, o := range b.Observations {
 		if o.At.After(t) {
 			t = o.At
@@ -372,6 +375,10 @@ func results(rep reconcile.Report, applied bool) []ingestResult {
 		if applied && r.Landed != nil && r.Landed.Committed {
 			ir.Commit = r.Landed.Commit
 		}
+		if !applied && r.Change != nil && r.Change.Action == reconcile.ActionPropose {
+			// The dry run's proposal branch is in its throwaway clone.
+			ir.Note = "with --apply the value is proposed on the branch " + r.Change.Branch + ", to push and open as a pull request"
+		}
 		out = append(out, ir)
 	}
 	return out
@@ -420,6 +427,9 @@ func printIngest(w io.Writer, batches []ingestBatch, timers []driftstate.Timer, 
 				state = "nothing to commit"
 			}
 			fmt.Fprintf(w, "  git:      %s %s (%s)\n", r.Action, strings.Join(r.Files, ", "), state)
+			if r.Note != "" {
+				fmt.Fprintf(w, "            %s\n", r.Note)
+			}
 			for _, f := range r.Files {
 				for _, line := range strings.Split(strings.TrimRight(r.Diff[f], "\n"), "\n") {
 					fmt.Fprintf(w, "            %s\n", line)

@@ -284,3 +284,94 @@ func TestIngestGatesObjectsOfRemoteCharts(t *testing.T) {
 		}
 	}
 }
+
+// TestIngestFiresDueTimersBeforeABodyOfIrrelevantEvents: on-call's image yield (from the audit
+// example) ends at 12:05; the next body, at 13:00, holds only a lease renewal, which touches no
+// field. Its time still comes: the due timer fires before it and Git's image is resumed.
+func TestIngestFiresDueTimersBeforeABodyOfIrrelevantEvents(t *testing.T) {
+	dir, git := demoRepo(t)
+	leases := filepath.Join(t.TempDir(), "leases.json")
+	body := `{"kind":"EventList","apiVersion":"audit.k8s.io/v1","metadata":{},"items":[{"level":"Metadata",
+"auditID":"7c1e0a00-0000-4000-8000-0000000000aa","stage":"ResponseComplete",
+"requestURI":"/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/kube-scheduler","verb":"update",
+"user":{"username":"system:kube-scheduler"},"objectRef":{"resource":"leases","namespace":"kube-system",
+"name":"kube-scheduler","apiGroup":"coordination.k8s.io","apiVersion":"v1"},"responseStatus":{"metadata":{},"code":200},
+"requestReceivedTimestamp":"2026-11-20T13:00:00.000000Z","stageTimestamp":"2026-11-20T13:00:00.000000Z"}]}`
+	if err := os.WriteFile(leases, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before := git.Run("rev-parse", "HEAD")
+	code, out, errOut := runCLI(t, "ingest", "--repo", dir, "--apply", driftExamples[0], leases)
+	if code != 0 {
+		t.Fatalf("exit %d: %s\n%s", code, errOut, out)
+	}
+	subjects := git.Run("log", "--format=%s", before+"..HEAD")
+	if !strings.HasPrefix(subjects, "parley: resume Git's /spec/template/spec/containers/0/image of Deployment prod/web") {
+		t.Fatalf("the yield that ended at 12:05 was not resumed before the 13:00 body; commits:\n%s\n%s", subjects, out)
+	}
+	if !strings.Contains(out, "timers due by 2026-11-20T13:00:00Z") {
+		t.Errorf("output does not show the timers firing:\n%s", out)
+	}
+}
+
+// TestIngestPutsAVetoToPeopleOnAProposalBranch: the security admin tightens the consumer's IAM
+// policy in the console (CloudTrail) for a CVE. IAM is immutable, so the change is vetoed and the
+// checked-out branch keeps Git's value; but the policy puts the veto to people: the tightened
+// policy is committed on a proposal branch with the claim's intent, motivation and evidence as
+// trailers, once.
+func TestIngestPutsAVetoToPeopleOnAProposalBranch(t *testing.T) {
+	dir, git := demoRepo(t)
+	pol := filepath.Join(t.TempDir(), "policy.hcl")
+	if err := os.WriteFile(pol, []byte(demo.VetoAskPolicy()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(t.TempDir(), "drift.db")
+	head := git.Run("rev-parse", "HEAD")
+	args := []string{"ingest", "--repo", dir, "--apply", "--policy", pol, "--state", state, "../../examples/drift/console-iam-cve.json"}
+	code, out, errOut := runCLI(t, args...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s\n%s", code, errOut, out)
+	}
+	if git.Run("rev-parse", "HEAD") != head || git.Run("status", "--porcelain") != "" {
+		t.Fatal("a vetoed value was written to the checked-out branch")
+	}
+	for _, want := range []string{"decision: veto (immutable)", "veto_ask_when claim.motivation == \"cve\" holds",
+		"asking @acme/security-leads", "push it and open a pull request"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	branches := git.Run("for-each-ref", "--format=%(refname:short)", "refs/heads/parley/propose/")
+	if branches == "" || strings.Contains(branches, "\n") {
+		t.Fatalf("want one proposal branch, got %q", branches)
+	}
+	msg := git.Run("log", "-1", "--format=%B", branches)
+	for _, want := range []string{"parley: propose policy of aws_iam_role_policy.consumer", "Intent: security", "Motivation: cve",
+		"Parley-Decision: veto", "Parley-Evidence: cloudtrail c0ffee00-4242-4b5c-9d8e-0f1a2b3c4d5e", "@acme/security-leads: you are asked to decide",
+		"Close it to keep the veto"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("the proposal's message lacks %q:\n%s", want, msg)
+		}
+	}
+	if diff := git.Run("diff", head, branches, "--", "infra/kafka/main.tf"); !strings.Contains(diff, "kafka-cluster:Connect") || strings.Contains(diff, "+      Action   = [\"kafka-cluster:Connect\", \"kafka-cluster:ReadData\", \"kafka-cluster:DescribeGroup\"]") {
+		t.Errorf("the proposal does not write the vetoed policy:\n%s", diff)
+	}
+	// The same veto again (a new event restating the value): people were asked already.
+	tip := git.Run("rev-parse", branches)
+	again := filepath.Join(t.TempDir(), "again.json")
+	b, _ := os.ReadFile("../../examples/drift/console-iam-cve.json")
+	b = []byte(strings.NewReplacer("c0ffee00-4242", "c0ffee00-4343", "10:30:00Z", "11:30:00Z").Replace(string(b)))
+	if err := os.WriteFile(again, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut = runCLI(t, "ingest", "--repo", dir, "--apply", "--policy", pol, "--state", state, again)
+	if code != 0 {
+		t.Fatalf("second run: exit %d: %s\n%s", code, errOut, out)
+	}
+	if git.Run("rev-parse", branches) != tip || git.Run("rev-parse", "HEAD") != head {
+		t.Fatal("the same veto was proposed again")
+	}
+	if !strings.Contains(out, "people were asked on the branch "+branches) {
+		t.Errorf("second run does not say people were asked already:\n%s", out)
+	}
+}

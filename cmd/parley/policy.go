@@ -10,6 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/parleyhq/parley/core"
+	"github.com/parleyhq/parley/internal/codeowners"
 	"github.com/parleyhq/parley/policy"
 	"github.com/parleyhq/parley/policy/arbiter"
 )
@@ -130,7 +132,9 @@ see docs/claims-format.md), replays them through the policy, and prints every ve
 with its explanation. Verdicts are also re-evaluated at their recheck times (claim expiries, freeze
 boundaries, escalation timeouts) between events.
 
-The policy is --policy, or policy.hcl next to the events file.`,
+The policy is --policy, or policy.hcl next to the events file. When a verdict asks people and the
+policy names nobody, the code owners of the file a git event names as defining the field are asked,
+read from a CODEOWNERS file next to the events (.github/CODEOWNERS, CODEOWNERS or docs/CODEOWNERS).`,
 		Example: "  parley simulate examples/hpa-vs-cost/events.jsonl",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -150,7 +154,7 @@ The policy is --policy, or policy.hcl next to the events file.`,
 			if err != nil {
 				return usageErr(fmt.Errorf("%s: %w", args[0], err))
 			}
-			changes, err := arbiter.Simulate(p, events)
+			changes, err := arbiter.SimulateWith(p, events, scenarioOwners(filepath.Dir(args[0])))
 			if err != nil {
 				return usageErr(fmt.Errorf("%s: %w", args[0], err))
 			}
@@ -179,4 +183,14 @@ func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// scenarioOwners answers who owns a scenario's files from the CODEOWNERS file in its directory,
+// as GitHub would in a repository whose root is that directory.
+func scenarioOwners(dir string) arbiter.OwnersOf {
+	file, err := codeowners.FindInDir(dir)
+	return func(_ core.Field, path string) arbiter.Owners {
+		ask, from := codeowners.Ask(file, err, path)
+		return arbiter.Owners{Ask: ask, From: from}
+	}
 }

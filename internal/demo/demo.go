@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/go-git/go-git/v5"
@@ -16,6 +17,26 @@ var policyHCL string
 
 // Policy returns the demo repository's policy (.parley/policy.hcl).
 func Policy() string { return policyHCL }
+
+// VetoAskPolicy returns the demo policy with the security team's admin role (the AWS console's
+// SecurityAdmin, trusted to assert cve, its claims motivated by cve) and the IAM skeleton putting a
+// veto to people when the vetoed claim is trusted for cve, asking @acme/security-leads. Tests of
+// the veto put to people, in parley ingest and in the App, share it.
+func VetoAskPolicy() string {
+	s := strings.Replace(policyHCL, `asserted_by = ["scanner", "oncall"]`, `asserted_by = ["scanner", "oncall", "security-admin"]`, 1)
+	return strings.Replace(s, "  immutable = true\n}", `  immutable = true
+  # A veto of a trusted CVE fix is put to people: Parley proposes the value as a Git change.
+  veto_ask_when = claim.motivation == "cve"
+  veto_ask      = ["@acme/security-leads"]
+}
+
+actor "security-admin" {
+  description    = "The security team's admin role in the AWS console"
+  intent         = "security"
+  motivation     = "cve"
+  aws_principals = ["arn:aws:sts::*:assumed-role/SecurityAdmin/*", "arn:aws:iam::*:role/SecurityAdmin"]
+}`, 1)
+}
 
 // Branch is the demo repository's default branch.
 const Branch = "main"

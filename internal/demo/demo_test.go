@@ -7,8 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/parleyhq/parley/core"
 	"github.com/parleyhq/parley/internal/demo"
 	"github.com/parleyhq/parley/internal/gittest"
+	"github.com/parleyhq/parley/policy"
 )
 
 func gitOut(t *testing.T, dir string, args ...string) string {
@@ -83,5 +85,21 @@ func TestBuildRefusesANonEmptyDirectory(t *testing.T) {
 	}
 	if _, err := demo.Build(dir); err == nil || !strings.Contains(err.Error(), "not empty") {
 		t.Fatalf("Build(non-empty) = %v", err)
+	}
+}
+
+// TestVetoAskPolicyPutsTheSkeletonsVetoToPeople: the replacements VetoAskPolicy makes still find
+// their places in the demo policy, and the result is a valid policy.
+func TestVetoAskPolicyPutsTheSkeletonsVetoToPeople(t *testing.T) {
+	p, err := policy.Parse([]byte(demo.VetoAskPolicy()), "policy.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fr := p.FieldRuleFor(core.TFField("infra/kafka", "aws_iam_role_policy.consumer", "/policy"))
+	if fr == nil || fr.VetoAsk == nil || strings.Join(fr.VetoAsk.Ask, ",") != "@acme/security-leads" {
+		t.Fatalf("the IAM skeleton does not put its vetoes to people: %+v", fr)
+	}
+	if a := p.Actor("security-admin"); a == nil || !p.Motivations["cve"].MayAssert("security-admin") {
+		t.Fatal("the security admin is missing or not trusted with cve")
 	}
 }

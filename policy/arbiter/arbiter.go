@@ -28,6 +28,18 @@ type Input struct {
 	// Dependents are the fields that depend on Field (the repository's dependency graph): the
 	// claim.dependents of every claim, and listed in the explanation. nil: unknown.
 	Dependents []core.Dependent
+	// Owners answers who is asked when the verdict asks people (a hold, an escalation, a veto put
+	// to people) and the policy names nobody: the code owners of the file that defines the field.
+	// Called only then. nil: not known.
+	Owners func() Owners
+}
+
+// Owners are the people asked when the policy names nobody: the CODEOWNERS of the file that
+// defines the field. From says where they were found ("the CODEOWNERS line 4 (/infra/kafka/) of
+// .github/CODEOWNERS for infra/kafka/main.tf"), or, with no Ask, plainly why there are none.
+type Owners struct {
+	Ask  []string
+	From string
 }
 
 // Arbiter decides verdicts under one policy, caching what repeats between fields. Not safe for
@@ -230,6 +242,10 @@ type view struct {
 	profile int32
 	status  status
 	vetoBy  string // rule name that vetoed or deferred the claim
+	// vetoRule is the rule that vetoed the claim (vetoOther the claim it was vetoed against); nil
+	// when a field block's check did.
+	vetoRule  *policy.Rule
+	vetoOther *view
 }
 
 type profileKey struct {
@@ -482,8 +498,18 @@ func (d *decision) trust(v *view, subject *policy.Actor) {
 		if name == "" {
 			name = "an unknown actor (" + c.Actor.Identity.String() + ")"
 		}
-		d.step("trust", "downgraded", fmt.Sprintf("%s asserts motivation %s, but %s may not assert it (trusted: %s); the claim is treated as having no motivation",
-			who, c.Motivation.String(), name, strings.Join(m.AssertedBy, ", ")))
+		detail := fmt.Sprintf("%s asserts motivation %s, but %s may not assert it (trusted: %s); the claim is treated as having no motivation",
+			who, c.Motivation.String(), name, strings.Join(m.AssertedBy, ", "))
+		// The claim keeps the asserted motivation's lifetime: asserting what one may not must never
+		// buy a longer stay than asserting it honestly would (without this, a downgraded claim has
+		// no expiry and a winning one is adopted into Git for good). Git's claim does not expire.
+		if !v.Git {
+			if bounded, _ := boundLifetime(c, m); bounded {
+				detail += fmt.Sprintf(", but it is still bounded by the lifetime of motivation %s (%s): it expires at %s",
+					m.Name, lifetimeText(m), fmtTime(c.Expires))
+			}
+		}
+		d.step("trust", "downgraded", detail)
 		c.Motivation = core.Motivation{}
 		v.Downgraded = true
 		return
@@ -492,14 +518,36 @@ func (d *decision) trust(v *view, subject *policy.Actor) {
 	if v.Git {
 		return // Git's claim does not expire: lifetimes bound live claims
 	}
+	if _, capped := boundLifetime(c, m); capped {
+		d.step("lifetime", "capped", fmt.Sprintf("%s's claim is capped at the %s maximum lifetime of motivation %s: it expires at %s",
+			who, fmtDuration(m.MaxLifetime), m.Name, fmtTime(c.Expires)))
+	}
+}
+
+// boundLifetime bounds c's expiry by m's lifetimes: a claim stating no expiry gets the default
+// lifetime, and none may outlast the maximum. bounded reports whether c now expires, capped whether
+// the maximum cut it short.
+func boundLifetime(c *core.Claim, m *policy.Motivation) (bounded, capped bool) {
 	if c.Expires.IsZero() && m.DefaultLifetime > 0 {
 		c.Expires = c.At.Add(m.DefaultLifetime)
 	}
 	if m.MaxLifetime > 0 && (c.Expires.IsZero() || c.Expires.After(c.At.Add(m.MaxLifetime))) {
 		c.Expires = c.At.Add(m.MaxLifetime)
-		d.step("lifetime", "capped", fmt.Sprintf("%s's claim is capped at the %s maximum lifetime of motivation %s: it expires at %s",
-			who, fmtDuration(m.MaxLifetime), m.Name, fmtTime(c.Expires)))
+		capped = true
 	}
+	return !c.Expires.IsZero() && (m.DefaultLifetime > 0 || m.MaxLifetime > 0), capped
+}
+
+// lifetimeText names a motivation's lifetimes, e.g. "default 4h, at most 12h".
+func lifetimeText(m *policy.Motivation) string {
+	var parts []string
+	if m.DefaultLifetime > 0 {
+		parts = append(parts, "default "+fmtDuration(m.DefaultLifetime))
+	}
+	if m.MaxLifetime > 0 {
+		parts = append(parts, "at most "+fmtDuration(m.MaxLifetime))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // activeLive returns the live claims still in the contest.

@@ -346,8 +346,9 @@ func (d *decision) contest() core.Verdict {
 				out := d.compare(cands[i], cands[j], rules, &errs)
 				p := decidedPair{cands[i], cands[j], out}
 				if out.kind == outVeto {
-					if subj, _ := p.subject(); !subj.Git {
+					if subj, other := p.subject(); !subj.Git {
 						subj.status, subj.vetoBy = vetoed, "rule."+d.p.Rules[out.by].Name
+						subj.vetoRule, subj.vetoOther = d.p.Rules[out.by], other
 						vetoes = append(vetoes, p)
 						vetoedOne = true
 						break
@@ -376,9 +377,7 @@ func (d *decision) contest() core.Verdict {
 	for _, p := range pairs {
 		if p.out.kind == outHold {
 			rule := "rule." + d.p.Rules[p.out.by].Name
-			v := d.verdict(core.DecisionHold, rule, d.git)
-			v.Ask = d.p.Escalation.Ask
-			return v
+			return d.verdict(core.DecisionHold, rule, d.git) // asks the escalation's people, or the code owners
 		}
 	}
 	// The winner beats every other claim.
@@ -527,8 +526,9 @@ func (d *decision) pairText(p decidedPair, decision string) string {
 func (d *decision) gitStands() core.Verdict {
 	for _, v := range d.live {
 		if v.status == vetoed {
-			d.step("result", "veto", "Git's value "+d.git.Claim.Value.String()+" stands; the vetoed claims are refused")
-			return d.verdict(core.DecisionVeto, d.firstBlock(vetoed), d.git)
+			put, ask := d.askVeto()
+			d.step("result", "veto", "Git's value "+d.git.Claim.Value.String()+" stands; the vetoed claims are refused"+putText(put))
+			return d.vetoVerdict(d.firstBlock(vetoed), put, ask)
 		}
 	}
 	for _, v := range d.live {
@@ -553,8 +553,9 @@ func (d *decision) firstBlock(s status) string {
 func (d *decision) gitWins(rule string) core.Verdict {
 	for _, v := range d.live {
 		if v.status == vetoed {
-			d.step("result", "veto", "Git's value "+d.git.Claim.Value.String()+" stands; vetoed claims are refused and the others lose")
-			return d.verdict(core.DecisionVeto, v.vetoBy, d.git)
+			put, ask := d.askVeto()
+			d.step("result", "veto", "Git's value "+d.git.Claim.Value.String()+" stands; vetoed claims are refused and the others lose"+putText(put))
+			return d.vetoVerdict(v.vetoBy, put, ask)
 		}
 	}
 	if fz := d.firstBlock(deferred); fz != "" {
@@ -563,6 +564,111 @@ func (d *decision) gitWins(rule string) core.Verdict {
 	}
 	d.step("result", "enforce Git", "Git's value "+d.git.Claim.Value.String()+" wins ("+rule+")")
 	return d.verdict(core.DecisionEnforceGit, rule, d.git)
+}
+
+// askVeto finds the vetoed claim to put to people: of the vetoed claims whose vetoing block (the
+// field block, or the veto rule) has veto_ask_when holding for them, the most recent. It explains
+// the outcome and returns the claim (nil: none) and who is asked: the block's veto_ask, else the
+// escalation's ask; nil when the policy names nobody.
+func (d *decision) askVeto() (*view, []string) {
+	var put *view
+	var putBy *policy.VetoAsk
+	var src string
+	var failed []string
+	for _, v := range d.live {
+		if v.status != vetoed {
+			continue
+		}
+		va, block, other := d.vetoAskOf(v)
+		if va == nil {
+			continue
+		}
+		ok, err := va.When.Bool(d.p, d.env(v, other))
+		if err != nil {
+			failed = append(failed, v.label+" ("+block+"): "+err.Error())
+			continue
+		}
+		if ok && (put == nil || !v.Claim.At.Before(put.Claim.At)) {
+			put, putBy, src = v, va, block
+		}
+	}
+	if failed != nil {
+		d.step("veto-ask", "error", "veto_ask_when could not be evaluated for "+strings.Join(failed, "; ")+"; treated as not holding: the veto only refuses")
+	}
+	if put == nil {
+		return nil, nil
+	}
+	ask, from := putBy.Ask, "veto_ask of "+src
+	if len(ask) == 0 {
+		ask, from = d.p.Escalation.Ask, "the escalation's ask"
+	}
+	detail := put.label + "'s claim " + valueOf(put) + " is vetoed (" + put.vetoBy + "), but veto_ask_when " + putBy.When.Source +
+		" holds for it (" + src + "): Git's value stands, and a pull request proposes " + valueOf(put) +
+		" as a reviewed Git change, with the claim's intent, motivation and evidence"
+	if len(ask) > 0 {
+		detail += "; asking " + strings.Join(ask, ", ") + " (" + from + ") on it"
+	}
+	detail += ". Merged, the value is Git's like any other; closed, the veto stands"
+	d.step("veto-ask", "asked", detail)
+	if len(ask) == 0 {
+		ask = d.ask(nil, "veto put to people", "no veto_ask, no escalation ask")
+	}
+	return put, ask
+}
+
+// ask returns who is asked about this what: the policy's people, else the code owners of the file
+// that defines the field (Input.Owners). When it falls back, or finds nobody, it says so plainly in
+// a step; unnamed says where the policy could have named people.
+func (d *decision) ask(policyAsk []string, what, unnamed string) []string {
+	if len(policyAsk) > 0 {
+		return policyAsk
+	}
+	var o Owners
+	if d.in.Owners != nil {
+		o = d.in.Owners()
+	}
+	if len(o.Ask) > 0 {
+		d.step("ask", "code owners", "the policy names nobody to ask for this "+what+"; asking the code owners of the field instead: "+
+			strings.Join(o.Ask, ", ")+" ("+o.From+")")
+		return slices.Clip(o.Ask)
+	}
+	why := o.From
+	if why == "" {
+		why = "which file defines the field is not known here, so no CODEOWNERS was read"
+	}
+	d.step("ask", "nobody", "the policy names nobody to ask for this "+what+" ("+unnamed+"), and no code owner either: "+why+
+		". Nobody is asked: name people in the escalation block's ask, or add a CODEOWNERS line for the file")
+	return nil
+}
+
+// vetoAskOf returns the veto_ask settings of what vetoed v, the block's name and the claim it was
+// vetoed against (rules only).
+func (d *decision) vetoAskOf(v *view) (*policy.VetoAsk, string, *view) {
+	if v.vetoRule != nil {
+		return v.vetoRule.VetoAsk, "rule." + v.vetoRule.Name, v.vetoOther
+	}
+	if d.fr != nil {
+		return d.fr.VetoAsk, "field." + d.fr.Name, nil
+	}
+	return nil, "", nil
+}
+
+func putText(put *view) string {
+	if put == nil {
+		return ""
+	}
+	return "; " + put.label + "'s value " + valueOf(put) + " is put to people on a pull request"
+}
+
+// vetoVerdict is a veto verdict, with the claim put to people (if any) and who is asked.
+func (d *decision) vetoVerdict(rule string, put *view, ask []string) core.Verdict {
+	v := d.verdict(core.DecisionVeto, rule, d.git)
+	if put != nil {
+		c := put.Claim
+		v.Proposed = &c
+		v.Ask = ask
+	}
+	return v
 }
 
 // liveWins maps a winning live claim to a decision: agreeing with Git enforces Git; an expiring
@@ -650,16 +756,18 @@ func (d *decision) escalate(cands []*view, pairs []decidedPair) core.Verdict {
 			c.status = lost
 		}
 	}
-	v := d.verdict(core.DecisionEscalate, "escalation", nil)
-	v.Ask = esc.Ask
-	return v
+	return d.verdict(core.DecisionEscalate, "escalation", nil) // asks the escalation's people, or the code owners
 }
 
 // verdict assembles the result: the winner's effective claim, every other standing live claim as a
 // loser (with Git's claim when it lost; expired, superseded and yielded claims are only explained),
 // the recheck time and the explanation.
 func (d *decision) verdict(dec core.Decision, rule string, win *view) core.Verdict {
-	v := core.Verdict{Field: d.in.Field, Decision: dec, Rule: rule, Explanation: d.steps}
+	var ask []string
+	if dec == core.DecisionHold && rule != "no-claims" || dec == core.DecisionEscalate {
+		ask = d.ask(d.p.Escalation.Ask, string(dec), "no escalation ask")
+	}
+	v := core.Verdict{Field: d.in.Field, Decision: dec, Rule: rule, Explanation: d.steps, Ask: ask}
 	if win != nil {
 		c := win.Claim
 		v.Winner = &c
@@ -680,9 +788,6 @@ func (d *decision) verdict(dec core.Decision, rule string, win *view) core.Verdi
 				v.Losers = append(v.Losers, l.Claim)
 			}
 		}
-	}
-	if dec == core.DecisionHold && v.Ask == nil && rule != "no-claims" {
-		v.Ask = d.p.Escalation.Ask
 	}
 	v.Recheck = d.recheck
 	return v

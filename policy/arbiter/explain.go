@@ -41,6 +41,9 @@ func Explain(v core.Verdict) string {
 	if !v.Recheck.IsZero() {
 		b.WriteString("  recheck:  " + fmtTime(v.Recheck) + "\n")
 	}
+	if v.Proposed != nil {
+		b.WriteString("  proposed: " + claimLine(*v.Proposed) + "\n")
+	}
 	if len(v.Ask) > 0 {
 		b.WriteString("  ask:      " + strings.Join(v.Ask, ", ") + "\n")
 	}

@@ -170,6 +170,9 @@ const (
 type Event struct {
 	Kind string `json:"kind"`
 	Note string `json:"note,omitempty"`
+	// File, on a git event, is the repository file that defines the field: when a verdict asks
+	// people and the policy names nobody, that file's code owners are asked (SimulateWith).
+	File string `json:"file,omitempty"`
 	core.ClaimJSON
 }
 
@@ -221,6 +224,9 @@ func ReadEvents(r io.Reader) ([]Event, error) {
 }
 
 func checkEvent(ev Event) error {
+	if ev.File != "" && ev.Kind != EventGit {
+		return fmt.Errorf("file is for git events (the file that defines the field), not %s", ev.Kind)
+	}
 	switch ev.Kind {
 	case EventTick:
 		return nil

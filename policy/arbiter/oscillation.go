@@ -72,9 +72,8 @@ func (d *decision) oscillation() (core.Verdict, bool) {
 		v.status = lost
 	}
 	d.noteRecheck(until)
-	v := d.verdict(core.DecisionHold, "oscillation", d.git)
+	v := d.verdict(core.DecisionHold, "oscillation", d.git) // asks the escalation's people, or the code owners
 	v.Until = until
-	v.Ask = d.p.Escalation.Ask
 	return v, true
 }
 

@@ -19,6 +19,7 @@ type Change struct {
 }
 
 type simField struct {
+	file    string // the file that defines the field, from its git events
 	git     *core.Claim
 	live    []core.Claim // latest claim per identity
 	history []core.Claim
@@ -30,6 +31,15 @@ type simField struct {
 // event); between events, fields are decided again at their verdicts' recheck times, so expiries
 // and freeze boundaries show up when they happen.
 func Simulate(p *policy.Policy, events []Event) ([]Change, error) {
+	return SimulateWith(p, events, nil)
+}
+
+// OwnersOf answers who owns the file that defines a field (file "" when no git event named one):
+// the people asked when a verdict asks and the policy names nobody.
+type OwnersOf func(f core.Field, file string) Owners
+
+// SimulateWith is Simulate with the code owners of the files that define the fields; nil: unknown.
+func SimulateWith(p *policy.Policy, events []Event, owners OwnersOf) ([]Change, error) {
 	arb := New(p)
 	fields := map[core.Field]*simField{}
 	var order []core.Field
@@ -39,6 +49,9 @@ func Simulate(p *policy.Policy, events []Event) ([]Change, error) {
 	decide := func(f core.Field, now time.Time, cause string) {
 		st := fields[f]
 		in := Input{Field: f, Live: st.live, Git: st.git, History: st.history, Now: now, Lookup: values}
+		if owners != nil {
+			in.Owners = func() Owners { return owners(f, st.file) }
+		}
 		v := arb.Decide(in)
 		if st.last == nil || signature(*st.last) != signature(v) {
 			changes = append(changes, Change{At: now, Cause: cause, Verdict: v})
@@ -108,6 +121,9 @@ func Simulate(p *policy.Policy, events []Event) ([]Change, error) {
 			st := field(c.Field)
 			st.history = append(st.history, c)
 			if ev.Kind == EventGit {
+				if ev.File != "" {
+					st.file = ev.File
+				}
 				st.git = &c
 				values[c.Field] = c.Value
 			} else {
@@ -134,6 +150,9 @@ func signature(v core.Verdict) string {
 		b.WriteString(v.Winner.Actor.String() + "=" + v.Winner.Value.String())
 	}
 	b.WriteString("|" + v.Until.String() + "|" + strings.Join(v.Ask, ",") + "|")
+	if v.Proposed != nil {
+		b.WriteString("proposed " + v.Proposed.Actor.String() + "=" + v.Proposed.Value.String() + "|")
+	}
 	for _, l := range v.Losers {
 		b.WriteString(l.Actor.String() + "=" + l.Value.String() + ";")
 	}

@@ -214,7 +214,7 @@ type Record struct {
 	Verdict  core.Verdict `json:"verdict"`
 	At       time.Time    `json:"at"`
 	Evidence []string     `json:"evidence,omitempty"` // source/event-ID pairs that led to this verdict (newest last, at most 64)
-	Action   string       `json:"action,omitempty"`   // what the verdict did: "gate", "resume", "adopt" or "" (nothing to write)
+	Action   string       `json:"action,omitempty"`   // what the verdict did: "gate", "resume", "adopt", "ask", "propose" or "" (nothing to write)
 	Commit   string       `json:"commit,omitempty"`   // the commit that carried it, if one was written
 	Branch   string       `json:"branch,omitempty"`
 	PR       int          `json:"pull_request,omitempty"`
@@ -229,7 +229,12 @@ func Signature(v core.Verdict) string {
 	if v.Winner != nil {
 		w = v.Winner.Actor.String()
 	}
-	return string(v.Decision) + "|" + v.Rule + "|" + w
+	s := string(v.Decision) + "|" + v.Rule + "|" + w
+	if p := v.Proposed; p != nil {
+		// A veto put to people is asked once per proposed value: another value asks again.
+		s += "|proposed " + p.Actor.String() + "=" + p.Value.String()
+	}
+	return s
 }
 
 // Batch is everything one reconciliation records, written in one transaction.

@@ -77,6 +77,9 @@ func DecodeArgoCD(body []byte) (Batch, error) {
 	}
 	app := n.App.Namespace + "/" + n.App.Name
 	var b Batch
+	if t, err := argoTime(n.ReconciledAt); err == nil {
+		b.saw(t) // a notification left out still tells the time
+	}
 	switch n.Event {
 	case "out-of-sync":
 		at, err := argoTime(n.ReconciledAt)
@@ -118,6 +121,7 @@ func DecodeArgoCD(body []byte) (Batch, error) {
 		if err != nil {
 			return Batch{}, fmt.Errorf("argocd: application %s: operation.finishedAt: %w", app, err)
 		}
+		b.saw(at)
 		rev := op.SyncResult.Revision
 		if rev == "" {
 			rev = n.Sync.Revision

@@ -110,6 +110,9 @@ func DecodeCloudTrail(body []byte, tf TerraformIndex) (Batch, error) {
 }
 
 func decodeCTRecord(b *Batch, r *ctRecord, tf TerraformIndex, seen map[string]bool) error {
+	if t, err := time.Parse(time.RFC3339, r.EventTime); err == nil {
+		b.saw(t) // a record left out still tells the time; a relevant one with a bad time is refused below
+	}
 	switch {
 	case r.ReadOnly:
 		b.ignore("read-only")

@@ -89,6 +89,17 @@ type Batch struct {
 	// EventIDs lists, once each and in order, the IDs of the events that contributed observations,
 	// reverts or out-of-sync objects: the evidence to store.
 	EventIDs []string
+	// Latest is the time of the body's newest event, whether or not it was left out: a body of
+	// only irrelevant events still says what time it is, so that timers due by then can fire
+	// before it is judged. Zero when no event carries a readable time.
+	Latest time.Time
+}
+
+// saw notes that an event of the body happened at t.
+func (b *Batch) saw(t time.Time) {
+	if t.After(b.Latest) {
+		b.Latest = t.UTC()
+	}
 }
 
 func (b *Batch) ignore(reason string) {

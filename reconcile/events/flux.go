@@ -38,6 +38,7 @@ func DecodeFlux(body []byte) (Batch, error) {
 		return Batch{}, fmt.Errorf("flux: event about %s/%s/%s has no timestamp", io.Kind, io.Namespace, io.Name)
 	}
 	var b Batch
+	b.saw(ev.Timestamp.Time)
 	if ev.Severity == eventv1.EventSeverityError {
 		b.ignore("flux-error-event")
 		return b, nil

@@ -78,6 +78,8 @@ type touch struct {
 }
 
 func decodeAuditEvent(b *Batch, ev *auditv1.Event, seen map[string]bool) {
+	b.saw(ev.StageTimestamp.Time)
+	b.saw(ev.RequestReceivedTimestamp.Time)
 	if ev.Stage != auditv1.StageResponseComplete {
 		b.ignore(ignStage)
 		return
