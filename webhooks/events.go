@@ -19,6 +19,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/parleyhq/parley/webhooks/guard"
 	"github.com/parleyhq/parley/webhooks/store"
 )
 
@@ -96,6 +97,8 @@ type EventReceiverConfig struct {
 	// cluster name is valid (store.ValidScope). Nil: no cluster is known, and every request
 	// to a per-cluster path is answered 404.
 	Clusters func(name string) bool
+	// Failures rate limits failed credentials per client address; nil: no limit.
+	Failures *guard.Failures
 }
 
 // EventMetrics are the drift receivers' own metrics, shared by the four receivers. The delivery
@@ -165,6 +168,7 @@ type EventReceiver struct {
 	putTimeout time.Duration
 	now        func() time.Time
 	clusters   func(name string) bool
+	failures   *guard.Failures
 }
 
 // NewEventReceiver checks cfg and returns an EventReceiver. No secret is not an error: the
@@ -183,6 +187,7 @@ func NewEventReceiver(cfg EventReceiverConfig) (*EventReceiver, error) {
 		putTimeout: cfg.PutTimeout,
 		now:        cfg.Now,
 		clusters:   cfg.Clusters,
+		failures:   cfg.Failures,
 	}
 	switch cfg.Source {
 	case store.SourceFlux:
@@ -260,6 +265,7 @@ func (r *EventReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		writeEventReply(w, code, eventReply{Status: "refused", Error: err.Error()})
 	}
 	unauthorized := func(reason string, err error) {
+		r.failures.Failed(req)
 		r.metrics.signatureFailures.WithLabelValues(source, reason).Inc()
 		log.Warn("event credentials refused", slog.Int(LogKeyStatus, http.StatusUnauthorized), slog.String(LogKeyError, err.Error()))
 		writeEventReply(w, http.StatusUnauthorized, eventReply{Status: "unauthorized", Error: err.Error()})
@@ -277,6 +283,10 @@ func (r *EventReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			msg += ": set " + r.setting + " to enable them"
 		}
 		refuse(http.StatusForbidden, reasonNotEnabled, errors.New(msg))
+		return
+	}
+
+	if throttled(w, req, r.failures, r.metrics, source) {
 		return
 	}
 
@@ -397,13 +407,12 @@ func (r *EventReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 }
 
 // readLimited reads the whole body through http.MaxBytesReader, so an oversized body without a
-// Content-Length is cut off at the limit instead of being buffered whole.
+// Content-Length is cut off at the limit instead of being buffered whole. The buffer grows with
+// what arrives and is never sized from Content-Length: the request is not authenticated yet, and
+// a client declaring 25 MB while sending a few bytes must not hold 25 MB.
 func readLimited(w http.ResponseWriter, req *http.Request, limit int64) ([]byte, error) {
 	rd := http.MaxBytesReader(w, req.Body, limit)
 	var buf bytes.Buffer
-	if req.ContentLength > 0 {
-		buf.Grow(int(req.ContentLength) + 1) // +1: ReadFrom needs room to see EOF without growing
-	}
 	_, err := buf.ReadFrom(rd)
 	return buf.Bytes(), err
 }

@@ -43,6 +43,7 @@ const (
 	reasonInvalidJSON  = "invalid_json"
 	reasonStoreFailure = "store_unavailable"
 	reasonReadBody     = "read_body"
+	reasonThrottled    = "throttled"
 
 	reasonPermanent = "permanent"
 	reasonExhausted = "exhausted"

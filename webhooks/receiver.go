@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/parleyhq/parley/webhooks/guard"
 	"github.com/parleyhq/parley/webhooks/store"
 )
 
@@ -49,6 +50,8 @@ type ReceiverConfig struct {
 	PutTimeout time.Duration
 	// Now defaults to time.Now; it stamps ReceivedAt.
 	Now func() time.Time
+	// Failures rate limits failed signatures per client address; nil: no limit.
+	Failures *guard.Failures
 }
 
 // Receiver is the http.Handler for GitHub webhooks (POST GitHubPath). See the package doc for
@@ -62,6 +65,7 @@ type Receiver struct {
 	maxBody    int64
 	putTimeout time.Duration
 	now        func() time.Time
+	failures   *guard.Failures
 }
 
 // NewReceiver checks cfg and returns a Receiver.
@@ -77,6 +81,7 @@ func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
 		maxBody:    cfg.MaxBodyBytes,
 		putTimeout: cfg.PutTimeout,
 		now:        cfg.Now,
+		failures:   cfg.Failures,
 	}
 	if err := r.SetSecrets(cfg.Secrets...); err != nil {
 		return nil, err
@@ -153,6 +158,9 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		refuse(http.StatusMethodNotAllowed, reasonMethod, fmt.Errorf("method %s not allowed, use POST", req.Method))
 		return
 	}
+	if throttled(w, req, r.failures, r.metrics, source) {
+		return
+	}
 	if err := checkHeader(HeaderEvent, event, validEvent); err != nil {
 		refuse(http.StatusBadRequest, reasonHeader, err)
 		return
@@ -167,7 +175,7 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	// nothing.
 	mac, err := parseSignature(req.Header.Get(HeaderSignature))
 	if err != nil {
-		r.signatureFailure(w, log, source, err)
+		r.signatureFailure(w, req, log, source, err)
 		return
 	}
 	if req.ContentLength > r.maxBody {
@@ -186,7 +194,7 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	if !verify(*r.secrets.Load(), body, mac) {
-		r.signatureFailure(w, log, source, errSignatureMismatch)
+		r.signatureFailure(w, req, log, source, errSignatureMismatch)
 		return
 	}
 
@@ -253,7 +261,8 @@ func put(ctx context.Context, st Intake, timeout time.Duration, m *Metrics, log 
 	return putStored
 }
 
-func (r *Receiver) signatureFailure(w http.ResponseWriter, log *slog.Logger, source string, err error) {
+func (r *Receiver) signatureFailure(w http.ResponseWriter, req *http.Request, log *slog.Logger, source string, err error) {
+	r.failures.Failed(req)
 	reason := reasonMismatch
 	switch {
 	case errors.Is(err, errSignatureMissing):
@@ -264,6 +273,20 @@ func (r *Receiver) signatureFailure(w http.ResponseWriter, log *slog.Logger, sou
 	r.metrics.signatureFailures.WithLabelValues(source, reason).Inc()
 	log.Warn("webhook signature refused", slog.Int(LogKeyStatus, http.StatusUnauthorized), slog.String(LogKeyError, err.Error()))
 	writeReply(w, http.StatusUnauthorized, reply{Status: "unauthorized", Error: err.Error()})
+}
+
+// throttled answers 429 with Retry-After, and reports true, when req's client address failed
+// authentication too often: before the body is read or anything is stored.
+func throttled(w http.ResponseWriter, req *http.Request, f *guard.Failures, m *Metrics, source string) bool {
+	wait, ok := f.Throttled(req, source)
+	if !ok {
+		return false
+	}
+	m.rejected.WithLabelValues(source, reasonThrottled).Inc()
+	w.Header().Set("Retry-After", guard.RetryAfter(wait))
+	writeReply(w, http.StatusTooManyRequests, reply{Status: "throttled",
+		Error: "too many failed authentications from this address; try again after Retry-After seconds"})
+	return true
 }
 
 func checkHeader(name, value string, valid func(string) bool) error {
