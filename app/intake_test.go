@@ -150,11 +150,11 @@ func TestAgentTokenFailuresThrottledBeforeTheTokenStore(t *testing.T) {
 		h.ServeHTTP(rec, req)
 		return rec
 	}
-	if rec := post("wrong"); rec.Code != http.StatusUnauthorized {
+	if rec := post("parley_abc_wrong"); rec.Code != http.StatusUnauthorized {
 		t.Fatalf("a wrong token: %d, want 401", rec.Code)
 	}
 	agents.Close() // from here on, a query of the token store fails
-	rec := post("wrong-again")
+	rec := post("parley_abc_wrongagain")
 	if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") != "60" {
 		t.Fatalf("after the budget: %d Retry-After %q, want 429 and 60: %s", rec.Code, rec.Header().Get("Retry-After"), rec.Body)
 	}
