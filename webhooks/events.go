@@ -236,6 +236,7 @@ type eventReply struct {
 	Events   int            `json:"events,omitempty"`
 	Ignored  map[string]int `json:"ignored,omitempty"`
 	Error    string         `json:"error,omitempty"`
+	Note     string         `json:"note,omitempty"`
 }
 
 func writeEventReply(w http.ResponseWriter, code int, rep eventReply) {
@@ -385,20 +386,21 @@ func (r *EventReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		log = log.With(slog.String(LogKeyCluster, scope))
 	}
 
-	switch put(req.Context(), r.store, r.putTimeout, r.metrics, log, "event", store.Delivery{
+	outcome := put(req.Context(), r.store, r.putTimeout, r.metrics, log, "event", store.Delivery{
 		Source:     source,
 		ID:         id,
 		Event:      EventName,
 		Body:       body,
 		ReceivedAt: r.now(),
 		Scope:      scope,
-	}) {
+	})
+	switch outcome.kind {
 	case putFailed:
 		w.Header().Set("Retry-After", "5")
 		writeEventReply(w, http.StatusServiceUnavailable, eventReply{Status: "unavailable", Delivery: id, Error: "event could not be stored; send it again later"})
 		return
 	case putDuplicate:
-		writeEventReply(w, http.StatusOK, eventReply{Status: "duplicate", Delivery: id, Events: len(ids)})
+		writeEventReply(w, http.StatusOK, eventReply{Status: "duplicate", Delivery: id, Events: len(ids), Note: outcome.duplicateNote()})
 		return
 	}
 	r.notify()

@@ -127,7 +127,48 @@ func TestFailedAuthenticationIsThrottledPerClient(t *testing.T) {
 	}
 	// The budget refills: a minute on, the client is heard again.
 	later = time.Minute
+	body = `{"zen":"hello again"}`
 	if rec := send("192.0.2.7:4002", "d-right", Sign(secret, []byte(body))); rec.Code != http.StatusAccepted {
 		t.Fatalf("a minute later answered %d, want 202", rec.Code)
+	}
+}
+
+// TestReplayedBodyUnderAnotherDeliveryIsADuplicate: GitHub signs only the body, so a captured
+// delivery can be sent again under a new X-GitHub-Delivery or relabelled with another
+// X-GitHub-Event and still verify. The body gives it away: answered 200 "duplicate", naming the
+// delivery that holds it, in the reply and the log, and nothing is stored.
+func TestReplayedBodyUnderAnotherDeliveryIsADuplicate(t *testing.T) {
+	st := openStore(t, store.Options{})
+	secret := mustSecret(t, "hook")
+	log, logs := testLogger(t)
+	gh, err := NewReceiver(ReceiverConfig{Store: st, Secrets: []Secret{secret}, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := []byte(`{"action":"opened","number":7}`)
+	send := func(event, id string) (int, string) {
+		req := httptest.NewRequest(http.MethodPost, GitHubPath, strings.NewReader(string(body)))
+		req.Header.Set(HeaderEvent, event)
+		req.Header.Set(HeaderDelivery, id)
+		req.Header.Set(HeaderSignature, Sign(secret, body))
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		gh.ServeHTTP(rec, req)
+		return rec.Code, rec.Body.String()
+	}
+	if code, rep := send("pull_request", "original"); code != http.StatusAccepted {
+		t.Fatalf("first delivery: %d %s", code, rep)
+	}
+	for _, c := range []struct{ event, id string }{{"pull_request", "replayed"}, {"issue_comment", "relabelled"}} {
+		code, rep := send(c.event, c.id)
+		if code != http.StatusOK || !strings.Contains(rep, `"status":"duplicate"`) || !strings.Contains(rep, "already delivered as original") {
+			t.Errorf("%s as %s: %d %s; want 200 duplicate naming original", c.id, c.event, code, rep)
+		}
+		if _, err := st.Get(t.Context(), store.Key{Source: store.SourceGitHub, ID: c.id}); err == nil {
+			t.Errorf("%s was stored", c.id)
+		}
+	}
+	if !strings.Contains(logs.String(), `"msg":"webhook duplicate body"`) || !strings.Contains(logs.String(), `"stored_as":"original"`) {
+		t.Errorf("the log does not say whose body it was:\n%s", logs)
 	}
 }

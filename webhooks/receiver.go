@@ -132,6 +132,8 @@ type reply struct {
 	Status   string `json:"status"`
 	Delivery string `json:"delivery,omitempty"`
 	Error    string `json:"error,omitempty"`
+	// Note says more about a "duplicate": the delivery that holds the same body.
+	Note string `json:"note,omitempty"`
 }
 
 func writeReply(w http.ResponseWriter, code int, rep reply) {
@@ -211,19 +213,20 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 
-	switch put(req.Context(), r.store, r.putTimeout, r.metrics, log, "webhook", store.Delivery{
+	outcome := put(req.Context(), r.store, r.putTimeout, r.metrics, log, "webhook", store.Delivery{
 		Source:     source,
 		ID:         id,
 		Event:      event,
 		Body:       body,
 		ReceivedAt: r.now(),
-	}) {
+	})
+	switch outcome.kind {
 	case putFailed:
 		w.Header().Set("Retry-After", "5")
 		writeReply(w, http.StatusServiceUnavailable, reply{Status: "unavailable", Delivery: id, Error: "delivery could not be stored; redeliver it later"})
 		return
 	case putDuplicate:
-		writeReply(w, http.StatusOK, reply{Status: "duplicate", Delivery: id})
+		writeReply(w, http.StatusOK, reply{Status: "duplicate", Delivery: id, Note: outcome.duplicateNote()})
 		return
 	}
 	r.notify()
@@ -231,14 +234,29 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	writeReply(w, http.StatusAccepted, reply{Status: "accepted", Delivery: id})
 }
 
-// putOutcome is what a durable Put came to.
-type putOutcome int
+// putKind is what a durable Put came to.
+type putKind int
 
 const (
-	putStored putOutcome = iota
+	putStored putKind = iota
 	putDuplicate
 	putFailed
 )
+
+// putOutcome is a Put's kind and, for a duplicate of another delivery's body, that delivery's ID.
+type putOutcome struct {
+	kind     putKind
+	storedAs string
+}
+
+// duplicateNote is what a duplicate's reply says: nothing for a redelivery of a stored ID, the
+// stored delivery for a body stored under another one.
+func (o putOutcome) duplicateNote() string {
+	if o.storedAs == "" {
+		return ""
+	}
+	return "this body was already delivered as " + o.storedAs + "; nothing stored"
+}
 
 // put stores d durably, waiting at most timeout for the store, and counts and logs the outcome
 // (what names the kind of request in the log: "webhook", "event"); the caller answers the request:
@@ -247,18 +265,26 @@ func put(ctx context.Context, st Intake, timeout time.Duration, m *Metrics, log 
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	inserted, err := st.Put(ctx, d)
+	if dup, ok := errors.AsType[*store.DuplicateBodyError](err); ok {
+		// A replay: the signed body is stored already, under another ID (or relabelled as
+		// another event). Answered like a redelivery, so a sender never retries it, and
+		// logged with the delivery that holds the body.
+		m.duplicates.WithLabelValues(d.Source, d.Event).Inc()
+		log.Warn(what+" duplicate body", slog.Int(LogKeyStatus, http.StatusOK), slog.String("stored_as", dup.Stored.ID))
+		return putOutcome{kind: putDuplicate, storedAs: dup.Stored.ID}
+	}
 	switch {
 	case err != nil:
 		m.rejected.WithLabelValues(d.Source, reasonStoreFailure).Inc()
 		log.Error(what+" not stored", slog.Int(LogKeyStatus, http.StatusServiceUnavailable), slog.String(LogKeyError, err.Error()))
-		return putFailed
+		return putOutcome{kind: putFailed}
 	case !inserted:
 		m.duplicates.WithLabelValues(d.Source, d.Event).Inc()
 		log.Info(what+" duplicate", slog.Int(LogKeyStatus, http.StatusOK))
-		return putDuplicate
+		return putOutcome{kind: putDuplicate}
 	}
 	m.received.WithLabelValues(d.Source, d.Event).Inc()
-	return putStored
+	return putOutcome{kind: putStored}
 }
 
 func (r *Receiver) signatureFailure(w http.ResponseWriter, req *http.Request, log *slog.Logger, source string, err error) {
