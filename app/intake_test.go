@@ -2,6 +2,7 @@ package app
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -16,7 +17,9 @@ import (
 	"time"
 
 	"github.com/parleyhq/parley/internal/agentstore"
+	"github.com/parleyhq/parley/webhooks"
 	"github.com/parleyhq/parley/webhooks/guard"
+	"github.com/parleyhq/parley/webhooks/store"
 )
 
 // serveIntake starts parley serve with a Flux secret, an operations listener and env on top.
@@ -157,5 +160,48 @@ func TestAgentTokenFailuresThrottledBeforeTheTokenStore(t *testing.T) {
 	rec := post("parley_abc_wrongagain")
 	if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") != "60" {
 		t.Fatalf("after the budget: %d Retry-After %q, want 429 and 60: %s", rec.Code, rec.Header().Get("Retry-After"), rec.Body)
+	}
+}
+
+// TestServePrunesDeliveriesPastRetention: a handled delivery is deleted once delivery_retention
+// has passed, counted in parley_deliveries_pruned_total; without retention the table grows
+// with every delivery ever received.
+func TestServePrunesDeliveriesPastRetention(t *testing.T) {
+	srv, addr := serveIntake(t, map[string]string{"PARLEY_DELIVERY_RETENTION": "1s"})
+	body := []byte(`{"zen":"Keep it logically awesome.","hook_id":1}`)
+	secret, _ := webhooks.NewSecret("hook")
+	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+webhooks.GitHubPath, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(webhooks.HeaderEvent, "ping")
+	req.Header.Set(webhooks.HeaderDelivery, "ping-1")
+	req.Header.Set(webhooks.HeaderSignature, webhooks.Sign(secret, body))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("ping: %d", resp.StatusCode)
+	}
+	key := store.Key{Source: store.SourceGitHub, ID: "ping-1"}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := srv.Store().Get(t.Context(), key)
+		if errors.Is(err, store.ErrNotFound) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the handled ping was still stored 30 s on (retention 1s): %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	resp, err = http.Get("http://" + srv.MetricsAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	metrics, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(metrics), "parley_deliveries_pruned_total 1") {
+		t.Errorf("the prune is not counted:\n%s", grepLines(string(metrics), "pruned"))
 	}
 }

@@ -112,6 +112,8 @@ type Server struct {
 	details *Details
 	// guards count what the intake listener refused.
 	guards *guard.Metrics
+	// retention prunes deliveries past their keeping.
+	retention *webhooks.Retention
 	// metricsAddr is where the operations listener listens once Run started it ("" when
 	// operations are served on the intake listener).
 	metricsAddr atomic.Value
@@ -242,6 +244,7 @@ func NewServer(ctx context.Context, cfg config.Config, log *slog.Logger) (*Serve
 	if err != nil {
 		return fail(err)
 	}
+	s.retention = &webhooks.Retention{Store: st, Done: cfg.DeliveryRetention, Dead: cfg.DeadLetterRetention, Metrics: metrics, Logger: log}
 	s.receiver, err = webhooks.NewReceiver(webhooks.ReceiverConfig{Store: st, Secrets: secrets, Notify: s.pool.Notify, Logger: log, Metrics: metrics,
 		Failures: failures})
 	if err != nil {
@@ -605,6 +608,11 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 	go func() { // owned by Run; ends with the pool's context
 		defer wg.Done()
 		s.drift.RunTimers(poolCtx)
+	}()
+	wg.Add(1)
+	go func() { // owned by Run; ends with the pool's context
+		defer wg.Done()
+		s.retention.Run(poolCtx)
 	}()
 	wg.Add(1)
 	go serve(srv, ln)

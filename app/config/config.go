@@ -119,6 +119,10 @@ type Config struct {
 	MaxConnections          int
 	MaxConnectionsPerClient int
 	AuthFailuresPerMinute   float64
+	// DeliveryRetention and DeadLetterRetention are how long done and dead-lettered deliveries
+	// are kept; 0 keeps them for ever.
+	DeliveryRetention   time.Duration
+	DeadLetterRetention time.Duration
 }
 
 // StoreIsPostgres reports whether the store is a PostgreSQL database rather than a SQLite file.
@@ -221,6 +225,8 @@ func Keys() []Key {
 		{"idle_timeout", "PARLEY_IDLE_TIMEOUT", "60s", "how long a keep-alive connection may wait for its next request"},
 		{"max_connections", "PARLEY_MAX_CONNECTIONS", "1024", "open connections on listen, in total; more are answered 503 and closed at once (0: no cap). metrics_listen is not counted: point probes there"},
 		{"max_connections_per_client", "PARLEY_MAX_CONNECTIONS_PER_CLIENT", "64", "open connections on listen from one client IP address (IPv6: its /64); behind a proxy that hides client addresses every client is the proxy, so raise it or set 0 (no cap)"},
+		{"delivery_retention", "PARLEY_DELIVERY_RETENTION", "168h", "how long a handled delivery is kept (and its ID and body remembered, so a redelivery or replay is a duplicate); keep it above GitHub's 3 days of redelivery (0: for ever)"},
+		{"dead_letter_retention", "PARLEY_DEAD_LETTER_RETENTION", "720h", "how long a dead-lettered delivery is kept for parley deliveries to list and replay (0: for ever)"},
 		{"auth_failures_per_minute", "PARLEY_AUTH_FAILURES_PER_MINUTE", "30", "failed authentications (webhook signatures, event secrets and tokens, agent tokens) one client address may make a minute, in bursts of as many; over it every request from that address is answered 429 with Retry-After, before its credentials are checked (0: no limit)"},
 	}
 }
@@ -273,6 +279,8 @@ type file struct {
 	MaxConnections             *int        `hcl:"max_connections,optional"`
 	MaxConnectionsPerClient    *int        `hcl:"max_connections_per_client,optional"`
 	AuthFailuresPerMinute      *float64    `hcl:"auth_failures_per_minute,optional"`
+	DeliveryRetention          *string     `hcl:"delivery_retention,optional"`
+	DeadLetterRetention        *string     `hcl:"dead_letter_retention,optional"`
 	Clusters                   []repoBlock `hcl:"cluster,block"`
 	AWSAccounts                []repoBlock `hcl:"aws_account,block"`
 }
@@ -343,6 +351,7 @@ func Load(path string, getenv func(string) string) (Config, error) {
 		CommitAuthor:      "Parley <parley@users.noreply.github.com>",
 		ReadHeaderTimeout: 10 * time.Second, BodyTimeout: 30 * time.Second, WriteTimeout: 2 * time.Minute,
 		IdleTimeout: 60 * time.Second, MaxConnections: 1024, MaxConnectionsPerClient: 64, AuthFailuresPerMinute: 30,
+		DeliveryRetention: 7 * 24 * time.Hour, DeadLetterRetention: 30 * 24 * time.Hour,
 	}
 	var errs []error
 	if path != "" {
@@ -420,6 +429,8 @@ func Load(path string, getenv func(string) string) (Config, error) {
 		fileDuration("body_timeout", f.BodyTimeout, &c.BodyTimeout)
 		fileDuration("write_timeout", f.WriteTimeout, &c.WriteTimeout)
 		fileDuration("idle_timeout", f.IdleTimeout, &c.IdleTimeout)
+		fileDuration("delivery_retention", f.DeliveryRetention, &c.DeliveryRetention)
+		fileDuration("dead_letter_retention", f.DeadLetterRetention, &c.DeadLetterRetention)
 		setP(&c.MaxConnections, f.MaxConnections)
 		setP(&c.MaxConnectionsPerClient, f.MaxConnectionsPerClient)
 		setP(&c.AuthFailuresPerMinute, f.AuthFailuresPerMinute)
@@ -524,6 +535,8 @@ func Load(path string, getenv func(string) string) (Config, error) {
 	env("PARLEY_BODY_TIMEOUT", dur(&c.BodyTimeout))
 	env("PARLEY_WRITE_TIMEOUT", dur(&c.WriteTimeout))
 	env("PARLEY_IDLE_TIMEOUT", dur(&c.IdleTimeout))
+	env("PARLEY_DELIVERY_RETENTION", dur(&c.DeliveryRetention))
+	env("PARLEY_DEAD_LETTER_RETENTION", dur(&c.DeadLetterRetention))
 	env("PARLEY_MAX_CONNECTIONS", num(&c.MaxConnections))
 	env("PARLEY_MAX_CONNECTIONS_PER_CLIENT", num(&c.MaxConnectionsPerClient))
 	env("PARLEY_AUTH_FAILURES_PER_MINUTE", func(v string) error {
@@ -652,6 +665,12 @@ func (c *Config) validateIntake() []error {
 	}
 	if c.MaxConnectionsPerClient < 0 {
 		errs = append(errs, fmt.Errorf("max_connections_per_client = %d: want 0 (no cap) or more", c.MaxConnectionsPerClient))
+	}
+	if c.DeliveryRetention < 0 {
+		errs = append(errs, fmt.Errorf("delivery_retention = %s: want 0 (for ever) or more", c.DeliveryRetention))
+	}
+	if c.DeadLetterRetention < 0 {
+		errs = append(errs, fmt.Errorf("dead_letter_retention = %s: want 0 (for ever) or more", c.DeadLetterRetention))
 	}
 	if c.AuthFailuresPerMinute < 0 {
 		errs = append(errs, fmt.Errorf("auth_failures_per_minute = %g: want 0 (no limit) or more", c.AuthFailuresPerMinute))
