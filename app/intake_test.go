@@ -205,3 +205,40 @@ func TestServePrunesDeliveriesPastRetention(t *testing.T) {
 		t.Errorf("the prune is not counted:\n%s", grepLines(string(metrics), "pruned"))
 	}
 }
+
+// TestServeRefusesDriftEventsOutsideTheFreshnessWindow: a Flux event dated 2001 or 2099, even
+// correctly signed, is refused 400 saying why (an old signed body replayed is not news); one
+// dated now is stored.
+func TestServeRefusesDriftEventsOutsideTheFreshnessWindow(t *testing.T) {
+	_, addr := serveIntake(t, nil)
+	flux, _ := webhooks.NewSecret("flux")
+	example := readTestdataFile(t, "../examples/drift/flux.json")
+	post := func(at time.Time) (int, string) {
+		t.Helper()
+		body := bytes.Replace(example, []byte("2026-11-20T12:10:00Z"), []byte(at.UTC().Format(time.RFC3339)), 1)
+		req, _ := http.NewRequest(http.MethodPost, "http://"+addr+webhooks.FluxPath, bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(webhooks.HeaderXSignature, webhooks.Sign(flux, body))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		rep, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(rep)
+	}
+	for _, c := range []struct {
+		at   time.Time
+		want string
+	}{
+		{time.Date(2001, 9, 9, 1, 46, 40, 0, time.UTC), "an event at 2001-09-09T01:46:40Z is more than 24h0m0s old"},
+		{time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC), "an event at 2099-01-01T00:00:00Z is more than 5m0s ahead of the server's time"},
+	} {
+		if code, rep := post(c.at); code != http.StatusBadRequest || !strings.Contains(rep, c.want) {
+			t.Errorf("an event at %s: %d %s; want 400 saying %q", c.at, code, rep, c.want)
+		}
+	}
+	if code, rep := post(time.Now().Add(-time.Minute)); code != http.StatusAccepted {
+		t.Errorf("an event a minute old: %d %s; want 202", code, rep)
+	}
+}

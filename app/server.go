@@ -255,6 +255,7 @@ func NewServer(ctx context.Context, cfg config.Config, log *slog.Logger) (*Serve
 		return fail(err)
 	}
 	s.events = map[string]*webhooks.EventReceiver{}
+	fresh := webhooks.Freshness{Past: cfg.EventMaxAge, Future: cfg.EventMaxFuture}
 	// A source without a secret gets a receiver all the same: it answers 403 naming the setting.
 	for _, e := range []struct {
 		path, source, setting string
@@ -275,7 +276,13 @@ func NewServer(ctx context.Context, cfg config.Config, log *slog.Logger) (*Serve
 		}
 		source := e.source
 		s.events[e.path], err = webhooks.NewEventReceiver(webhooks.EventReceiverConfig{Source: source, Secrets: secrets, Setting: e.setting,
-			ID:       func(body []byte) ([]string, map[string]int, error) { return events.EventIDs(source, body) },
+			ID: func(body []byte) ([]string, map[string]int, error) {
+				id, err := events.Identify(source, body)
+				if err == nil && len(id.IDs) > 0 {
+					err = fresh.Check(id.Oldest, id.Newest, time.Now())
+				}
+				return id.IDs, id.Ignored, err
+			},
 			Clusters: func(name string) bool { _, ok := cfg.Clusters[name]; return ok },
 			Store:    st, Notify: s.pool.Notify, Logger: log, Metrics: metrics, EventMetrics: eventMetrics,
 			Failures: failures})

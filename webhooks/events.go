@@ -58,6 +58,35 @@ const (
 	HeaderAuthorization = "Authorization"
 )
 
+// ErrStale marks an EventIDFunc error for a body whose events happened outside the receiver's
+// freshness window (Freshness.Check): it is answered 400 with reason stale_event.
+var ErrStale = errors.New("events outside the freshness window")
+
+// Freshness is the window of event times the drift receivers accept: from Past before now to
+// Future after it (a zero bound checks nothing on that side). A sender that holds a credential
+// could otherwise post events dated years ago or ahead (a captured signed body replayed long
+// after its delivery was pruned, or a clock set to 2099) and have them judged as news.
+// `parley ingest` reads files without the receivers, so old events can still be replayed on
+// purpose.
+type Freshness struct {
+	Past, Future time.Duration
+}
+
+// Check returns an error wrapping ErrStale naming the first bound [oldest, newest] is outside of
+// at now; zero times are not checked.
+func (f Freshness) Check(oldest, newest, now time.Time) error {
+	const layout = time.RFC3339
+	if f.Past > 0 && !oldest.IsZero() && oldest.Before(now.Add(-f.Past)) {
+		return fmt.Errorf("%w: an event at %s is more than %s old (the server's time is %s); replay old events with parley ingest",
+			ErrStale, oldest.UTC().Format(layout), f.Past, now.UTC().Format(layout))
+	}
+	if f.Future > 0 && !newest.IsZero() && newest.After(now.Add(f.Future)) {
+		return fmt.Errorf("%w: an event at %s is more than %s ahead of the server's time %s; check the sender's clock",
+			ErrStale, newest.UTC().Format(layout), f.Future, now.UTC().Format(layout))
+	}
+	return nil
+}
+
 // EventIDFunc returns the IDs of the events in a body that Parley may act on (none: the body is
 // answered "ignored" and not stored), what it left out counted by reason, or an error naming what
 // makes the body something the source does not send. The app passes events.EventIDs bound to the
@@ -252,6 +281,7 @@ const (
 	reasonInvalidEvent   = "invalid_event"
 	reasonInvalidCluster = "invalid_cluster"
 	reasonUnknownCluster = "unknown_cluster"
+	reasonStaleEvent     = "stale_event"
 )
 
 // ServeHTTP answers one delivery, checking it in the order the EventReceiver doc lists.
@@ -368,6 +398,10 @@ func (r *EventReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	// so the body is decoded here. The decode also refuses, while the sender still has the body,
 	// what no worker could ever read.
 	ids, ignored, err := r.id(body)
+	if errors.Is(err, ErrStale) {
+		refuse(http.StatusBadRequest, reasonStaleEvent, err)
+		return
+	}
 	if err != nil {
 		refuse(http.StatusBadRequest, reasonInvalidEvent, err)
 		return

@@ -123,6 +123,10 @@ type Config struct {
 	// are kept; 0 keeps them for ever.
 	DeliveryRetention   time.Duration
 	DeadLetterRetention time.Duration
+	// EventMaxAge and EventMaxFuture bound the times of the drift events the receivers accept;
+	// 0 checks nothing on that side.
+	EventMaxAge    time.Duration
+	EventMaxFuture time.Duration
 }
 
 // StoreIsPostgres reports whether the store is a PostgreSQL database rather than a SQLite file.
@@ -227,6 +231,8 @@ func Keys() []Key {
 		{"max_connections_per_client", "PARLEY_MAX_CONNECTIONS_PER_CLIENT", "64", "open connections on listen from one client IP address (IPv6: its /64); behind a proxy that hides client addresses every client is the proxy, so raise it or set 0 (no cap)"},
 		{"delivery_retention", "PARLEY_DELIVERY_RETENTION", "168h", "how long a handled delivery is kept (and its ID and body remembered, so a redelivery or replay is a duplicate); keep it above GitHub's 3 days of redelivery (0: for ever)"},
 		{"dead_letter_retention", "PARLEY_DEAD_LETTER_RETENTION", "720h", "how long a dead-lettered delivery is kept for parley deliveries to list and replay (0: for ever)"},
+		{"event_max_age", "PARLEY_EVENT_MAX_AGE", "24h", "drift events (POST /events/...) older than this are refused (400 stale_event): a replayed old body is not news; parley ingest still replays old events on purpose (0: no bound)"},
+		{"event_max_future", "PARLEY_EVENT_MAX_FUTURE", "5m", "drift events dated further than this ahead of the server's clock are refused (0: no bound)"},
 		{"auth_failures_per_minute", "PARLEY_AUTH_FAILURES_PER_MINUTE", "30", "failed authentications (webhook signatures, event secrets and tokens, agent tokens) one client address may make a minute, in bursts of as many; over it every request from that address is answered 429 with Retry-After, before its credentials are checked (0: no limit)"},
 	}
 }
@@ -281,6 +287,8 @@ type file struct {
 	AuthFailuresPerMinute      *float64    `hcl:"auth_failures_per_minute,optional"`
 	DeliveryRetention          *string     `hcl:"delivery_retention,optional"`
 	DeadLetterRetention        *string     `hcl:"dead_letter_retention,optional"`
+	EventMaxAge                *string     `hcl:"event_max_age,optional"`
+	EventMaxFuture             *string     `hcl:"event_max_future,optional"`
 	Clusters                   []repoBlock `hcl:"cluster,block"`
 	AWSAccounts                []repoBlock `hcl:"aws_account,block"`
 }
@@ -352,6 +360,7 @@ func Load(path string, getenv func(string) string) (Config, error) {
 		ReadHeaderTimeout: 10 * time.Second, BodyTimeout: 30 * time.Second, WriteTimeout: 2 * time.Minute,
 		IdleTimeout: 60 * time.Second, MaxConnections: 1024, MaxConnectionsPerClient: 64, AuthFailuresPerMinute: 30,
 		DeliveryRetention: 7 * 24 * time.Hour, DeadLetterRetention: 30 * 24 * time.Hour,
+		EventMaxAge: 24 * time.Hour, EventMaxFuture: 5 * time.Minute,
 	}
 	var errs []error
 	if path != "" {
@@ -431,6 +440,8 @@ func Load(path string, getenv func(string) string) (Config, error) {
 		fileDuration("idle_timeout", f.IdleTimeout, &c.IdleTimeout)
 		fileDuration("delivery_retention", f.DeliveryRetention, &c.DeliveryRetention)
 		fileDuration("dead_letter_retention", f.DeadLetterRetention, &c.DeadLetterRetention)
+		fileDuration("event_max_age", f.EventMaxAge, &c.EventMaxAge)
+		fileDuration("event_max_future", f.EventMaxFuture, &c.EventMaxFuture)
 		setP(&c.MaxConnections, f.MaxConnections)
 		setP(&c.MaxConnectionsPerClient, f.MaxConnectionsPerClient)
 		setP(&c.AuthFailuresPerMinute, f.AuthFailuresPerMinute)
@@ -537,6 +548,8 @@ func Load(path string, getenv func(string) string) (Config, error) {
 	env("PARLEY_IDLE_TIMEOUT", dur(&c.IdleTimeout))
 	env("PARLEY_DELIVERY_RETENTION", dur(&c.DeliveryRetention))
 	env("PARLEY_DEAD_LETTER_RETENTION", dur(&c.DeadLetterRetention))
+	env("PARLEY_EVENT_MAX_AGE", dur(&c.EventMaxAge))
+	env("PARLEY_EVENT_MAX_FUTURE", dur(&c.EventMaxFuture))
 	env("PARLEY_MAX_CONNECTIONS", num(&c.MaxConnections))
 	env("PARLEY_MAX_CONNECTIONS_PER_CLIENT", num(&c.MaxConnectionsPerClient))
 	env("PARLEY_AUTH_FAILURES_PER_MINUTE", func(v string) error {
@@ -668,6 +681,9 @@ func (c *Config) validateIntake() []error {
 	}
 	if c.DeliveryRetention < 0 {
 		errs = append(errs, fmt.Errorf("delivery_retention = %s: want 0 (for ever) or more", c.DeliveryRetention))
+	}
+	if c.EventMaxAge < 0 || c.EventMaxFuture < 0 {
+		errs = append(errs, fmt.Errorf("event_max_age = %s, event_max_future = %s: want 0 (no bound) or more", c.EventMaxAge, c.EventMaxFuture))
 	}
 	if c.DeadLetterRetention < 0 {
 		errs = append(errs, fmt.Errorf("dead_letter_retention = %s: want 0 (for ever) or more", c.DeadLetterRetention))
