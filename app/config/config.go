@@ -132,13 +132,9 @@ type Config struct {
 // StoreIsPostgres reports whether the store is a PostgreSQL database rather than a SQLite file.
 func (c Config) StoreIsPostgres() bool { return sqldb.IsPostgres(c.Store) }
 
-// StoreName is the store for logs and errors: a PostgreSQL URL without its password.
-func (c Config) StoreName() string {
-	if c.StoreIsPostgres() {
-		return sqldb.Redact(c.Store)
-	}
-	return c.Store
-}
+// StoreName is the store for logs and errors: a PostgreSQL URL without its password, anything
+// else with password-like values redacted.
+func (c Config) StoreName() string { return sqldb.RedactAny(c.Store) }
 
 // Dir is the directory of what this replica derives from Git, and, with a SQLite store, of the
 // other SQLite files.
@@ -614,8 +610,14 @@ func (c *Config) validate() []error {
 		errs = append(errs, fmt.Errorf("proposals_max_age = %s: want 0 to 1h", c.ProposalsMaxAge))
 	}
 	errs = append(errs, c.validateIntake()...)
-	if c.Store == "" {
-		errs = append(errs, errors.New("store must name a database file or a postgres:// URL"))
+	if err := sqldb.CheckTarget(c.Store); err != nil {
+		errs = append(errs, fmt.Errorf("store (PARLEY_STORE): %w", err))
+	}
+	// drift_state is a SQLite file: a URL there would become a file name, password and all.
+	if err := sqldb.CheckTarget(c.DriftState); c.DriftState != "" && err != nil {
+		errs = append(errs, fmt.Errorf("drift_state (PARLEY_DRIFT_STATE): %w", err))
+	} else if sqldb.IsPostgres(c.DriftState) && !c.StoreIsPostgres() {
+		errs = append(errs, fmt.Errorf("drift_state (PARLEY_DRIFT_STATE) = %s: a PostgreSQL drift state is the store's database; set store to it instead", sqldb.RedactAny(c.DriftState)))
 	}
 	if c.StoreIsPostgres() {
 		if _, err := pgxpool.ParseConfig(c.Store); err != nil {

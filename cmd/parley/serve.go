@@ -65,6 +65,9 @@ func newDeliveriesCmd() *cobra.Command {
 		if storePath == "" {
 			storePath = "parley.db"
 		}
+		if err := sqldb.CheckTarget(storePath); err != nil {
+			return nil, usageErr(err)
+		}
 		if sqldb.IsPostgres(storePath) {
 			return store.OpenPostgres(cmd.Context(), storePath, store.PostgresOptions{MaxConns: 2})
 		}
