@@ -149,6 +149,9 @@ func (h *Proposals) serve(w http.ResponseWriter, r *http.Request) int {
 	if code != 0 {
 		return code
 	}
+	if err := core.UniqueKeys(body); errors.Is(err, core.ErrDuplicateKey) {
+		return fail(http.StatusBadRequest, "body: %v", err)
+	}
 	var req ProposalRequest
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
