@@ -161,7 +161,8 @@ func NewEventMetrics(reg prometheus.Registerer) (*EventMetrics, error) {
 // The order of checks follows the GitHub Receiver:
 //
 //  1. the method (405);
-//  2. whether the source is enabled (403 naming the setting);
+//  2. whether the source is enabled (403 naming the setting), then whether the client address
+//     failed authentication too often (429 with Retry-After);
 //  3. a bearer token, or the presence and form of X-Signature (401, before the body is read);
 //  4. the size (413);
 //  5. the X-Signature HMAC of the raw body against every secret (401);
@@ -171,7 +172,8 @@ func NewEventMetrics(reg prometheus.Registerer) (*EventMetrics, error) {
 //     unauthenticated caller learns nothing of which clusters exist;
 //  7. application/json (415);
 //  8. a JSON object (400);
-//  9. the source's decoder, whose error names what is wrong with the body (400);
+//  9. the source's decoder, whose error names what is wrong with the body (400), and the events'
+//     times against the freshness window the ID function checks (400, reason stale_event);
 //  10. then the delivery ID and a durable Put: 202 when stored, 200 "duplicate" when that ID
 //     was stored before, 503 with Retry-After when the store cannot commit.
 //
