@@ -68,7 +68,7 @@ func TestRender(t *testing.T) {
 						Ports          []struct{ Name string }
 						LivenessProbe  struct{ HTTPGet struct{ Path, Port string } } `json:"livenessProbe"`
 						ReadinessProbe struct{ HTTPGet struct{ Path, Port string } } `json:"readinessProbe"`
-						VolumeMounts   []struct{ MountPath string }            `json:"volumeMounts"`
+						VolumeMounts   []struct{ MountPath string }                  `json:"volumeMounts"`
 					}
 					Volumes []struct {
 						Name string
