@@ -20,6 +20,7 @@ import (
 	"github.com/parleyhq/parley/internal/agentstore"
 	"github.com/parleyhq/parley/policy/arbiter"
 	"github.com/parleyhq/parley/reconcile"
+	"github.com/parleyhq/parley/webhooks/guard"
 )
 
 // ProposalsPath is where agents ask before they change something.
@@ -47,6 +48,9 @@ type Proposals struct {
 	Log     *slog.Logger
 	Now     func() time.Time
 	Metrics *ProposalMetrics
+	// Failures rate limits failed token checks per client address, before the token store is
+	// asked; nil: no limit.
+	Failures *guard.Failures
 
 	mu       sync.Mutex
 	limiters map[string]*rate.Limiter // by token id
@@ -144,6 +148,9 @@ func (h *Proposals) serve(w http.ResponseWriter, r *http.Request) int {
 	tok, body, code := h.admit(w, r, maxProposalBytes)
 	if code != 0 {
 		return code
+	}
+	if err := core.UniqueKeys(body); errors.Is(err, core.ErrDuplicateKey) {
+		return fail(http.StatusBadRequest, "body: %v", err)
 	}
 	var req ProposalRequest
 	dec := json.NewDecoder(bytes.NewReader(body))
@@ -248,13 +255,19 @@ func (h *Proposals) authenticate(w http.ResponseWriter, r *http.Request) (agents
 		writeJSON(w, code, proposalError{Error: fmt.Sprintf(format, args...)})
 		return agentstore.Token{}, code
 	}
+	if wait, throttled := h.Failures.Throttled(r, "agents"); throttled {
+		w.Header().Set("Retry-After", guard.RetryAfter(wait))
+		return fail(http.StatusTooManyRequests, "too many failed authentications from this address; try again after Retry-After seconds")
+	}
 	scheme, bearer, _ := strings.Cut(r.Header.Get("Authorization"), " ")
 	if !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(bearer) == "" {
+		h.Failures.Failed(r)
 		w.Header().Set("WWW-Authenticate", `Bearer realm="parley"`)
 		return fail(http.StatusUnauthorized, "missing credentials: send Authorization: Bearer <token> (parley tokens create)")
 	}
 	tok, err := h.Agents.Verify(r.Context(), strings.TrimSpace(bearer), h.now())
 	if errors.Is(err, agentstore.ErrUnknownToken) || errors.Is(err, agentstore.ErrRevoked) {
+		h.Failures.Failed(r)
 		w.Header().Set("WWW-Authenticate", `Bearer realm="parley", error="invalid_token"`)
 		return fail(http.StatusUnauthorized, "the token is not valid (unknown or revoked)")
 	}

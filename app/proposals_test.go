@@ -135,6 +135,7 @@ func TestProposalsAPIRefusesBadRequests(t *testing.T) {
 		{"wrong content type", token, good, []string{"Content-Type", "text/plain"}, 415, "application/json"},
 		{"not JSON", token, `{"claims":`, nil, 400, "body"},
 		{"unknown key", token, `{"claims":[],"sudo":true}`, nil, 400, "sudo"},
+		{"duplicate key", token, `{"claims":[{"field":"` + capacityField + `","value":1,"value":10}]}`, nil, 400, `duplicate key \"value\" in the object at $.claims[0]`},
 		{"no claims", token, `{"claims":[]}`, nil, 422, "at least one claim"},
 		{"bad field", token, `{"claims":[{"field":"tf:nowhere","value":1}]}`, nil, 422, "claims[0]"},
 		{"actor sent", token, `{"claims":[{"field":"` + capacityField + `","value":1,"actor":{"source":"git-author","id":"boss"}}]}`, nil, 422, "actor"},

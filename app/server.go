@@ -39,6 +39,7 @@ import (
 	"github.com/parleyhq/parley/reconcile/driftstate"
 	"github.com/parleyhq/parley/reconcile/events"
 	"github.com/parleyhq/parley/webhooks"
+	"github.com/parleyhq/parley/webhooks/guard"
 	"github.com/parleyhq/parley/webhooks/store"
 )
 
@@ -109,6 +110,13 @@ type Server struct {
 	// auth and details serve the details pages behind sign-in; nil unless configured.
 	auth    *webauth.Auth
 	details *Details
+	// guards count what the intake listener refused.
+	guards *guard.Metrics
+	// retention prunes deliveries past their keeping.
+	retention *webhooks.Retention
+	// metricsAddr is where the operations listener listens once Run started it ("" when
+	// operations are served on the intake listener).
+	metricsAddr atomic.Value
 }
 
 // queue is the delivery store serve runs on: SQLite's or PostgreSQL's.
@@ -163,6 +171,13 @@ func NewServer(ctx context.Context, cfg config.Config, log *slog.Logger) (*Serve
 	if err != nil {
 		return fail(err)
 	}
+	if s.guards, err = guard.NewMetrics(s.reg); err != nil {
+		return fail(err)
+	}
+	// One budget of failed authentications per client address, shared by every endpoint that
+	// checks a credential: a client cannot spread its guesses over the endpoints.
+	failures := guard.NewFailures(guard.FailuresConfig{PerMinute: cfg.AuthFailuresPerMinute,
+		Burst: int(max(1, cfg.AuthFailuresPerMinute)), Metrics: s.guards})
 	var secrets []webhooks.Secret
 	for i, sec := range cfg.WebhookSecrets {
 		ws, err := webhooks.NewSecret(sec.Reveal())
@@ -209,7 +224,7 @@ func NewServer(ctx context.Context, cfg config.Config, log *slog.Logger) (*Serve
 		return fail(err)
 	}
 	s.props = &Proposals{Drift: drift, Agents: s.agents, Rate: rate.Limit(cfg.ProposalsRate), Burst: max(1, int(2*cfg.ProposalsRate)),
-		MaxAge: cfg.ProposalsMaxAge, Log: log, Metrics: propMetrics}
+		MaxAge: cfg.ProposalsMaxAge, Log: log, Metrics: propMetrics, Failures: failures}
 	route := func(event string) webhooks.Route { return webhooks.Route{Source: store.SourceGitHub, Event: event} }
 	handlers := map[webhooks.Route]webhooks.Handler{
 		route("pull_request"):              prs,
@@ -229,7 +244,9 @@ func NewServer(ctx context.Context, cfg config.Config, log *slog.Logger) (*Serve
 	if err != nil {
 		return fail(err)
 	}
-	s.receiver, err = webhooks.NewReceiver(webhooks.ReceiverConfig{Store: st, Secrets: secrets, Notify: s.pool.Notify, Logger: log, Metrics: metrics})
+	s.retention = &webhooks.Retention{Store: st, Done: cfg.DeliveryRetention, Dead: cfg.DeadLetterRetention, Metrics: metrics, Logger: log}
+	s.receiver, err = webhooks.NewReceiver(webhooks.ReceiverConfig{Store: st, Secrets: secrets, Notify: s.pool.Notify, Logger: log, Metrics: metrics,
+		Failures: failures})
 	if err != nil {
 		return fail(err)
 	}
@@ -238,6 +255,7 @@ func NewServer(ctx context.Context, cfg config.Config, log *slog.Logger) (*Serve
 		return fail(err)
 	}
 	s.events = map[string]*webhooks.EventReceiver{}
+	fresh := webhooks.Freshness{Past: cfg.EventMaxAge, Future: cfg.EventMaxFuture}
 	// A source without a secret gets a receiver all the same: it answers 403 naming the setting.
 	for _, e := range []struct {
 		path, source, setting string
@@ -258,9 +276,16 @@ func NewServer(ctx context.Context, cfg config.Config, log *slog.Logger) (*Serve
 		}
 		source := e.source
 		s.events[e.path], err = webhooks.NewEventReceiver(webhooks.EventReceiverConfig{Source: source, Secrets: secrets, Setting: e.setting,
-			ID:       func(body []byte) ([]string, map[string]int, error) { return events.EventIDs(source, body) },
+			ID: func(body []byte) ([]string, map[string]int, error) {
+				id, err := events.Identify(source, body)
+				if err == nil && len(id.IDs) > 0 {
+					err = fresh.Check(id.Oldest, id.Newest, time.Now())
+				}
+				return id.IDs, id.Ignored, err
+			},
 			Clusters: func(name string) bool { _, ok := cfg.Clusters[name]; return ok },
-			Store:    st, Notify: s.pool.Notify, Logger: log, Metrics: metrics, EventMetrics: eventMetrics})
+			Store:    st, Notify: s.pool.Notify, Logger: log, Metrics: metrics, EventMetrics: eventMetrics,
+			Failures: failures})
 		if err != nil {
 			return fail(err)
 		}
@@ -499,12 +524,29 @@ func (s *Server) Handler() http.Handler {
 		s.auth.Register(mux)
 		s.details.Register(mux)
 	}
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	mux.HandleFunc("GET /readyz", s.ready)
+	s.operations(mux)
 	if s.cfg.MetricsListen == "" {
 		mux.Handle("GET /metrics", s.metrics())
 	}
 	return mux
+}
+
+// operations mounts /healthz and /readyz.
+func (s *Server) operations(mux *http.ServeMux) {
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("GET /readyz", s.ready)
+}
+
+// limits are the intake listener's bounds, from the configuration.
+func (s *Server) limits() guard.Limits {
+	return guard.Limits{
+		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
+		BodyTimeout:       s.cfg.BodyTimeout,
+		WriteTimeout:      s.cfg.WriteTimeout,
+		IdleTimeout:       s.cfg.IdleTimeout,
+		MaxConns:          s.cfg.MaxConnections,
+		MaxConnsPerClient: s.cfg.MaxConnectionsPerClient,
+	}
 }
 
 func (s *Server) metrics() http.Handler { return promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}) }
@@ -533,7 +575,9 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 		s.closeStores()
 		return fmt.Errorf("listen on %s: %w", s.cfg.Listen, err)
 	}
-	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	limits := s.limits()
+	srv := guard.Server(s.Handler(), limits)
+	ln = guard.Listen(ln, limits, s.guards)
 	var msrv *http.Server
 	var mln net.Listener
 	if s.cfg.MetricsListen != "" {
@@ -542,9 +586,13 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 			s.closeStores()
 			return fmt.Errorf("listen on %s: %w", s.cfg.MetricsListen, err)
 		}
+		// The operations listener answers the probes and Prometheus apart from the intake: none
+		// of its connection caps count here, so a flood on listen leaves these answering. Its
+		// timeouts are the intake's; it reads no bodies.
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", s.metrics())
-		msrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		s.operations(mux)
+		msrv = guard.Server(mux, guard.Limits{ReadHeaderTimeout: limits.ReadHeaderTimeout, WriteTimeout: limits.WriteTimeout, IdleTimeout: limits.IdleTimeout})
 	}
 	poolCtx, stopPool := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopPool()
@@ -569,12 +617,20 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 		s.drift.RunTimers(poolCtx)
 	}()
 	wg.Add(1)
+	go func() { // owned by Run; ends with the pool's context
+		defer wg.Done()
+		s.retention.Run(poolCtx)
+	}()
+	wg.Add(1)
 	go serve(srv, ln)
 	if msrv != nil {
 		wg.Add(1)
 		go serve(msrv, mln)
 	}
 	s.log.Info("parley serving", "addr", ln.Addr().String(), "store", s.cfg.StoreName(), "workers", s.cfg.Workers)
+	if mln != nil {
+		s.metricsAddr.Store(mln.Addr().String())
+	}
 	if ready != nil {
 		ready(ln.Addr().String())
 	}
@@ -598,6 +654,13 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 	}
 	s.log.Info("parley stopped")
 	return runErr
+}
+
+// MetricsAddr is the address the operations listener (metrics_listen) is bound to, once Run has
+// started; "" without one.
+func (s *Server) MetricsAddr() string {
+	a, _ := s.metricsAddr.Load().(string)
+	return a
 }
 
 // Store exposes the delivery store (for `parley deliveries`).

@@ -203,6 +203,9 @@ func (c Claim) MarshalJSON() ([]byte, error) { return json.Marshal(c.JSON()) }
 // "Value": {"json": ...}}), so pull request comments and drift state written by earlier versions
 // still read.
 func (c *Claim) UnmarshalJSON(b []byte) error {
+	if err := UniqueKeys(b); errors.Is(err, ErrDuplicateKey) {
+		return fmt.Errorf("claim: %w", err)
+	}
 	if isLegacyClaim(b) {
 		return c.unmarshalLegacy(b)
 	}

@@ -3,13 +3,15 @@
 // event handlers.
 //
 // The receiver does as little as possible before answering, in this order: the method (405);
-// the X-GitHub-Event and X-GitHub-Delivery headers (400 naming the header); the presence and
+// whether the client address has failed authentication too often (429 with Retry-After, see
+// webhooks/guard); the X-GitHub-Event and X-GitHub-Delivery headers (400 naming the header); the presence and
 // form of X-Hub-Signature-256 (401, before the body is read); the size (413, from
 // Content-Length or, for a chunked body, by http.MaxBytesReader at 25 MB); the HMAC-SHA256 of
 // the raw body against every live secret, so secrets can be rotated without downtime (401);
 // only then is the body looked at: application/json and a JSON object (415, 400); then a
 // durable Put. Only a Put that committed earns a 202; a redelivery of a stored
-// delivery earns a 200 saying "duplicate" and changes nothing; a store that cannot commit
+// delivery, or its body replayed under another delivery ID or event, earns a 200 saying
+// "duplicate" and changes nothing; a store that cannot commit
 // earns a 503, never a 2xx. Nothing is processed on the request's goroutine.
 //
 // The pool runs a fixed number of workers. Each claims a leased delivery from the store,

@@ -19,6 +19,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/parleyhq/parley/webhooks/guard"
 	"github.com/parleyhq/parley/webhooks/store"
 )
 
@@ -56,6 +57,35 @@ const (
 	// backend's kubeconfig token, an EventBridge API destination's API-key header).
 	HeaderAuthorization = "Authorization"
 )
+
+// ErrStale marks an EventIDFunc error for a body whose events happened outside the receiver's
+// freshness window (Freshness.Check): it is answered 400 with reason stale_event.
+var ErrStale = errors.New("events outside the freshness window")
+
+// Freshness is the window of event times the drift receivers accept: from Past before now to
+// Future after it (a zero bound checks nothing on that side). A sender that holds a credential
+// could otherwise post events dated years ago or ahead (a captured signed body replayed long
+// after its delivery was pruned, or a clock set to 2099) and have them judged as news.
+// `parley ingest` reads files without the receivers, so old events can still be replayed on
+// purpose.
+type Freshness struct {
+	Past, Future time.Duration
+}
+
+// Check returns an error wrapping ErrStale naming the first bound [oldest, newest] is outside of
+// at now; zero times are not checked.
+func (f Freshness) Check(oldest, newest, now time.Time) error {
+	const layout = time.RFC3339
+	if f.Past > 0 && !oldest.IsZero() && oldest.Before(now.Add(-f.Past)) {
+		return fmt.Errorf("%w: an event at %s is more than %s old (the server's time is %s); replay old events with parley ingest",
+			ErrStale, oldest.UTC().Format(layout), f.Past, now.UTC().Format(layout))
+	}
+	if f.Future > 0 && !newest.IsZero() && newest.After(now.Add(f.Future)) {
+		return fmt.Errorf("%w: an event at %s is more than %s ahead of the server's time %s; check the sender's clock",
+			ErrStale, newest.UTC().Format(layout), f.Future, now.UTC().Format(layout))
+	}
+	return nil
+}
 
 // EventIDFunc returns the IDs of the events in a body that Parley may act on (none: the body is
 // answered "ignored" and not stored), what it left out counted by reason, or an error naming what
@@ -96,6 +126,8 @@ type EventReceiverConfig struct {
 	// cluster name is valid (store.ValidScope). Nil: no cluster is known, and every request
 	// to a per-cluster path is answered 404.
 	Clusters func(name string) bool
+	// Failures rate limits failed credentials per client address; nil: no limit.
+	Failures *guard.Failures
 }
 
 // EventMetrics are the drift receivers' own metrics, shared by the four receivers. The delivery
@@ -129,7 +161,8 @@ func NewEventMetrics(reg prometheus.Registerer) (*EventMetrics, error) {
 // The order of checks follows the GitHub Receiver:
 //
 //  1. the method (405);
-//  2. whether the source is enabled (403 naming the setting);
+//  2. whether the source is enabled (403 naming the setting), then whether the client address
+//     failed authentication too often (429 with Retry-After);
 //  3. a bearer token, or the presence and form of X-Signature (401, before the body is read);
 //  4. the size (413);
 //  5. the X-Signature HMAC of the raw body against every secret (401);
@@ -139,7 +172,8 @@ func NewEventMetrics(reg prometheus.Registerer) (*EventMetrics, error) {
 //     unauthenticated caller learns nothing of which clusters exist;
 //  7. application/json (415);
 //  8. a JSON object (400);
-//  9. the source's decoder, whose error names what is wrong with the body (400);
+//  9. the source's decoder, whose error names what is wrong with the body (400), and the events'
+//     times against the freshness window the ID function checks (400, reason stale_event);
 //  10. then the delivery ID and a durable Put: 202 when stored, 200 "duplicate" when that ID
 //     was stored before, 503 with Retry-After when the store cannot commit.
 //
@@ -165,6 +199,7 @@ type EventReceiver struct {
 	putTimeout time.Duration
 	now        func() time.Time
 	clusters   func(name string) bool
+	failures   *guard.Failures
 }
 
 // NewEventReceiver checks cfg and returns an EventReceiver. No secret is not an error: the
@@ -183,6 +218,7 @@ func NewEventReceiver(cfg EventReceiverConfig) (*EventReceiver, error) {
 		putTimeout: cfg.PutTimeout,
 		now:        cfg.Now,
 		clusters:   cfg.Clusters,
+		failures:   cfg.Failures,
 	}
 	switch cfg.Source {
 	case store.SourceFlux:
@@ -231,6 +267,7 @@ type eventReply struct {
 	Events   int            `json:"events,omitempty"`
 	Ignored  map[string]int `json:"ignored,omitempty"`
 	Error    string         `json:"error,omitempty"`
+	Note     string         `json:"note,omitempty"`
 }
 
 func writeEventReply(w http.ResponseWriter, code int, rep eventReply) {
@@ -246,6 +283,7 @@ const (
 	reasonInvalidEvent   = "invalid_event"
 	reasonInvalidCluster = "invalid_cluster"
 	reasonUnknownCluster = "unknown_cluster"
+	reasonStaleEvent     = "stale_event"
 )
 
 // ServeHTTP answers one delivery, checking it in the order the EventReceiver doc lists.
@@ -260,6 +298,7 @@ func (r *EventReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		writeEventReply(w, code, eventReply{Status: "refused", Error: err.Error()})
 	}
 	unauthorized := func(reason string, err error) {
+		r.failures.Failed(req)
 		r.metrics.signatureFailures.WithLabelValues(source, reason).Inc()
 		log.Warn("event credentials refused", slog.Int(LogKeyStatus, http.StatusUnauthorized), slog.String(LogKeyError, err.Error()))
 		writeEventReply(w, http.StatusUnauthorized, eventReply{Status: "unauthorized", Error: err.Error()})
@@ -277,6 +316,10 @@ func (r *EventReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			msg += ": set " + r.setting + " to enable them"
 		}
 		refuse(http.StatusForbidden, reasonNotEnabled, errors.New(msg))
+		return
+	}
+
+	if throttled(w, req, r.failures, r.metrics, source) {
 		return
 	}
 
@@ -357,6 +400,10 @@ func (r *EventReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	// so the body is decoded here. The decode also refuses, while the sender still has the body,
 	// what no worker could ever read.
 	ids, ignored, err := r.id(body)
+	if errors.Is(err, ErrStale) {
+		refuse(http.StatusBadRequest, reasonStaleEvent, err)
+		return
+	}
 	if err != nil {
 		refuse(http.StatusBadRequest, reasonInvalidEvent, err)
 		return
@@ -375,20 +422,21 @@ func (r *EventReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		log = log.With(slog.String(LogKeyCluster, scope))
 	}
 
-	switch put(req.Context(), r.store, r.putTimeout, r.metrics, log, "event", store.Delivery{
+	outcome := put(req.Context(), r.store, r.putTimeout, r.metrics, log, "event", store.Delivery{
 		Source:     source,
 		ID:         id,
 		Event:      EventName,
 		Body:       body,
 		ReceivedAt: r.now(),
 		Scope:      scope,
-	}) {
+	})
+	switch outcome.kind {
 	case putFailed:
 		w.Header().Set("Retry-After", "5")
 		writeEventReply(w, http.StatusServiceUnavailable, eventReply{Status: "unavailable", Delivery: id, Error: "event could not be stored; send it again later"})
 		return
 	case putDuplicate:
-		writeEventReply(w, http.StatusOK, eventReply{Status: "duplicate", Delivery: id, Events: len(ids)})
+		writeEventReply(w, http.StatusOK, eventReply{Status: "duplicate", Delivery: id, Events: len(ids), Note: outcome.duplicateNote()})
 		return
 	}
 	r.notify()
@@ -397,13 +445,12 @@ func (r *EventReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 }
 
 // readLimited reads the whole body through http.MaxBytesReader, so an oversized body without a
-// Content-Length is cut off at the limit instead of being buffered whole.
+// Content-Length is cut off at the limit instead of being buffered whole. The buffer grows with
+// what arrives and is never sized from Content-Length: the request is not authenticated yet, and
+// a client declaring 25 MB while sending a few bytes must not hold 25 MB.
 func readLimited(w http.ResponseWriter, req *http.Request, limit int64) ([]byte, error) {
 	rd := http.MaxBytesReader(w, req.Body, limit)
 	var buf bytes.Buffer
-	if req.ContentLength > 0 {
-		buf.Grow(int(req.ContentLength) + 1) // +1: ReadFrom needs room to see EOF without growing
-	}
 	_, err := buf.ReadFrom(rd)
 	return buf.Bytes(), err
 }

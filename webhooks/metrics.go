@@ -28,6 +28,7 @@ type Metrics struct {
 	deadLettered      *prometheus.CounterVec
 	unhandled         *prometheus.CounterVec
 	handlerDuration   *prometheus.HistogramVec
+	pruned            prometheus.Counter
 }
 
 // Reasons used as label values.
@@ -43,6 +44,7 @@ const (
 	reasonInvalidJSON  = "invalid_json"
 	reasonStoreFailure = "store_unavailable"
 	reasonReadBody     = "read_body"
+	reasonThrottled    = "throttled"
 
 	reasonPermanent = "permanent"
 	reasonExhausted = "exhausted"
@@ -88,6 +90,10 @@ func newMetrics() *Metrics {
 			Help:    "Time spent in handlers, by source and event, whatever the outcome.",
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
 		}, []string{"source", "event"}),
+		pruned: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "parley_deliveries_pruned_total",
+			Help: "Done and dead-lettered deliveries deleted once past their retention.",
+		}),
 	}
 }
 
@@ -97,7 +103,7 @@ func newMetrics() *Metrics {
 func NewMetrics(reg prometheus.Registerer, stats StatsReader) (*Metrics, error) {
 	m := newMetrics()
 	cs := []prometheus.Collector{m.received, m.duplicates, m.signatureFailures, m.rejected,
-		m.completed, m.failedAttempts, m.deadLettered, m.unhandled, m.handlerDuration}
+		m.completed, m.failedAttempts, m.deadLettered, m.unhandled, m.handlerDuration, m.pruned}
 	if stats != nil {
 		cs = append(cs, newQueueCollector(stats, time.Now))
 	}

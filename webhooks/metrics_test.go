@@ -17,7 +17,7 @@ func TestQueueCollector(t *testing.T) {
 	ctx := context.Background()
 	received := time.Now().Add(-90 * time.Second)
 	for _, id := range []string{"a", "b", "c"} {
-		if _, err := s.Put(ctx, store.Delivery{Source: "github", ID: id, Event: "push", Body: []byte("{}"), ReceivedAt: received}); err != nil {
+		if _, err := s.Put(ctx, store.Delivery{Source: "github", ID: id, Event: "push", Body: []byte(`{"id":"` + id + `"}`), ReceivedAt: received}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -88,7 +88,7 @@ func (f *poolFixture) stop(t *testing.T) {
 
 func (f *poolFixture) put(t *testing.T, id, event string) store.Key {
 	t.Helper()
-	d := store.Delivery{Source: store.SourceGitHub, ID: id, Event: event, Body: []byte(`{}`), ReceivedAt: time.Now()}
+	d := store.Delivery{Source: store.SourceGitHub, ID: id, Event: event, Body: []byte(`{"id":"` + id + `"}`), ReceivedAt: time.Now()}
 	if ok, err := f.store.Put(context.Background(), d); err != nil || !ok {
 		t.Fatalf("Put %s: %v %v", id, ok, err)
 	}

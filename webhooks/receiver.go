@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/parleyhq/parley/webhooks/guard"
 	"github.com/parleyhq/parley/webhooks/store"
 )
 
@@ -49,6 +50,8 @@ type ReceiverConfig struct {
 	PutTimeout time.Duration
 	// Now defaults to time.Now; it stamps ReceivedAt.
 	Now func() time.Time
+	// Failures rate limits failed signatures per client address; nil: no limit.
+	Failures *guard.Failures
 }
 
 // Receiver is the http.Handler for GitHub webhooks (POST GitHubPath). See the package doc for
@@ -62,6 +65,7 @@ type Receiver struct {
 	maxBody    int64
 	putTimeout time.Duration
 	now        func() time.Time
+	failures   *guard.Failures
 }
 
 // NewReceiver checks cfg and returns a Receiver.
@@ -77,6 +81,7 @@ func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
 		maxBody:    cfg.MaxBodyBytes,
 		putTimeout: cfg.PutTimeout,
 		now:        cfg.Now,
+		failures:   cfg.Failures,
 	}
 	if err := r.SetSecrets(cfg.Secrets...); err != nil {
 		return nil, err
@@ -127,6 +132,8 @@ type reply struct {
 	Status   string `json:"status"`
 	Delivery string `json:"delivery,omitempty"`
 	Error    string `json:"error,omitempty"`
+	// Note says more about a "duplicate": the delivery that holds the same body.
+	Note string `json:"note,omitempty"`
 }
 
 func writeReply(w http.ResponseWriter, code int, rep reply) {
@@ -153,6 +160,9 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		refuse(http.StatusMethodNotAllowed, reasonMethod, fmt.Errorf("method %s not allowed, use POST", req.Method))
 		return
 	}
+	if throttled(w, req, r.failures, r.metrics, source) {
+		return
+	}
 	if err := checkHeader(HeaderEvent, event, validEvent); err != nil {
 		refuse(http.StatusBadRequest, reasonHeader, err)
 		return
@@ -167,7 +177,7 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	// nothing.
 	mac, err := parseSignature(req.Header.Get(HeaderSignature))
 	if err != nil {
-		r.signatureFailure(w, log, source, err)
+		r.signatureFailure(w, req, log, source, err)
 		return
 	}
 	if req.ContentLength > r.maxBody {
@@ -186,7 +196,7 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	if !verify(*r.secrets.Load(), body, mac) {
-		r.signatureFailure(w, log, source, errSignatureMismatch)
+		r.signatureFailure(w, req, log, source, errSignatureMismatch)
 		return
 	}
 
@@ -203,19 +213,20 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 
-	switch put(req.Context(), r.store, r.putTimeout, r.metrics, log, "webhook", store.Delivery{
+	outcome := put(req.Context(), r.store, r.putTimeout, r.metrics, log, "webhook", store.Delivery{
 		Source:     source,
 		ID:         id,
 		Event:      event,
 		Body:       body,
 		ReceivedAt: r.now(),
-	}) {
+	})
+	switch outcome.kind {
 	case putFailed:
 		w.Header().Set("Retry-After", "5")
 		writeReply(w, http.StatusServiceUnavailable, reply{Status: "unavailable", Delivery: id, Error: "delivery could not be stored; redeliver it later"})
 		return
 	case putDuplicate:
-		writeReply(w, http.StatusOK, reply{Status: "duplicate", Delivery: id})
+		writeReply(w, http.StatusOK, reply{Status: "duplicate", Delivery: id, Note: outcome.duplicateNote()})
 		return
 	}
 	r.notify()
@@ -223,14 +234,29 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	writeReply(w, http.StatusAccepted, reply{Status: "accepted", Delivery: id})
 }
 
-// putOutcome is what a durable Put came to.
-type putOutcome int
+// putKind is what a durable Put came to.
+type putKind int
 
 const (
-	putStored putOutcome = iota
+	putStored putKind = iota
 	putDuplicate
 	putFailed
 )
+
+// putOutcome is a Put's kind and, for a duplicate of another delivery's body, that delivery's ID.
+type putOutcome struct {
+	kind     putKind
+	storedAs string
+}
+
+// duplicateNote is what a duplicate's reply says: nothing for a redelivery of a stored ID, the
+// stored delivery for a body stored under another one.
+func (o putOutcome) duplicateNote() string {
+	if o.storedAs == "" {
+		return ""
+	}
+	return "this body was already delivered as " + o.storedAs + "; nothing stored"
+}
 
 // put stores d durably, waiting at most timeout for the store, and counts and logs the outcome
 // (what names the kind of request in the log: "webhook", "event"); the caller answers the request:
@@ -239,21 +265,30 @@ func put(ctx context.Context, st Intake, timeout time.Duration, m *Metrics, log 
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	inserted, err := st.Put(ctx, d)
+	if dup, ok := errors.AsType[*store.DuplicateBodyError](err); ok {
+		// A replay: the signed body is stored already, under another ID (or relabelled as
+		// another event). Answered like a redelivery, so a sender never retries it, and
+		// logged with the delivery that holds the body.
+		m.duplicates.WithLabelValues(d.Source, d.Event).Inc()
+		log.Warn(what+" duplicate body", slog.Int(LogKeyStatus, http.StatusOK), slog.String("stored_as", dup.Stored.ID))
+		return putOutcome{kind: putDuplicate, storedAs: dup.Stored.ID}
+	}
 	switch {
 	case err != nil:
 		m.rejected.WithLabelValues(d.Source, reasonStoreFailure).Inc()
 		log.Error(what+" not stored", slog.Int(LogKeyStatus, http.StatusServiceUnavailable), slog.String(LogKeyError, err.Error()))
-		return putFailed
+		return putOutcome{kind: putFailed}
 	case !inserted:
 		m.duplicates.WithLabelValues(d.Source, d.Event).Inc()
 		log.Info(what+" duplicate", slog.Int(LogKeyStatus, http.StatusOK))
-		return putDuplicate
+		return putOutcome{kind: putDuplicate}
 	}
 	m.received.WithLabelValues(d.Source, d.Event).Inc()
-	return putStored
+	return putOutcome{kind: putStored}
 }
 
-func (r *Receiver) signatureFailure(w http.ResponseWriter, log *slog.Logger, source string, err error) {
+func (r *Receiver) signatureFailure(w http.ResponseWriter, req *http.Request, log *slog.Logger, source string, err error) {
+	r.failures.Failed(req)
 	reason := reasonMismatch
 	switch {
 	case errors.Is(err, errSignatureMissing):
@@ -264,6 +299,20 @@ func (r *Receiver) signatureFailure(w http.ResponseWriter, log *slog.Logger, sou
 	r.metrics.signatureFailures.WithLabelValues(source, reason).Inc()
 	log.Warn("webhook signature refused", slog.Int(LogKeyStatus, http.StatusUnauthorized), slog.String(LogKeyError, err.Error()))
 	writeReply(w, http.StatusUnauthorized, reply{Status: "unauthorized", Error: err.Error()})
+}
+
+// throttled answers 429 with Retry-After, and reports true, when req's client address failed
+// authentication too often: before the body is read or anything is stored.
+func throttled(w http.ResponseWriter, req *http.Request, f *guard.Failures, m *Metrics, source string) bool {
+	wait, ok := f.Throttled(req, source)
+	if !ok {
+		return false
+	}
+	m.rejected.WithLabelValues(source, reasonThrottled).Inc()
+	w.Header().Set("Retry-After", guard.RetryAfter(wait))
+	writeReply(w, http.StatusTooManyRequests, reply{Status: "throttled",
+		Error: "too many failed authentications from this address; try again after Retry-After seconds"})
+	return true
 }
 
 func checkHeader(name, value string, valid func(string) bool) error {

@@ -286,7 +286,8 @@ func TestReceiverSecretRotation(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if code, rep, _ := f.do(t, request{signWith: s.signWith, delivery: ptr(s.id)}); code != s.want {
+		body := []byte(`{"action":"opened","delivery":"` + s.id + `"}`)
+		if code, rep, _ := f.do(t, request{signWith: s.signWith, delivery: ptr(s.id), bodyBytes: body}); code != s.want {
 			t.Errorf("%s: status %d (%+v), want %d", s.name, code, rep, s.want)
 		}
 	}

@@ -110,18 +110,31 @@ type Config struct {
 	KubeAuditToken  Secret
 	CloudTrailToken Secret
 	LogLevel        slog.Level
+	// Intake bounds what a client can hold of the listener before it is authenticated (see
+	// webhooks/guard): timeouts, connection caps, failed authentications per client address.
+	ReadHeaderTimeout       time.Duration
+	BodyTimeout             time.Duration
+	WriteTimeout            time.Duration
+	IdleTimeout             time.Duration
+	MaxConnections          int
+	MaxConnectionsPerClient int
+	AuthFailuresPerMinute   float64
+	// DeliveryRetention and DeadLetterRetention are how long done and dead-lettered deliveries
+	// are kept; 0 keeps them for ever.
+	DeliveryRetention   time.Duration
+	DeadLetterRetention time.Duration
+	// EventMaxAge and EventMaxFuture bound the times of the drift events the receivers accept;
+	// 0 checks nothing on that side.
+	EventMaxAge    time.Duration
+	EventMaxFuture time.Duration
 }
 
 // StoreIsPostgres reports whether the store is a PostgreSQL database rather than a SQLite file.
 func (c Config) StoreIsPostgres() bool { return sqldb.IsPostgres(c.Store) }
 
-// StoreName is the store for logs and errors: a PostgreSQL URL without its password.
-func (c Config) StoreName() string {
-	if c.StoreIsPostgres() {
-		return sqldb.Redact(c.Store)
-	}
-	return c.Store
-}
+// StoreName is the store for logs and errors: a PostgreSQL URL without its password, anything
+// else with password-like values redacted.
+func (c Config) StoreName() string { return sqldb.RedactAny(c.Store) }
 
 // Dir is the directory of what this replica derives from Git, and, with a SQLite store, of the
 // other SQLite files.
@@ -178,7 +191,7 @@ func Keys() []Key {
 		{"", "PARLEY_PRIVATE_KEY", "", "the App's PEM private key itself (overrides private_key_file)"},
 		{"webhook_secrets", "PARLEY_WEBHOOK_SECRETS", "(required)", "webhook secrets, all accepted (comma-separated in the environment); list two while rotating"},
 		{"listen", "PARLEY_LISTEN", ":8080", "address for webhooks, event endpoints, /healthz and /readyz"},
-		{"metrics_listen", "PARLEY_METRICS_LISTEN", "(same as listen)", "separate address for /metrics"},
+		{"metrics_listen", "PARLEY_METRICS_LISTEN", "(same as listen)", "separate address for /metrics, /healthz and /readyz, held to none of listen's connection caps: point probes here so they answer under a flood"},
 		{"store", "PARLEY_STORE", "parley.db", "SQLite database file, created on first start, or a postgres:// URL for several replicas (put its password in the environment from a Secret, or use PGPASSWORD)"},
 		{"data_dir", "PARLEY_DATA_DIR", "(beside store; $TMPDIR/parley with PostgreSQL)", "directory for what each replica derives from Git: the clone cache"},
 		{"github_url", "PARLEY_GITHUB_URL", "https://api.github.com/", "GitHub REST API base URL (GitHub Enterprise Server: https://HOST/api/v3/)"},
@@ -206,6 +219,17 @@ func Keys() []Key {
 		{"", "PARLEY_KUBE_AUDIT_TOKEN", "", "bearer token of the audit webhook backend for POST /events/k8s-audit"},
 		{"", "PARLEY_CLOUDTRAIL_TOKEN", "", "bearer token for POST /events/cloudtrail"},
 		{"log_level", "PARLEY_LOG_LEVEL", "info", "debug, info, warn or error"},
+		{"read_header_timeout", "PARLEY_READ_HEADER_TIMEOUT", "10s", "how long a client may take to send a request's headers on listen"},
+		{"body_timeout", "PARLEY_BODY_TIMEOUT", "30s", "how long a client may take to send a request's body once its headers are in; a slower body is cut off"},
+		{"write_timeout", "PARLEY_WRITE_TIMEOUT", "2m", "how long a request may take from its headers to the end of its answer"},
+		{"idle_timeout", "PARLEY_IDLE_TIMEOUT", "60s", "how long a keep-alive connection may wait for its next request"},
+		{"max_connections", "PARLEY_MAX_CONNECTIONS", "1024", "open connections on listen, in total; more are answered 503 and closed at once (0: no cap). metrics_listen is not counted: point probes there"},
+		{"max_connections_per_client", "PARLEY_MAX_CONNECTIONS_PER_CLIENT", "64", "open connections on listen from one client IP address (IPv6: its /64); behind a proxy that hides client addresses every client is the proxy, so raise it or set 0 (no cap)"},
+		{"delivery_retention", "PARLEY_DELIVERY_RETENTION", "168h", "how long a handled delivery is kept (and its ID and body remembered, so a redelivery or replay is a duplicate); keep it above GitHub's 3 days of redelivery (0: for ever)"},
+		{"dead_letter_retention", "PARLEY_DEAD_LETTER_RETENTION", "720h", "how long a dead-lettered delivery is kept for parley deliveries to list and replay (0: for ever)"},
+		{"event_max_age", "PARLEY_EVENT_MAX_AGE", "24h", "drift events (POST /events/...) older than this are refused (400 stale_event): a replayed old body is not news; parley ingest still replays old events on purpose (0: no bound)"},
+		{"event_max_future", "PARLEY_EVENT_MAX_FUTURE", "5m", "drift events dated further than this ahead of the server's clock are refused (0: no bound)"},
+		{"auth_failures_per_minute", "PARLEY_AUTH_FAILURES_PER_MINUTE", "30", "failed authentications (webhook signatures, event secrets and tokens, agent tokens) one client address may make a minute, in bursts of as many; over it every request from that address is answered 429 with Retry-After, before its credentials are checked (0: no limit)"},
 	}
 }
 
@@ -250,6 +274,17 @@ type file struct {
 	LogLevel                   *string     `hcl:"log_level,optional"`
 	ProposalsRate              *float64    `hcl:"proposals_rate,optional"`
 	ProposalsMaxAge            *string     `hcl:"proposals_max_age,optional"`
+	ReadHeaderTimeout          *string     `hcl:"read_header_timeout,optional"`
+	BodyTimeout                *string     `hcl:"body_timeout,optional"`
+	WriteTimeout               *string     `hcl:"write_timeout,optional"`
+	IdleTimeout                *string     `hcl:"idle_timeout,optional"`
+	MaxConnections             *int        `hcl:"max_connections,optional"`
+	MaxConnectionsPerClient    *int        `hcl:"max_connections_per_client,optional"`
+	AuthFailuresPerMinute      *float64    `hcl:"auth_failures_per_minute,optional"`
+	DeliveryRetention          *string     `hcl:"delivery_retention,optional"`
+	DeadLetterRetention        *string     `hcl:"dead_letter_retention,optional"`
+	EventMaxAge                *string     `hcl:"event_max_age,optional"`
+	EventMaxFuture             *string     `hcl:"event_max_future,optional"`
 	Clusters                   []repoBlock `hcl:"cluster,block"`
 	AWSAccounts                []repoBlock `hcl:"aws_account,block"`
 }
@@ -317,7 +352,11 @@ func Load(path string, getenv func(string) string) (Config, error) {
 		PerInstallationConcurrency: 4, MaxAttempts: 8, ShutdownGrace: 25 * time.Second, Lease: 5 * time.Minute,
 		PolicyPath: ".parley/policy.hcl", WriteMode: "pull-request", LogLevel: slog.LevelInfo,
 		ProposalsRate: 20, ProposalsMaxAge: 2 * time.Second,
-		CommitAuthor: "Parley <parley@users.noreply.github.com>",
+		CommitAuthor:      "Parley <parley@users.noreply.github.com>",
+		ReadHeaderTimeout: 10 * time.Second, BodyTimeout: 30 * time.Second, WriteTimeout: 2 * time.Minute,
+		IdleTimeout: 60 * time.Second, MaxConnections: 1024, MaxConnectionsPerClient: 64, AuthFailuresPerMinute: 30,
+		DeliveryRetention: 7 * 24 * time.Hour, DeadLetterRetention: 30 * 24 * time.Hour,
+		EventMaxAge: 24 * time.Hour, EventMaxFuture: 5 * time.Minute,
 	}
 	var errs []error
 	if path != "" {
@@ -381,6 +420,27 @@ func Load(path string, getenv func(string) string) (Config, error) {
 			}
 			c.Lease = d
 		}
+		fileDuration := func(key string, src *string, dst *time.Duration) {
+			if src == nil {
+				return
+			}
+			d, err := time.ParseDuration(*src)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %s: %w", path, key, err))
+			}
+			*dst = d
+		}
+		fileDuration("read_header_timeout", f.ReadHeaderTimeout, &c.ReadHeaderTimeout)
+		fileDuration("body_timeout", f.BodyTimeout, &c.BodyTimeout)
+		fileDuration("write_timeout", f.WriteTimeout, &c.WriteTimeout)
+		fileDuration("idle_timeout", f.IdleTimeout, &c.IdleTimeout)
+		fileDuration("delivery_retention", f.DeliveryRetention, &c.DeliveryRetention)
+		fileDuration("dead_letter_retention", f.DeadLetterRetention, &c.DeadLetterRetention)
+		fileDuration("event_max_age", f.EventMaxAge, &c.EventMaxAge)
+		fileDuration("event_max_future", f.EventMaxFuture, &c.EventMaxFuture)
+		setP(&c.MaxConnections, f.MaxConnections)
+		setP(&c.MaxConnectionsPerClient, f.MaxConnectionsPerClient)
+		setP(&c.AuthFailuresPerMinute, f.AuthFailuresPerMinute)
 		if f.LogLevel != nil {
 			if err := c.LogLevel.UnmarshalText([]byte(*f.LogLevel)); err != nil {
 				errs = append(errs, fmt.Errorf("%s: log_level: %w", path, err))
@@ -471,6 +531,28 @@ func Load(path string, getenv func(string) string) (Config, error) {
 	env("PARLEY_KUBE_AUDIT_TOKEN", sec(&c.KubeAuditToken))
 	env("PARLEY_CLOUDTRAIL_TOKEN", sec(&c.CloudTrailToken))
 	env("PARLEY_LOG_LEVEL", func(v string) error { return c.LogLevel.UnmarshalText([]byte(v)) })
+	dur := func(dst *time.Duration) func(string) error {
+		return func(v string) error {
+			d, err := time.ParseDuration(v)
+			*dst = d
+			return err
+		}
+	}
+	env("PARLEY_READ_HEADER_TIMEOUT", dur(&c.ReadHeaderTimeout))
+	env("PARLEY_BODY_TIMEOUT", dur(&c.BodyTimeout))
+	env("PARLEY_WRITE_TIMEOUT", dur(&c.WriteTimeout))
+	env("PARLEY_IDLE_TIMEOUT", dur(&c.IdleTimeout))
+	env("PARLEY_DELIVERY_RETENTION", dur(&c.DeliveryRetention))
+	env("PARLEY_DEAD_LETTER_RETENTION", dur(&c.DeadLetterRetention))
+	env("PARLEY_EVENT_MAX_AGE", dur(&c.EventMaxAge))
+	env("PARLEY_EVENT_MAX_FUTURE", dur(&c.EventMaxFuture))
+	env("PARLEY_MAX_CONNECTIONS", num(&c.MaxConnections))
+	env("PARLEY_MAX_CONNECTIONS_PER_CLIENT", num(&c.MaxConnectionsPerClient))
+	env("PARLEY_AUTH_FAILURES_PER_MINUTE", func(v string) error {
+		n, err := strconv.ParseFloat(v, 64)
+		c.AuthFailuresPerMinute = n
+		return err
+	})
 
 	if c.PrivateKey.IsZero() && c.PrivateKeyFile != "" {
 		pem, err := os.ReadFile(c.PrivateKeyFile)
@@ -527,8 +609,15 @@ func (c *Config) validate() []error {
 	if c.ProposalsMaxAge < 0 || c.ProposalsMaxAge > time.Hour {
 		errs = append(errs, fmt.Errorf("proposals_max_age = %s: want 0 to 1h", c.ProposalsMaxAge))
 	}
-	if c.Store == "" {
-		errs = append(errs, errors.New("store must name a database file or a postgres:// URL"))
+	errs = append(errs, c.validateIntake()...)
+	if err := sqldb.CheckTarget(c.Store); err != nil {
+		errs = append(errs, fmt.Errorf("store (PARLEY_STORE): %w", err))
+	}
+	// drift_state is a SQLite file: a URL there would become a file name, password and all.
+	if err := sqldb.CheckTarget(c.DriftState); c.DriftState != "" && err != nil {
+		errs = append(errs, fmt.Errorf("drift_state (PARLEY_DRIFT_STATE): %w", err))
+	} else if sqldb.IsPostgres(c.DriftState) && !c.StoreIsPostgres() {
+		errs = append(errs, fmt.Errorf("drift_state (PARLEY_DRIFT_STATE) = %s: a PostgreSQL drift state is the store's database; set store to it instead", sqldb.RedactAny(c.DriftState)))
 	}
 	if c.StoreIsPostgres() {
 		if _, err := pgxpool.ParseConfig(c.Store); err != nil {
@@ -570,6 +659,39 @@ func (c *Config) validate() []error {
 	errs = append(errs, c.validatePages()...)
 	if a, err := mail.ParseAddress(c.CommitAuthor); err != nil || a.Name == "" {
 		errs = append(errs, fmt.Errorf("commit_author = %q: want \"Name <email>\"", c.CommitAuthor))
+	}
+	return errs
+}
+
+// validateIntake checks the listener's bounds: positive timeouts (a zero one would hold nothing
+// open to no limit, which is what they are there to prevent) and caps that are not negative.
+func (c *Config) validateIntake() []error {
+	var errs []error
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{{"read_header_timeout", c.ReadHeaderTimeout}, {"body_timeout", c.BodyTimeout}, {"write_timeout", c.WriteTimeout}, {"idle_timeout", c.IdleTimeout}} {
+		if d.v <= 0 || d.v > time.Hour {
+			errs = append(errs, fmt.Errorf("%s = %s: want more than 0 and at most 1h", d.key, d.v))
+		}
+	}
+	if c.MaxConnections < 0 {
+		errs = append(errs, fmt.Errorf("max_connections = %d: want 0 (no cap) or more", c.MaxConnections))
+	}
+	if c.MaxConnectionsPerClient < 0 {
+		errs = append(errs, fmt.Errorf("max_connections_per_client = %d: want 0 (no cap) or more", c.MaxConnectionsPerClient))
+	}
+	if c.DeliveryRetention < 0 {
+		errs = append(errs, fmt.Errorf("delivery_retention = %s: want 0 (for ever) or more", c.DeliveryRetention))
+	}
+	if c.EventMaxAge < 0 || c.EventMaxFuture < 0 {
+		errs = append(errs, fmt.Errorf("event_max_age = %s, event_max_future = %s: want 0 (no bound) or more", c.EventMaxAge, c.EventMaxFuture))
+	}
+	if c.DeadLetterRetention < 0 {
+		errs = append(errs, fmt.Errorf("dead_letter_retention = %s: want 0 (for ever) or more", c.DeadLetterRetention))
+	}
+	if c.AuthFailuresPerMinute < 0 {
+		errs = append(errs, fmt.Errorf("auth_failures_per_minute = %g: want 0 (no limit) or more", c.AuthFailuresPerMinute))
 	}
 	return errs
 }

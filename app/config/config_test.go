@@ -394,3 +394,35 @@ func TestDetailsPagesSettings(t *testing.T) {
 		}
 	}
 }
+
+// TestStoreNeitherURLNorPathIsRefusedRedacted: pgx's keyword form, another scheme's URL or a
+// file: URI is no plain file path: taken as a SQLite file name it would put the password in the
+// logs and on disk, and each replica would run alone. Refused, with the password redacted.
+func TestStoreNeitherURLNorPathIsRefusedRedacted(t *testing.T) {
+	base := map[string]string{"PARLEY_APP_ID": "7", "PARLEY_PRIVATE_KEY": "pem", "PARLEY_WEBHOOK_SECRETS": "a"}
+	for _, c := range []struct{ key, value, shown string }{
+		{"PARLEY_STORE", "host=db.internal user=parley password=hunter2 dbname=parley", `host=db.internal user=parley password=[redacted] dbname=parley`},
+		{"PARLEY_STORE", "host=db password='hunter2 x' sslmode=require", `password=[redacted] sslmode=require`},
+		{"PARLEY_STORE", "mysql://parley:hunter2@db/parley", `mysql://parley:[redacted]@db/parley`},
+		{"PARLEY_STORE", "file:parley.db?_auth_pass=hunter2", `_auth_pass=[redacted]`},
+		{"PARLEY_DRIFT_STATE", "postgres://parley:hunter2@db/parley", `postgres://parley@db:5432/parley`},
+	} {
+		env := maps.Clone(base)
+		env[c.key] = c.value
+		_, err := Load("", envMap(env))
+		if err == nil {
+			t.Errorf("%s=%q was accepted", c.key, c.value)
+			continue
+		}
+		if strings.Contains(err.Error(), "hunter2") || !strings.Contains(err.Error(), c.shown) {
+			t.Errorf("%s=%q: error %q; want it to show %q and never the password", c.key, c.value, err, c.shown)
+		}
+	}
+	for _, ok := range []string{"parley.db", "/var/lib/parley/parley.db", "data dir/parley.db", "postgres://parley@db/parley"} {
+		env := maps.Clone(base)
+		env["PARLEY_STORE"] = ok
+		if _, err := Load("", envMap(env)); err != nil {
+			t.Errorf("store %q: %v", ok, err)
+		}
+	}
+}

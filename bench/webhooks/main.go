@@ -336,7 +336,12 @@ func runRate(ctx context.Context, cfg config) (result, error) {
 	defer client.CloseIdleConnections()
 
 	body := payload(cfg.BodyBytes)
-	sig := webhooks.Sign(secret, body)
+	// Each delivery's body is its own, as GitHub's are: the store refuses a body it already
+	// holds under another delivery ID. The signature is computed as the request is sent.
+	bodyOf := func(id string) ([]byte, string) {
+		b := append([]byte(`{"bench_delivery":"`+id+`",`), body[1:]...)
+		return b, webhooks.Sign(secret, b)
+	}
 	url := "http://" + ln.Addr().String() + webhooks.GitHubPath
 	n := min(int(float64(cfg.Rate)*cfg.Duration.Seconds()), cfg.MaxRequests)
 	interval := time.Second / time.Duration(cfg.Rate)
@@ -350,7 +355,9 @@ func runRate(ctx context.Context, cfg config) (result, error) {
 	// Warm the connection pool and the store so the first requests do not pay for dialing and
 	// page-cache misses; warm-up deliveries are not counted.
 	for i := range min(32, n) {
-		_, _ = send(client, url, body, sig, fmt.Sprintf("warmup-%d", i))
+		id := fmt.Sprintf("warmup-%d", i)
+		b, sig := bodyOf(id)
+		_, _ = send(client, url, b, sig, id)
 	}
 
 	start := time.Now()
@@ -363,8 +370,9 @@ func runRate(ctx context.Context, cfg config) (result, error) {
 		ids[i] = fmt.Sprintf("bench-%d-%06d", cfg.Rate, i)
 		wg.Go(func() {
 			defer func() { <-sem }()
+			b, sig := bodyOf(ids[i])
 			sent := time.Now()
-			code, err := send(client, url, body, sig, ids[i])
+			code, err := send(client, url, b, sig, ids[i])
 			now := time.Now()
 			lat[i], svc[i] = now.Sub(due), now.Sub(sent)
 			if err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -41,7 +42,7 @@ func deliveriesListAndReplay(t *testing.T, st deliveryStore, path string) {
 	ctx := context.Background()
 	now := time.Now()
 	for _, id := range []string{"dead-1", "dead-2", "fine"} {
-		if _, err := st.Put(ctx, store.Delivery{Source: store.SourceGitHub, ID: id, Event: "pull_request", Body: []byte(`{}`), ReceivedAt: now}); err != nil {
+		if _, err := st.Put(ctx, store.Delivery{Source: store.SourceGitHub, ID: id, Event: "pull_request", Body: []byte(`{"id":"` + id + `"}`), ReceivedAt: now}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -74,5 +75,29 @@ func deliveriesListAndReplay(t *testing.T, st deliveryStore, path string) {
 	}
 	if code, _, stderr := runIn(t, "", "deliveries", "replay", "--store", path); code != 2 || !strings.Contains(stderr, "--all") {
 		t.Errorf("replay without arguments: exit %d %s", code, stderr)
+	}
+}
+
+// TestStoreThatIsNoPathIsRefused: a keyword connection string given as the store is refused by
+// every command that opens one, with the password redacted, and never becomes a file.
+func TestStoreThatIsNoPathIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	const dsn = "host=db.internal user=parley password=hunter2 dbname=parley"
+	for _, args := range [][]string{
+		{"deliveries", "list", "--store", dsn},
+		{"tokens", "create", "agent", "--identity", "aws-principal:arn:aws:iam::123456789012:role/agent", "--db", dsn},
+	} {
+		code, out, errOut := runCLI(t, args...)
+		if code != exitUsage || out != "" || !strings.Contains(errOut, "password=[redacted]") || strings.Contains(errOut, "hunter2") {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2 naming the store redacted", args[:2], code, out, errOut)
+		}
+	}
+	t.Setenv("PARLEY_STORE", dsn)
+	if code, _, errOut := runCLI(t, "tokens", "list"); code != exitUsage || strings.Contains(errOut, "hunter2") {
+		t.Errorf("tokens list under PARLEY_STORE=<keyword form>: exit %d, %q", code, errOut)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("files were made: %v", entries)
 	}
 }

@@ -24,8 +24,11 @@ func newServeCmd() *cobra.Command {
 		Long: `Serve runs Parley's GitHub App. It answers GitHub's webhooks at POST /webhooks/github (each
 delivery verified against every configured webhook secret and stored durably before the 2xx),
 judges pull requests in worker goroutines, and publishes one check run and one sticky comment per
-pull request. /healthz, /readyz and /metrics serve operations. SIGTERM drains: no new deliveries,
-in-flight ones finish within shutdown_grace, unfinished ones resume on the next start.
+pull request. /healthz, /readyz and /metrics serve operations, on metrics_listen too, where none
+of the intake's connection caps count. SIGTERM drains: no new deliveries, in-flight ones finish
+within shutdown_grace, unfinished ones resume on the next start. What a client without credentials
+can hold (timeouts, connections, failed authentications) is bounded by the keys below
+(docs/security.md).
 
 Configuration comes from an HCL file (--config) and then the environment, which overrides it:
 
@@ -64,6 +67,9 @@ func newDeliveriesCmd() *cobra.Command {
 		}
 		if storePath == "" {
 			storePath = "parley.db"
+		}
+		if err := sqldb.CheckTarget(storePath); err != nil {
+			return nil, usageErr(err)
 		}
 		if sqldb.IsPostgres(storePath) {
 			return store.OpenPostgres(cmd.Context(), storePath, store.PostgresOptions{MaxConns: 2})

@@ -51,6 +51,16 @@ created, and cannot be shown again. Revoking one refuses it from the next reques
 	// open opens the store; a missing SQLite file is an error unless create says it may be made.
 	open := func(cmd *cobra.Command, create bool) (*tokenStore, string, error) {
 		p := path()
+		if err := sqldb.CheckTarget(p); err != nil {
+			return nil, sqldb.RedactAny(p), usageErr(err)
+		}
+		if s := os.Getenv("PARLEY_STORE"); dbPath == "" && s != "" {
+			// agents.db is put beside PARLEY_STORE: refuse a value that is no path before
+			// it becomes one.
+			if err := sqldb.CheckTarget(s); err != nil {
+				return nil, sqldb.RedactAny(s), usageErr(fmt.Errorf("PARLEY_STORE: %w", err))
+			}
+		}
 		if sqldb.IsPostgres(p) {
 			name := sqldb.Redact(p)
 			pool, sdb, err := sqldb.OpenPostgres(cmd.Context(), p, 2)

@@ -13,6 +13,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
@@ -40,6 +41,53 @@ func (e Engine) String() string {
 // postgresql:// URL) rather than a SQLite file.
 func IsPostgres(target string) bool {
 	return strings.HasPrefix(target, "postgres://") || strings.HasPrefix(target, "postgresql://")
+}
+
+// CheckTarget refuses a store setting that is neither a postgres:// (or postgresql://) URL nor a
+// plain file path: a key=value connection string (pgx's keyword form, "host=db password=..."), a
+// URL of another scheme, or a file: URI with parameters. Taken as a SQLite file name, such a value
+// would put its password in the logs and on disk as a file name, and every replica would run
+// alone on its own file. The error shows the value with anything that looks like a password
+// redacted (RedactAny).
+func CheckTarget(target string) error {
+	if IsPostgres(target) {
+		return nil
+	}
+	var why string
+	switch {
+	case target == "":
+		why = "it is empty"
+	case strings.Contains(target, "://"):
+		why = "it is a URL, and only postgres:// and postgresql:// URLs name a database"
+	case strings.ContainsAny(target, "=?"):
+		why = "it holds '=' or '?', as a key=value connection string or URI parameters do"
+	case strings.HasPrefix(target, "file:"):
+		why = "it is a file: URI"
+	case strings.ContainsFunc(target, func(r rune) bool { return r < ' ' || r == 0x7f }):
+		why = "it holds control characters"
+	default:
+		return nil
+	}
+	return fmt.Errorf("store %q is neither a postgres:// URL nor a plain file path (%s): write PostgreSQL as postgres://user@host:5432/db with the password in PGPASSWORD or the URL, a SQLite store as a file path",
+		RedactAny(target), why)
+}
+
+// passwordish matches the values of keys that look like they hold a secret, in key=value
+// connection strings and URL queries.
+var passwordish = regexp.MustCompile(`(?i)((?:pass|pwd|secret|token|key|auth)[a-z_]*\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&]*)`)
+
+// userinfoPassword matches the password of a URL's user information.
+var userinfoPassword = regexp.MustCompile(`(://[^/@:\s]*:)[^@/\s]*@`)
+
+// RedactAny returns a store setting of any form fit for a log or an error: a PostgreSQL URL as
+// Redact gives it, anything else with the values of password-like keys and a URL's password
+// replaced by "[redacted]".
+func RedactAny(target string) string {
+	if IsPostgres(target) {
+		return Redact(target)
+	}
+	out := userinfoPassword.ReplaceAllString(target, "${1}[redacted]@")
+	return passwordish.ReplaceAllString(out, "${1}[redacted]")
 }
 
 // Redact returns a PostgreSQL URL without its password, for logs and errors.

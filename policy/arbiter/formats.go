@@ -35,7 +35,14 @@ type ClaimSet struct {
 
 // ReadClaims decodes a claims file, naming the entry at fault in errors.
 func ReadClaims(r io.Reader) (*ClaimSet, error) {
-	dec := json.NewDecoder(r)
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("claims file: %w", err)
+	}
+	if err := core.UniqueKeys(data); errors.Is(err, core.ErrDuplicateKey) {
+		return nil, fmt.Errorf("claims file: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var cf ClaimsFile
 	if err := dec.Decode(&cf); err != nil {
@@ -189,6 +196,9 @@ func ReadEvents(r io.Reader) ([]Event, error) {
 		b := bytes.TrimSpace(sc.Bytes())
 		if len(b) == 0 || b[0] == '#' {
 			continue
+		}
+		if err := core.UniqueKeys(b); errors.Is(err, core.ErrDuplicateKey) {
+			return nil, fmt.Errorf("events line %d: %w", line, err)
 		}
 		dec := json.NewDecoder(bytes.NewReader(b))
 		dec.DisallowUnknownFields()

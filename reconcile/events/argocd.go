@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -68,6 +69,9 @@ type argoOperation struct {
 // revision, the event and sync status, and the time (the operation's finishedAt for a sync, the
 // Application's reconciledAt otherwise): one ID per notification, stable across redeliveries.
 func DecodeArgoCD(body []byte) (Batch, error) {
+	if err := core.UniqueKeys(body); errors.Is(err, core.ErrDuplicateKey) {
+		return Batch{}, fmt.Errorf("argocd: decode notification: %w", err)
+	}
 	var n argoNotification
 	if err := json.Unmarshal(body, &n); err != nil {
 		return Batch{}, fmt.Errorf("argocd: decode notification: %w", jsonError(body, err))

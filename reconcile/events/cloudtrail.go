@@ -3,6 +3,7 @@ package events
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -68,6 +69,9 @@ func DecodeCloudTrail(body []byte, tf TerraformIndex) (Batch, error) {
 		Detail     json.RawMessage   `json:"detail"`
 		EventID    string            `json:"eventID"`
 		EventName  string            `json:"eventName"`
+	}
+	if err := core.UniqueKeys(body); errors.Is(err, core.ErrDuplicateKey) {
+		return Batch{}, fmt.Errorf("cloudtrail: decode: %w", err)
 	}
 	if err := json.Unmarshal(body, &top); err != nil {
 		return Batch{}, fmt.Errorf("cloudtrail: decode: %w", jsonError(body, err))

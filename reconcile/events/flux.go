@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -26,6 +27,9 @@ var kindGroup = kindGroups()
 // SHA-256 of the involved object's UID (or kind/namespace/name when it has none), the reason, the
 // timestamp and the message, so a redelivery of the same event has the same ID.
 func DecodeFlux(body []byte) (Batch, error) {
+	if err := core.UniqueKeys(body); errors.Is(err, core.ErrDuplicateKey) {
+		return Batch{}, fmt.Errorf("flux: decode event: %w", err)
+	}
 	var ev eventv1.Event
 	if err := json.Unmarshal(body, &ev); err != nil {
 		return Batch{}, fmt.Errorf("flux: decode event: %w", jsonError(body, err))

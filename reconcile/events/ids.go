@@ -3,6 +3,7 @@ package events
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/parleyhq/parley/core"
 )
@@ -21,7 +22,40 @@ import (
 // the calls outside Terraform as "not-in-terraform" then. Those calls are therefore not in the
 // ignored counts returned here.
 func EventIDs(source string, body []byte) (ids []string, ignored map[string]int, err error) {
-	var b Batch
+	id, err := Identify(source, body)
+	return id.IDs, id.Ignored, err
+}
+
+// Identified is what Identify reads of a body: EventIDs' answer, and when the events it names
+// happened.
+type Identified struct {
+	IDs     []string
+	Ignored map[string]int
+	// Oldest and Newest are the earliest and latest times of the events IDs names (zero when
+	// none carries a time): the event receivers refuse a body outside their freshness window,
+	// which is how an old signed body replayed long after is told from news.
+	Oldest, Newest time.Time
+}
+
+// span widens the identified span to t; a zero t changes nothing.
+func (id *Identified) span(t time.Time) {
+	if t.IsZero() {
+		return
+	}
+	if id.Oldest.IsZero() || t.Before(id.Oldest) {
+		id.Oldest = t
+	}
+	if t.After(id.Newest) {
+		id.Newest = t
+	}
+}
+
+// Identify is EventIDs with the events' times (see Identified).
+func Identify(source string, body []byte) (Identified, error) {
+	var (
+		b   Batch
+		err error
+	)
 	switch source {
 	case SourceFlux:
 		b, err = DecodeFlux(body)
@@ -32,13 +66,23 @@ func EventIDs(source string, body []byte) (ids []string, ignored map[string]int,
 	case SourceCloudTrail:
 		return cloudTrailIDs(body)
 	default:
-		return nil, nil, fmt.Errorf("event IDs: unknown source %q (want %s, %s, %s or %s)",
+		return Identified{}, fmt.Errorf("event IDs: unknown source %q (want %s, %s, %s or %s)",
 			source, SourceFlux, SourceArgoCD, SourceK8sAudit, SourceCloudTrail)
 	}
 	if err != nil {
-		return nil, nil, err
+		return Identified{}, err
 	}
-	return b.EventIDs, b.Ignored, nil
+	id := Identified{IDs: b.EventIDs, Ignored: b.Ignored}
+	for _, o := range b.Observations {
+		id.span(o.At)
+	}
+	for _, r := range b.Reverts {
+		id.span(r.At)
+	}
+	for _, o := range b.OutOfSync {
+		id.span(o.At)
+	}
+	return id, nil
 }
 
 // ignNotInTerraform is DecodeCloudTrail's reason for a mapped call on a resource the index does not
@@ -51,38 +95,41 @@ const ignNotInTerraform = "not-in-terraform"
 // record the decoder looks up in Terraform is a mapped, successful write with an eventID. Decoding
 // record by record is what ties a lookup to its record's ID; an index that answered "found" instead
 // would lose tag removals, which also need the Terraform's tag blocks to resolve.
-func cloudTrailIDs(body []byte) ([]string, map[string]int, error) {
+func cloudTrailIDs(body []byte) (Identified, error) {
 	b, err := DecodeCloudTrail(body, nil)
 	if err != nil {
-		return nil, nil, err
+		return Identified{}, err
 	}
 	if b.Ignored[ignNotInTerraform] == 0 {
-		return nil, b.Ignored, nil
+		return Identified{Ignored: b.Ignored}, nil
 	}
 	raws, err := cloudTrailRecords(body)
 	if err != nil {
-		return nil, nil, err
+		return Identified{}, err
 	}
-	var ids []string
+	var id Identified
 	seen := map[string]bool{}
 	for i, raw := range raws {
 		var probe tfProbe
 		if _, err := DecodeCloudTrail(raw, &probe); err != nil {
 			// The whole body decoded above, so a record cannot fail alone; say so if it does.
-			return nil, nil, fmt.Errorf("cloudtrail: record %d: %w", i, err)
+			return Identified{}, fmt.Errorf("cloudtrail: record %d: %w", i, err)
 		}
 		if !probe.asked {
 			continue
 		}
 		var r struct {
-			EventID string `json:"eventID"`
+			EventID   string `json:"eventID"`
+			EventTime string `json:"eventTime"`
 		}
 		if err := json.Unmarshal(raw, &r); err != nil {
-			return nil, nil, fmt.Errorf("cloudtrail: record %d: %w", i, jsonError(raw, err))
+			return Identified{}, fmt.Errorf("cloudtrail: record %d: %w", i, jsonError(raw, err))
 		}
 		if r.EventID != "" && !seen[r.EventID] {
 			seen[r.EventID] = true
-			ids = append(ids, r.EventID)
+			id.IDs = append(id.IDs, r.EventID)
+			at, _ := time.Parse(time.RFC3339, r.EventTime) // the decoder above checked it
+			id.span(at)
 		}
 	}
 	ignored := make(map[string]int, len(b.Ignored))
@@ -93,7 +140,8 @@ func cloudTrailIDs(body []byte) ([]string, map[string]int, error) {
 	}
 	// Every not-in-terraform count of the first pass belongs to a record kept above; what is left
 	// is the part of the body nobody will ever act on.
-	return ids, ignored, nil
+	id.Ignored = ignored
+	return id, nil
 }
 
 // cloudTrailRecords splits a body DecodeCloudTrail accepted into its records: the Records array, the

@@ -2,6 +2,7 @@ package events
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -25,6 +26,9 @@ import (
 // is RequestResponse the values are taken from the response object, the live object after the write.
 // See docs/events.md for the patch-type inference and the actor rules.
 func DecodeK8sAudit(body []byte) (Batch, error) {
+	if err := core.UniqueKeys(body); errors.Is(err, core.ErrDuplicateKey) {
+		return Batch{}, fmt.Errorf("k8s-audit: decode EventList: %w", err)
+	}
 	var list auditv1.EventList
 	if err := json.Unmarshal(body, &list); err != nil {
 		return Batch{}, fmt.Errorf("k8s-audit: decode EventList: %w", jsonError(body, err))

@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	tfjson "github.com/hashicorp/terraform-json"
+
+	"github.com/parleyhq/parley/core"
 )
 
 // MaxPlanSize bounds the plan document ReadPlan accepts (64 MiB). A plan of a few thousand
@@ -76,6 +78,10 @@ func ParsePlan(data []byte) (*tfjson.Plan, error) {
 			return nil, notJSON(data, json.Unmarshal(trimmed, new(any)))
 		}
 		return nil, errors.New("not a Terraform plan: want a JSON object, as terraform show -json PLANFILE prints")
+	}
+	// A syntax error is left to the decoding below, which says where it is.
+	if err := core.UniqueKeys(trimmed); errors.Is(err, core.ErrDuplicateKey) {
+		return nil, fmt.Errorf("not a plan Parley reads: %w", err)
 	}
 	var pr probe
 	if err := json.Unmarshal(trimmed, &pr); err != nil {

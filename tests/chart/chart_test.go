@@ -66,9 +66,9 @@ func TestRender(t *testing.T) {
 							} `json:"valueFrom"`
 						}
 						Ports          []struct{ Name string }
-						LivenessProbe  struct{ HTTPGet struct{ Path string } } `json:"livenessProbe"`
-						ReadinessProbe struct{ HTTPGet struct{ Path string } } `json:"readinessProbe"`
-						VolumeMounts   []struct{ MountPath string }            `json:"volumeMounts"`
+						LivenessProbe  struct{ HTTPGet struct{ Path, Port string } } `json:"livenessProbe"`
+						ReadinessProbe struct{ HTTPGet struct{ Path, Port string } } `json:"readinessProbe"`
+						VolumeMounts   []struct{ MountPath string }                  `json:"volumeMounts"`
 					}
 					Volumes []struct {
 						Name string
@@ -107,8 +107,20 @@ func TestRender(t *testing.T) {
 	if _, ok := secrets["PARLEY_ARGOCD_TOKEN"]; ok {
 		t.Errorf("a disabled event source must not reference a secret")
 	}
-	if c.LivenessProbe.HTTPGet.Path != "/healthz" || c.ReadinessProbe.HTTPGet.Path != "/readyz" {
+	// The probes go to the metrics port, whose listener the intake's connection caps do not
+	// count: they answer while a flood holds the http port.
+	if c.LivenessProbe.HTTPGet.Path != "/healthz" || c.ReadinessProbe.HTTPGet.Path != "/readyz" ||
+		c.LivenessProbe.HTTPGet.Port != "metrics" || c.ReadinessProbe.HTTPGet.Port != "metrics" || env["PARLEY_METRICS_LISTEN"] != ":9090" {
 		t.Errorf("probes: %+v %+v", c.LivenessProbe, c.ReadinessProbe)
+	}
+	// The intake's limits, with serve's defaults.
+	for name, want := range map[string]string{"PARLEY_READ_HEADER_TIMEOUT": "10s", "PARLEY_BODY_TIMEOUT": "30s",
+		"PARLEY_WRITE_TIMEOUT": "2m", "PARLEY_IDLE_TIMEOUT": "60s", "PARLEY_MAX_CONNECTIONS": "1024",
+		"PARLEY_MAX_CONNECTIONS_PER_CLIENT": "64", "PARLEY_AUTH_FAILURES_PER_MINUTE": "30", "PARLEY_EVENT_MAX_AGE": "24h",
+		"PARLEY_EVENT_MAX_FUTURE": "5m", "PARLEY_DELIVERY_RETENTION": "168h", "PARLEY_DEAD_LETTER_RETENTION": "720h"} {
+		if env[name] != want {
+			t.Errorf("%s = %q, want %q", name, env[name], want)
+		}
 	}
 	if len(c.Ports) != 2 || c.Ports[1].Name != "metrics" {
 		t.Errorf("ports: %+v", c.Ports)

@@ -67,6 +67,7 @@ func TestConformance(t *testing.T) {
 		run  func(t *testing.T, engine string, open opener)
 	}{
 		{"PutDedupe", conformPutDedupe},
+		{"PutDedupesBodies", conformPutDedupesBodies},
 		{"PutRefusesIncompleteDelivery", conformPutRefusesIncompleteDelivery},
 		{"PutRefusesInvalidScope", conformPutRefusesInvalidScope},
 		{"BodyAndTimesRoundTrip", conformBodyAndTimesRoundTrip},
@@ -236,8 +237,8 @@ func conformBodyAndTimesRoundTrip(t *testing.T, _ string, open opener) {
 func conformScopeRoundTrip(t *testing.T, _ string, open opener) {
 	s := open(t, 0)
 	ctx := context.Background()
-	scoped := Delivery{Source: SourceFlux, ID: "flux-1", Event: "event", Body: []byte(`{}`), ReceivedAt: t0, Scope: "prod-eu.1"}
-	unscoped := Delivery{Source: SourceFlux, ID: "flux-2", Event: "event", Body: []byte(`{}`), ReceivedAt: t0.Add(time.Second)}
+	scoped := Delivery{Source: SourceFlux, ID: "flux-1", Event: "event", Body: []byte(`{"n":1}`), ReceivedAt: t0, Scope: "prod-eu.1"}
+	unscoped := Delivery{Source: SourceFlux, ID: "flux-2", Event: "event", Body: []byte(`{"n":2}`), ReceivedAt: t0.Add(time.Second)}
 	mustPut(t, s, scoped)
 	mustPut(t, s, unscoped)
 
@@ -547,11 +548,12 @@ func conformPruneForgetsOnlyOldDoneDeliveries(t *testing.T, _ string, open opene
 		t.Fatal(err)
 	}
 	// Completed "now" (wall clock): a cut-off in the past keeps it.
-	if n, err := s.Prune(ctx, time.Now().Add(-time.Hour)); err != nil || n != 0 {
+	if n, err := s.Prune(ctx, time.Now().Add(-time.Hour), time.Now().Add(-time.Hour)); err != nil || n != 0 {
 		t.Fatalf("Prune(an hour ago) = %d, %v; want 0", n, err)
 	}
-	if n, err := s.Prune(ctx, time.Now().Add(time.Second)); err != nil || n != 1 {
-		t.Fatalf("Prune(now) = %d, %v; want 1", n, err)
+	// Dead letters are kept longer than done deliveries: a zero cut-off keeps them all.
+	if n, err := s.Prune(ctx, time.Now().Add(time.Second), time.Time{}); err != nil || n != 1 {
+		t.Fatalf("Prune(now, dead kept) = %d, %v; want 1", n, err)
 	}
 	cases := []struct {
 		id   string
@@ -565,6 +567,77 @@ func conformPruneForgetsOnlyOldDoneDeliveries(t *testing.T, _ string, open opene
 	// Forgotten: a redelivery of the pruned ID is stored again.
 	if ok, err := s.Put(ctx, delivery("done", t0)); err != nil || !ok {
 		t.Errorf("Put pruned id = %v, %v; want inserted", ok, err)
+	}
+	// The dead letter goes once its own, longer, retention is over; the pending one never.
+	if n, err := s.Prune(ctx, time.Time{}, time.Now().Add(time.Second)); err != nil || n != 1 {
+		t.Fatalf("Prune(dead before now) = %d, %v; want 1", n, err)
+	}
+	if _, err := s.Get(ctx, Key{SourceGitHub, "dead"}); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Get dead after its prune: err = %v, want ErrNotFound", err)
+	}
+	if _, err := s.Get(ctx, Key{SourceGitHub, "pending"}); err != nil {
+		t.Errorf("Get pending after every prune: %v", err)
+	}
+}
+
+// conformPutDedupesBodies: a body already stored under another ID of the same source is a
+// duplicate naming the stored delivery (a replayed GitHub delivery under a new
+// X-GitHub-Delivery, or relabelled with another X-GitHub-Event); the same body from another
+// source, and empty bodies, are not compared.
+func conformPutDedupesBodies(t *testing.T, _ string, open opener) {
+	s := open(t, 0)
+	ctx := context.Background()
+	mustPut(t, s, delivery("original", t0))
+	for _, d := range []Delivery{
+		{Source: SourceGitHub, ID: "replayed", Event: "pull_request", Body: []byte(`{"id":"original"}`), ReceivedAt: t0.Add(time.Hour)},
+		{Source: SourceGitHub, ID: "relabelled", Event: "push", Body: []byte(`{"id":"original"}`), ReceivedAt: t0.Add(time.Hour)},
+	} {
+		ok, err := s.Put(ctx, d)
+		var dup *DuplicateBodyError
+		if ok || !errors.As(err, &dup) || !errors.Is(err, ErrDuplicateBody) || dup.Stored != (Key{SourceGitHub, "original"}) {
+			t.Fatalf("Put %s with the stored body = %v, %v; want a duplicate of github/original", d.ID, ok, err)
+		}
+		if !strings.Contains(err.Error(), "body already stored as original") {
+			t.Errorf("error %q does not name the stored delivery", err)
+		}
+		if _, err := s.Get(ctx, d.Key()); !errors.Is(err, ErrNotFound) {
+			t.Errorf("Get %s: %v; want nothing stored", d.ID, err)
+		}
+	}
+	// A redelivery under the stored ID stays a plain duplicate.
+	if ok, err := s.Put(ctx, delivery("original", t0)); ok || err != nil {
+		t.Errorf("redelivery = %v, %v; want a plain duplicate", ok, err)
+	}
+	for _, d := range []Delivery{
+		{Source: SourceFlux, ID: "original", Event: "event", Body: []byte(`{"id":"original"}`), ReceivedAt: t0},
+		{Source: SourceGitHub, ID: "empty-1", Event: "ping", ReceivedAt: t0},
+		{Source: SourceGitHub, ID: "empty-2", Event: "ping", Body: []byte{}, ReceivedAt: t0},
+	} {
+		if ok, err := s.Put(ctx, d); !ok || err != nil {
+			t.Errorf("Put %s = %v, %v; want inserted", d.Key(), ok, err)
+		}
+	}
+	// Two Puts of one body in one batch: the first is stored, the second is its duplicate.
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	stored := make([]bool, 8)
+	for i := range 8 {
+		wg.Go(func() {
+			stored[i], errs[i] = s.Put(ctx, Delivery{Source: SourceGitHub, ID: fmt.Sprintf("burst-%d", i), Event: "push", Body: []byte(`{"burst":1}`), ReceivedAt: t0})
+		})
+	}
+	wg.Wait()
+	n := 0
+	for i := range 8 {
+		switch {
+		case stored[i]:
+			n++
+		case !errors.Is(errs[i], ErrDuplicateBody):
+			t.Errorf("burst-%d: %v; want stored or a body duplicate", i, errs[i])
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d of 8 Puts of one body stored; want 1", n)
 	}
 }
 
@@ -745,7 +818,7 @@ func conformCallsAfterCloseReturnErrClosed(t *testing.T, _ string, open opener) 
 			return err
 		},
 		"Prune": func() error {
-			_, err := s.Prune(ctx, t0)
+			_, err := s.Prune(ctx, t0, t0)
 			return err
 		},
 	}

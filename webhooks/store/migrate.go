@@ -32,6 +32,10 @@ var migrations = []string{
 	CREATE INDEX deliveries_dead    ON deliveries (seq) WHERE state = 2;`,
 	// 2: the cluster a drift event came from (Delivery.Scope); '' for every earlier delivery.
 	`ALTER TABLE deliveries ADD COLUMN scope TEXT NOT NULL DEFAULT ''`,
+	// 3: the SHA-256 of a non-empty body, unique per source: a body replayed under another
+	// delivery ID is a duplicate (DuplicateBodyError). NULL for earlier deliveries.
+	`ALTER TABLE deliveries ADD COLUMN body_sha256 BLOB;
+	CREATE UNIQUE INDEX deliveries_body ON deliveries (source, body_sha256) WHERE body_sha256 IS NOT NULL;`,
 }
 
 // migrate brings the schema up to date. It refuses a database written by a newer Parley, whose

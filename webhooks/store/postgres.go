@@ -44,6 +44,9 @@ var postgresMigrations = []string{
 	CREATE INDEX deliveries_pending ON deliveries (seq) WHERE state = 0;
 	CREATE INDEX deliveries_leases  ON deliveries (lease_until) WHERE state = 0 AND lease_until IS NOT NULL;
 	CREATE INDEX deliveries_dead    ON deliveries (seq) WHERE state = 2;`,
+	// 2: SQLite's migration 3, the SHA-256 of a non-empty body, unique per source.
+	`ALTER TABLE deliveries ADD COLUMN body_sha256 BYTEA;
+	CREATE UNIQUE INDEX deliveries_body ON deliveries (source, body_sha256) WHERE body_sha256 IS NOT NULL;`,
 }
 
 // PostgresOptions tune a PostgreSQL store. The zero value is the production setting.
@@ -249,7 +252,7 @@ func (s *Postgres) commit(batch []putRequest) {
 				req.done <- putResult{err: err}
 				continue
 			}
-			req.done <- putResult{inserted: res[0]}
+			req.done <- res[0]
 		}
 		return
 	}
@@ -258,7 +261,7 @@ func (s *Postgres) commit(batch []putRequest) {
 			req.done <- putResult{err: err}
 			continue
 		}
-		req.done <- putResult{inserted: results[i]}
+		req.done <- results[i]
 	}
 }
 
@@ -278,14 +281,16 @@ func rowRefused(err error) bool {
 	return false
 }
 
-const pgInsert = `INSERT INTO deliveries (source, id, event, body, received_at, next_attempt_at, scope)
-	VALUES ($1, $2, $3, $4, $5, $6, $7)
-	ON CONFLICT (source, id) DO NOTHING`
+// pgInsert has no conflict target: a repeated (source, id) and a repeated (source,
+// body_sha256) are both duplicates.
+const pgInsert = `INSERT INTO deliveries (source, id, event, body, received_at, next_attempt_at, scope, body_sha256)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+	ON CONFLICT DO NOTHING`
 
 // commitBatch inserts the batch's deliveries in one transaction, one statement each, sent
 // together as a pgx.Batch. The statements run in order, so the second Put of a Key in one batch
 // conflicts with the first and reports inserted=false.
-func (s *Postgres) commitBatch(batch []putRequest) ([]bool, error) {
+func (s *Postgres) commitBatch(batch []putRequest) ([]putResult, error) {
 	// Not any caller's context: callers that gave up must not abort a batch others wait on.
 	ctx, cancel := context.WithTimeout(context.Background(), pgBatchTimeout)
 	defer cancel()
@@ -302,9 +307,9 @@ func (s *Postgres) commitBatch(batch []putRequest) ([]bool, error) {
 			body = []byte{} // NOT NULL column; an empty body is still a body
 		}
 		at := d.ReceivedAt.UnixNano()
-		b.Queue(pgInsert, d.Source, d.ID, d.Event, body, at, at, d.Scope)
+		b.Queue(pgInsert, d.Source, d.ID, d.Event, body, at, at, d.Scope, digestArg(bodyDigest(body)))
 	}
-	inserted := make([]bool, len(batch))
+	results := make([]putResult, len(batch))
 	br := tx.SendBatch(ctx, b)
 	for i, req := range batch {
 		tag, err := br.Exec()
@@ -312,15 +317,31 @@ func (s *Postgres) commitBatch(batch []putRequest) ([]bool, error) {
 			_ = br.Close()
 			return nil, fmt.Errorf("%s: insert %s: %w", s.where, req.d.Key(), err)
 		}
-		inserted[i] = tag.RowsAffected() == 1
+		results[i].inserted = tag.RowsAffected() == 1
 	}
 	if err := br.Close(); err != nil {
 		return nil, fmt.Errorf("%s: batch of %d: %w", s.where, len(batch), err)
 	}
+	// Duplicates are rare: for each, ask apart whether it was the ID or the body under
+	// another ID.
+	for i, req := range batch {
+		digest := bodyDigest(req.d.Body)
+		if results[i].inserted || digest == nil {
+			continue
+		}
+		var other string
+		err := tx.QueryRow(ctx, `SELECT id FROM deliveries WHERE source = $1 AND body_sha256 = $2 AND id <> $3`, req.d.Source, digest, req.d.ID).Scan(&other)
+		switch {
+		case err == nil:
+			results[i].err = &DuplicateBodyError{Key: req.d.Key(), Stored: Key{Source: req.d.Source, ID: other}}
+		case !errors.Is(err, pgx.ErrNoRows):
+			return nil, fmt.Errorf("%s: insert %s: find the duplicate: %w", s.where, req.d.Key(), err)
+		}
+	}
 	if err := tx.Commit(ctx); err != nil {
 		return nil, fmt.Errorf("%s: commit batch of %d: %w", s.where, len(batch), err)
 	}
-	return inserted, nil
+	return results, nil
 }
 
 // pgScanDelivery reads deliveryColumns, then extra.
@@ -585,15 +606,17 @@ func (s *Postgres) Stats(ctx context.Context, now time.Time) (Stats, error) {
 	return st, nil
 }
 
-// Prune deletes done deliveries finished before finishedBefore; see Deliveries.
-func (s *Postgres) Prune(ctx context.Context, finishedBefore time.Time) (int, error) {
+// Prune deletes done deliveries finished before doneBefore and dead ones dead-lettered before
+// deadBefore (zero: none); see Deliveries.
+func (s *Postgres) Prune(ctx context.Context, doneBefore, deadBefore time.Time) (int, error) {
 	if !s.enter() {
 		return 0, fmt.Errorf("%s: prune: %w", s.where, ErrClosed)
 	}
 	defer s.inflight.Done()
-	tag, err := s.pool.Exec(ctx, `DELETE FROM deliveries WHERE state = 1 AND finished_at < $1`, finishedBefore.UnixNano())
+	tag, err := s.pool.Exec(ctx, `DELETE FROM deliveries WHERE (state = 1 AND finished_at < $1) OR (state = 2 AND finished_at < $2)`,
+		pruneCutoff(doneBefore), pruneCutoff(deadBefore))
 	if err != nil {
-		return 0, fmt.Errorf("%s: prune done before %s: %w", s.where, finishedBefore.Format(time.RFC3339), err)
+		return 0, fmt.Errorf("%s: prune done before %s, dead before %s: %w", s.where, doneBefore.Format(time.RFC3339), deadBefore.Format(time.RFC3339), err)
 	}
 	return int(tag.RowsAffected()), nil
 }

@@ -300,7 +300,7 @@ func (s *SQLite) writer() {
 				req.done <- putResult{err: err}
 				continue
 			}
-			req.done <- putResult{inserted: results[i]}
+			req.done <- results[i]
 		}
 	}
 }
@@ -367,7 +367,7 @@ func (s *SQLite) checkpoint(db *sql.DB, mode string) (walFrames int64) {
 	return walFrames
 }
 
-func (s *SQLite) commitBatch(batch []putRequest) ([]bool, error) {
+func (s *SQLite) commitBatch(batch []putRequest) ([]putResult, error) {
 	// Background context: callers that gave up must not abort a batch others wait on.
 	ctx := context.Background()
 	conn, err := s.write.Conn(ctx)
@@ -386,15 +386,17 @@ func (s *SQLite) commitBatch(batch []putRequest) ([]bool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store %s: begin batch of %d: %w", s.path, len(batch), err)
 	}
+	// No conflict target: a repeated (source, id) and a repeated (source, body_sha256) are
+	// both duplicates.
 	stmt, err := tx.PrepareContext(ctx, `INSERT INTO deliveries
-		(source, id, event, body, received_at, next_attempt_at, scope)
-		VALUES (?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (source, id) DO NOTHING`)
+		(source, id, event, body, received_at, next_attempt_at, scope, body_sha256)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT DO NOTHING`)
 	if err != nil {
 		_ = tx.Rollback()
 		return nil, fmt.Errorf("store %s: prepare insert: %w", s.path, err)
 	}
-	inserted := make([]bool, len(batch))
+	results := make([]putResult, len(batch))
 	for i, req := range batch {
 		d := req.d
 		body := d.Body
@@ -402,7 +404,8 @@ func (s *SQLite) commitBatch(batch []putRequest) ([]bool, error) {
 			body = []byte{} // NOT NULL column; an empty body is still a body
 		}
 		at := d.ReceivedAt.UnixNano()
-		res, err := stmt.ExecContext(ctx, d.Source, d.ID, d.Event, body, at, at, d.Scope)
+		digest := bodyDigest(body)
+		res, err := stmt.ExecContext(ctx, d.Source, d.ID, d.Event, body, at, at, d.Scope, digestArg(digest))
 		if err != nil {
 			_ = stmt.Close()
 			_ = tx.Rollback()
@@ -414,13 +417,26 @@ func (s *SQLite) commitBatch(batch []putRequest) ([]bool, error) {
 			_ = tx.Rollback()
 			return nil, fmt.Errorf("store %s: insert %s: %w", s.path, d.Key(), err)
 		}
-		inserted[i] = n == 1
+		results[i].inserted = n == 1
+		if n == 0 && digest != nil {
+			// Rare (a duplicate), so asked apart: was it the ID, or the body under another ID?
+			var other string
+			err := tx.QueryRowContext(ctx, `SELECT id FROM deliveries WHERE source = ? AND body_sha256 = ? AND id <> ?`, d.Source, digest, d.ID).Scan(&other)
+			switch {
+			case err == nil:
+				results[i].err = &DuplicateBodyError{Key: d.Key(), Stored: Key{Source: d.Source, ID: other}}
+			case !errors.Is(err, sql.ErrNoRows):
+				_ = stmt.Close()
+				_ = tx.Rollback()
+				return nil, fmt.Errorf("store %s: insert %s: find the duplicate: %w", s.path, d.Key(), err)
+			}
+		}
 	}
 	_ = stmt.Close()
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("store %s: commit batch of %d: %w", s.path, len(batch), err)
 	}
-	return inserted, nil
+	return results, nil
 }
 
 const deliveryColumns = `source, id, event, body, received_at, state, attempts, next_attempt_at,
@@ -702,14 +718,16 @@ func (s *SQLite) Stats(ctx context.Context, now time.Time) (Stats, error) {
 	return st, nil
 }
 
-// Prune deletes done deliveries finished before finishedBefore; see Deliveries.
-func (s *SQLite) Prune(ctx context.Context, finishedBefore time.Time) (int, error) {
+// Prune deletes done deliveries finished before doneBefore and dead ones dead-lettered before
+// deadBefore (zero: none); see Deliveries.
+func (s *SQLite) Prune(ctx context.Context, doneBefore, deadBefore time.Time) (int, error) {
 	if s.closed() {
 		return 0, fmt.Errorf("store %s: prune: %w", s.path, ErrClosed)
 	}
-	res, err := s.write.ExecContext(ctx, `DELETE FROM deliveries WHERE state = 1 AND finished_at < ?`, finishedBefore.UnixNano())
+	res, err := s.write.ExecContext(ctx, `DELETE FROM deliveries WHERE (state = 1 AND finished_at < ?) OR (state = 2 AND finished_at < ?)`,
+		pruneCutoff(doneBefore), pruneCutoff(deadBefore))
 	if err != nil {
-		return 0, fmt.Errorf("store %s: prune done before %s: %w", s.path, finishedBefore.Format(time.RFC3339), err)
+		return 0, fmt.Errorf("store %s: prune done before %s, dead before %s: %w", s.path, doneBefore.Format(time.RFC3339), deadBefore.Format(time.RFC3339), err)
 	}
 	n, err := res.RowsAffected()
 	if err != nil {

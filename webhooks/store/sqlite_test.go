@@ -130,7 +130,8 @@ func crashHelper(path string) {
 	for g := range 8 {
 		wg.Go(func() {
 			for i := 0; ; i++ {
-				d := Delivery{Source: SourceGitHub, ID: fmt.Sprintf("g%d-%d", g, i), Event: "push", Body: body, ReceivedAt: time.Now()}
+				id := fmt.Sprintf("g%d-%d", g, i)
+				d := Delivery{Source: SourceGitHub, ID: id, Event: "push", Body: unique(body, id), ReceivedAt: time.Now()}
 				ok, err := s.Put(context.Background(), d)
 				if err != nil || !ok {
 					fmt.Println("put failed:", ok, err)
@@ -229,7 +230,8 @@ func TestCheckpointsRunOffTheCommitPath(t *testing.T) {
 	for g := range 8 {
 		wg.Go(func() {
 			for i := range 40 {
-				d := Delivery{Source: SourceGitHub, ID: fmt.Sprintf("%d-%d", g, i), Event: "push", Body: body, ReceivedAt: t0}
+				id := fmt.Sprintf("%d-%d", g, i)
+				d := Delivery{Source: SourceGitHub, ID: id, Event: "push", Body: unique(body, id), ReceivedAt: t0}
 				if _, err := s.Put(context.Background(), d); err != nil {
 					t.Error(err)
 					return
@@ -273,7 +275,8 @@ func TestWALStaysBoundedUnderSustainedWrites(t *testing.T) {
 	for g := range 4 {
 		wg.Go(func() {
 			for i := 0; ctx.Err() == nil; i++ {
-				d := Delivery{Source: SourceGitHub, ID: fmt.Sprintf("%d-%d", g, i), Event: "push", Body: body, ReceivedAt: t0}
+				id := fmt.Sprintf("%d-%d", g, i)
+				d := Delivery{Source: SourceGitHub, ID: id, Event: "push", Body: unique(body, id), ReceivedAt: t0}
 				if _, err := s.Put(ctx, d); err != nil && ctx.Err() == nil {
 					t.Error(err)
 					return
@@ -320,4 +323,10 @@ func TestReclaimLeasesResumesAtOnce(t *testing.T) {
 	if !ok || err != nil || d.Attempts != 2 {
 		t.Fatalf("after reclaiming: ok %v err %v attempts %d (the dead process's attempt counts)", ok, err, d.Attempts)
 	}
+}
+
+// unique makes body the body of delivery id alone: the store refuses a body stored under another
+// ID.
+func unique(body []byte, id string) []byte {
+	return append([]byte(id+" "), body...)
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"strconv"
@@ -176,7 +177,27 @@ var (
 	ErrNotDead = errors.New("delivery is not dead-lettered")
 	// ErrClosed: the store was closed.
 	ErrClosed = errors.New("store closed")
+	// ErrDuplicateBody: Put was given a body already stored under another ID of the same
+	// source. See DuplicateBodyError.
+	ErrDuplicateBody = errors.New("body already stored under another delivery id")
 )
+
+// DuplicateBodyError is Put's answer to a delivery whose body is byte for byte one already
+// stored, under another ID, from the same source: nothing is inserted. GitHub signs only the
+// body, not X-GitHub-Delivery or X-GitHub-Event, so a captured delivery replayed under a new ID
+// (or relabelled as another event) carries a valid signature; its body gives it away.
+// errors.Is(err, ErrDuplicateBody) holds.
+type DuplicateBodyError struct {
+	Key    Key // the delivery refused
+	Stored Key // the delivery that holds the same body
+}
+
+func (e *DuplicateBodyError) Error() string {
+	return fmt.Sprintf("delivery %s: body already stored as %s", e.Key, e.Stored.ID)
+}
+
+// Is makes errors.Is(err, ErrDuplicateBody) hold.
+func (e *DuplicateBodyError) Is(target error) bool { return target == ErrDuplicateBody }
 
 // Deliveries is the durable queue contract. SQLite implements it for one replica; a Postgres
 // implementation serving several replicas must keep the same semantics:
@@ -186,7 +207,11 @@ var (
 //     other writes need only survive a process crash: losing one to a power failure makes a
 //     delivery be processed again, which handlers tolerate, but never loses one. A second
 //     Put with the same Key inserts nothing and reports inserted=false (Postgres:
-//     INSERT ... ON CONFLICT (source, id) DO NOTHING RETURNING).
+//     INSERT ... ON CONFLICT (source, id) DO NOTHING RETURNING). A Put whose non-empty body
+//     was already stored under another ID of the same source inserts nothing either and
+//     returns inserted=false with a *DuplicateBodyError naming the stored delivery (a unique
+//     index on the body's SHA-256 per source). Deliveries stored before that index existed
+//     have no digest and are not compared.
 //
 //   - Claim hands a pending delivery to exactly one worker at a time. It picks the oldest
 //     (by arrival) delivery that is pending, due (NextAttemptAt <= now) and not leased (no
@@ -213,9 +238,10 @@ var (
 //
 //   - Replay moves a dead delivery back to pending, due now, with attempts reset to zero.
 //
-//   - Prune deletes done deliveries finished before a time, and with them the memory of their
-//     IDs: a redelivery after that is stored again. GitHub lets a delivery be redelivered for
-//     3 days, so keep at least that. Pending and dead deliveries are never pruned.
+//   - Prune deletes done deliveries finished before one time and dead ones dead-lettered before
+//     another (a zero time keeps them all), and with them the memory of their IDs and bodies: a
+//     redelivery after that is stored again. GitHub lets a delivery be redelivered for 3 days,
+//     so keep at least that. Pending deliveries are never pruned.
 //
 // All methods are safe for concurrent use.
 type Deliveries interface {
@@ -229,5 +255,31 @@ type Deliveries interface {
 	Replay(ctx context.Context, k Key, now time.Time) error
 	Get(ctx context.Context, k Key) (Delivery, error)
 	Stats(ctx context.Context, now time.Time) (Stats, error)
-	Prune(ctx context.Context, finishedBefore time.Time) (deleted int, err error)
+	Prune(ctx context.Context, doneBefore, deadBefore time.Time) (deleted int, err error)
+}
+
+// bodyDigest is the SHA-256 a body is deduplicated by; nil (not compared) for an empty body.
+func bodyDigest(body []byte) []byte {
+	if len(body) == 0 {
+		return nil
+	}
+	sum := sha256.Sum256(body)
+	return sum[:]
+}
+
+// digestArg is a digest as a query argument: SQL NULL for none (a zero-length blob would be
+// compared, and every empty body would collide).
+func digestArg(digest []byte) any {
+	if digest == nil {
+		return nil
+	}
+	return digest
+}
+
+// pruneCutoff is a Prune cut-off in the stores' unix nanoseconds; a zero time prunes nothing.
+func pruneCutoff(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
 }

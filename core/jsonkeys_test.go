@@ -1,0 +1,71 @@
+package core
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestUniqueKeys(t *testing.T) {
+	for _, c := range []struct {
+		in, want string // want "" = accepted
+	}{
+		{`{"a":1,"b":{"a":2},"c":[{"a":1},{"a":2}]}`, ""},
+		{`[1,"x",null,true,{"k":[{}]}]`, ""},
+		{`"just a string"`, ""},
+		{`{"at":"2026-01-01T00:00:00Z","at":"2001-01-01T00:00:00Z"}`, `duplicate key "at" in the object at $`},
+		{`{"claims":[{"field":"x"},{"field":"y","field":"z"}]}`, `duplicate key "field" in the object at $.claims[1]`},
+		{`{"a":{"b":{"c":1,"c":2}}}`, `duplicate key "c" in the object at $.a.b`},
+		{`{"a b":{"x":1,"\u0078":2}}`, `duplicate key "x" in the object at $["a b"]`},
+		{`{"a":1,}`, "invalid character"},
+		{`{"a"`, "EOF"},
+	} {
+		err := UniqueKeys([]byte(c.in))
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("UniqueKeys(%s) = %v; want accepted", c.in, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("UniqueKeys(%s) = %v; want %q", c.in, err, c.want)
+		}
+	}
+	if err := UniqueKeys([]byte(`{"k":1,"k":2}`)); !errors.Is(err, ErrDuplicateKey) {
+		t.Errorf("errors.Is(%v, ErrDuplicateKey) is false", err)
+	}
+	deep := strings.Repeat("[", maxJSONDepth+1) + strings.Repeat("]", maxJSONDepth+1)
+	if err := UniqueKeys([]byte(deep)); err == nil || !strings.Contains(err.Error(), "nested deeper") {
+		t.Errorf("deep nesting: %v", err)
+	}
+}
+
+// TestClaimWithDuplicateKeyIsRefused: a claim naming "at" twice is refused with the key named,
+// where encoding/json would keep the later date silently.
+func TestClaimWithDuplicateKeyIsRefused(t *testing.T) {
+	in := `{"field":"k8s:apps/Deployment/prod/web#/spec/replicas","actor":{"name":"oncall"},"value":6,` +
+		`"at":"2026-11-20T10:00:00Z","at":"2099-01-01T00:00:00Z"}`
+	var c Claim
+	err := json.Unmarshal([]byte(in), &c)
+	if err == nil || !strings.Contains(err.Error(), `duplicate key "at"`) {
+		t.Fatalf("Unmarshal = %v, claim %+v; want the duplicate \"at\" named", err, c)
+	}
+}
+
+// FuzzUniqueKeys: UniqueKeys never panics, and agrees with encoding/json on what is JSON: a value
+// it accepts decodes, and an object it accepts decodes into a map with as many keys as it names
+// (checked for objects of scalars, where the count is easy to know).
+func FuzzUniqueKeys(f *testing.F) {
+	for _, s := range []string{`{"a":1,"b":[1,{"c":2}]}`, `{"a":1,"a":2}`, `[{"x":{}},{"x":{"y":1,"y":2}}]`, `{"\u0061":1,"a":2}`, `"s"`, `{`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		err := UniqueKeys(data)
+		if err != nil {
+			return
+		}
+		var v any
+		dec := json.NewDecoder(strings.NewReader(string(data)))
+		if derr := dec.Decode(&v); derr != nil {
+			t.Fatalf("UniqueKeys accepted %q, which encoding/json refuses: %v", data, derr)
+		}
+	})
+}

@@ -1,0 +1,61 @@
+package guard
+
+import (
+	"fmt"
+	"net"
+	"net/http/httptest"
+	"testing"
+	"time"
+)
+
+// TestClientKey: an IPv4 client is its address; an IPv6 client its /64, since one host commonly
+// holds the whole prefix and could otherwise open a fresh "client" per address.
+func TestClientKey(t *testing.T) {
+	for in, want := range map[string]string{
+		"192.0.2.7:4000":             "192.0.2.7",
+		"[2001:db8:1:2:3:4:5:6]:443": "2001:db8:1:2::/64",
+		"[2001:db8:1:2:ffff::1]:80":  "2001:db8:1:2::/64",
+		"[::ffff:192.0.2.7]:80":      "192.0.2.7",
+		"not an address":             "not an address",
+	} {
+		req := httptest.NewRequest("GET", "/", nil)
+		req.RemoteAddr = in
+		if got := requestClient(req); got != want {
+			t.Errorf("requestClient(%q) = %q, want %q", in, got, want)
+		}
+		if tcp, err := net.ResolveTCPAddr("tcp", in); err == nil {
+			if got := clientKey(tcp); got != want {
+				t.Errorf("clientKey(%q) = %q, want %q", in, got, want)
+			}
+		}
+	}
+}
+
+// TestFailuresRememberBoundedClients: an attacker rotating addresses cannot grow the limiter's
+// memory without bound: past maxClients, clients whose budget has refilled are forgotten, and
+// while none has, new ones share one overflow budget (and are throttled together).
+func TestFailuresRememberBoundedClients(t *testing.T) {
+	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	f := NewFailures(FailuresConfig{PerMinute: 1, Burst: 1, Now: func() time.Time { return now }})
+	fail := func(i int) {
+		req := httptest.NewRequest("POST", "/", nil)
+		req.RemoteAddr = fmt.Sprintf("10.%d.%d.%d:1", i>>16&255, i>>8&255, i&255)
+		f.Failed(req)
+	}
+	for i := range maxClients + 5 {
+		fail(i)
+	}
+	if n := len(f.clients); n != maxClients {
+		t.Fatalf("%d clients remembered, want the cap %d", n, maxClients)
+	}
+	req := httptest.NewRequest("POST", "/", nil)
+	req.RemoteAddr = "203.0.113.1:1"
+	if _, throttled := f.Throttled(req, "test"); !throttled {
+		t.Error("a new client while the map is full and the overflow budget spent is not throttled")
+	}
+	now = now.Add(2 * time.Minute) // every budget refilled
+	fail(maxClients + 10)
+	if n := len(f.clients); n != 1 {
+		t.Errorf("%d clients remembered after every budget refilled, want 1 (the new one)", n)
+	}
+}

@@ -1,0 +1,125 @@
+package guard
+
+import (
+	"net"
+	"sync"
+	"time"
+)
+
+// Listen wraps ln so that at most l.MaxConns connections are open at once, and at most
+// l.MaxConnsPerClient from one client address. A connection over either cap is answered
+// "503 Service Unavailable" with Retry-After and closed as it is accepted: it costs a file
+// descriptor for microseconds, not for as long as its client likes. m may be nil.
+//
+// Written here rather than taken from golang.org/x/net/netutil: its LimitListener stops
+// accepting at the cap, which leaves every further connection (the health checks' and
+// GitHub's too) queued in the kernel's backlog behind the attacker's, and it has no
+// per-client cap.
+func Listen(ln net.Listener, l Limits, m *Metrics) net.Listener {
+	return &listener{Listener: ln, max: l.MaxConns, perClient: l.MaxConnsPerClient, metrics: m, byClient: map[string]int{}}
+}
+
+type listener struct {
+	net.Listener
+	max, perClient int
+	metrics        *Metrics
+
+	mu       sync.Mutex
+	open     int
+	byClient map[string]int
+}
+
+// Reasons a connection is refused, the label of parley_http_connections_refused_total.
+const (
+	refusedTotal     = "total"
+	refusedPerClient = "per_client"
+)
+
+// overCap is what a refused connection reads: a complete answer, so that a client sees why
+// rather than a reset.
+const overCap = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n" +
+	"Retry-After: 1\r\nConnection: close\r\nContent-Length: 25\r\n\r\ntoo many open connections"
+
+func (l *listener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		client := clientKey(c.RemoteAddr())
+		if reason := l.admit(client); reason != "" {
+			l.metrics.connectionRefused(reason)
+			// A fresh socket's send buffer takes these bytes at once; the deadline only keeps
+			// a pathological peer from holding the accept loop.
+			_ = c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+			_, _ = c.Write([]byte(overCap))
+			_ = c.Close()
+			continue
+		}
+		l.metrics.connectionOpened()
+		return &conn{Conn: c, release: sync.OnceFunc(func() { l.release(client) })}, nil
+	}
+}
+
+// admit counts a new connection of client, or returns why it is refused.
+func (l *listener) admit(client string) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.max > 0 && l.open >= l.max {
+		return refusedTotal
+	}
+	if l.perClient > 0 && l.byClient[client] >= l.perClient {
+		return refusedPerClient
+	}
+	l.open++
+	l.byClient[client]++
+	return ""
+}
+
+func (l *listener) release(client string) {
+	l.mu.Lock()
+	l.open--
+	if l.byClient[client]--; l.byClient[client] <= 0 {
+		delete(l.byClient, client)
+	}
+	l.mu.Unlock()
+	l.metrics.connectionClosed()
+}
+
+// conn gives its slot back when it is closed, however many times that is.
+type conn struct {
+	net.Conn
+	release func()
+}
+
+func (c *conn) Close() error {
+	err := c.Conn.Close()
+	c.release()
+	return err
+}
+
+// clientKey is the client a remote address counts against: its IP, or for IPv6 its /64.
+func clientKey(a net.Addr) string {
+	var ip net.IP
+	switch a := a.(type) {
+	case *net.TCPAddr:
+		ip = a.IP
+	default:
+		host, _, err := net.SplitHostPort(a.String())
+		if err != nil {
+			return a.String()
+		}
+		ip = net.ParseIP(host)
+		if ip == nil {
+			return host
+		}
+	}
+	return ipKey(ip)
+}
+
+func ipKey(ip net.IP) string {
+	if v4 := ip.To4(); v4 != nil {
+		return v4.String()
+	}
+	return ip.Mask(net.CIDRMask(64, 128)).String() + "/64"
+}

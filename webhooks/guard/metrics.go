@@ -1,0 +1,62 @@
+package guard
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics count what the guards refused. A nil *Metrics counts nothing.
+type Metrics struct {
+	refused   *prometheus.CounterVec
+	open      prometheus.Gauge
+	throttled *prometheus.CounterVec
+}
+
+// NewMetrics creates the guards' metrics and registers them in reg.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "parley_http_connections_refused_total",
+			Help: "Connections to the intake listener refused as they were accepted, by reason (total: max_connections reached; per_client: max_connections_per_client reached).",
+		}, []string{"reason"}),
+		open: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "parley_http_connections_open",
+			Help: "Connections open on the intake listener.",
+		}),
+		throttled: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "parley_auth_throttled_total",
+			Help: "Requests answered 429 because their client address failed authentication too often, by endpoint.",
+		}, []string{"endpoint"}),
+	}
+	for _, c := range []prometheus.Collector{m.refused, m.open, m.throttled} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register guard metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+func (m *Metrics) connectionRefused(reason string) {
+	if m != nil {
+		m.refused.WithLabelValues(reason).Inc()
+	}
+}
+
+func (m *Metrics) connectionOpened() {
+	if m != nil {
+		m.open.Inc()
+	}
+}
+
+func (m *Metrics) connectionClosed() {
+	if m != nil {
+		m.open.Dec()
+	}
+}
+
+func (m *Metrics) authThrottled(endpoint string) {
+	if m != nil {
+		m.throttled.WithLabelValues(endpoint).Inc()
+	}
+}

@@ -1,0 +1,174 @@
+package webhooks
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/parleyhq/parley/webhooks/guard"
+	"github.com/parleyhq/parley/webhooks/store"
+)
+
+// declaredHuge is a request that declares GitHub's whole 25 MB limit and sends a few bytes: what
+// an attacker without the secret sends to make the server hold memory it never receives.
+func declaredHuge(path string, header map[string]string) *http.Request {
+	req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(`{"zen":"a few bytes"}`))
+	req.ContentLength = MaxBodyBytes
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	return req
+}
+
+// allocated is how many bytes serving n requests allocated.
+func allocated(n int, serve func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for range n {
+		serve()
+	}
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// TestUnauthenticatedContentLengthSizesNoBuffer: a wrong signature under a Content-Length of
+// 25 MB costs what was sent, not what was declared, on the GitHub receiver and the drift event
+// receivers alike.
+func TestUnauthenticatedContentLengthSizesNoBuffer(t *testing.T) {
+	const requests = 8
+	wrongSig := "sha256=" + strings.Repeat("0", 64)
+	gh, err := NewReceiver(ReceiverConfig{Store: openStore(t, store.Options{}), Secrets: []Secret{mustSecret(t, "hook")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	flux, err := NewEventReceiver(EventReceiverConfig{Source: store.SourceFlux, Secrets: []Secret{mustSecret(t, "flux")},
+		ID: func([]byte) ([]string, map[string]int, error) { return []string{"x"}, nil, nil }, Store: openStore(t, store.Options{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]struct {
+		h   http.Handler
+		req func() *http.Request
+	}{
+		"github": {gh, func() *http.Request {
+			return declaredHuge(GitHubPath, map[string]string{HeaderEvent: "push", HeaderDelivery: "d-1", HeaderSignature: wrongSig, "Content-Type": "application/json"})
+		}},
+		"flux": {flux, func() *http.Request {
+			return declaredHuge(FluxPath, map[string]string{HeaderXSignature: wrongSig, "Content-Type": "application/json"})
+		}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			bytes := allocated(requests, func() {
+				rec := httptest.NewRecorder()
+				c.h.ServeHTTP(rec, c.req())
+				if rec.Code != http.StatusUnauthorized {
+					t.Fatalf("answered %d, want 401: %s", rec.Code, rec.Body)
+				}
+			})
+			// Each request held 25 MB when the buffer was sized from the header.
+			if bytes > requests*(1<<20) {
+				t.Fatalf("%d requests declaring %d bytes and sending 21 allocated %d bytes", requests, MaxBodyBytes, bytes)
+			}
+		})
+	}
+}
+
+// TestFailedAuthenticationIsThrottledPerClient: once a client address has used its budget of
+// failed signatures, its next request is answered 429 with Retry-After before anything else is
+// looked at (a correctly signed one too, and nothing is stored); another address is not
+// affected.
+func TestFailedAuthenticationIsThrottledPerClient(t *testing.T) {
+	st := openStore(t, store.Options{})
+	secret := mustSecret(t, "hook")
+	var later time.Duration
+	failures := guard.NewFailures(guard.FailuresConfig{PerMinute: 2, Burst: 2, Now: func() time.Time { return time.Now().Add(later) }})
+	gh, err := NewReceiver(ReceiverConfig{Store: st, Secrets: []Secret{secret}, Failures: failures})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := `{"zen":"hello"}`
+	send := func(addr, id, sig string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodPost, GitHubPath, strings.NewReader(body))
+		req.RemoteAddr = addr
+		req.Header.Set(HeaderEvent, "ping")
+		req.Header.Set(HeaderDelivery, id)
+		req.Header.Set(HeaderSignature, sig)
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		gh.ServeHTTP(rec, req)
+		return rec
+	}
+	wrong := "sha256=" + strings.Repeat("0", 64)
+	for i := range 2 {
+		if rec := send("192.0.2.7:4000", "d-wrong", wrong); rec.Code != http.StatusUnauthorized {
+			t.Fatalf("failure %d answered %d, want 401", i+1, rec.Code)
+		}
+	}
+	rec := send("192.0.2.7:4001", "d-right", Sign(secret, []byte(body)))
+	if rec.Code != http.StatusTooManyRequests {
+		t.Fatalf("after two failures answered %d, want 429: %s", rec.Code, rec.Body)
+	}
+	if ra := rec.Header().Get("Retry-After"); ra != "30" {
+		t.Errorf("Retry-After = %q, want 30 (one failure a half minute)", ra)
+	}
+	if b, _ := io.ReadAll(rec.Body); !strings.Contains(string(b), "too many failed authentications") {
+		t.Errorf("reply %s does not say why", b)
+	}
+	if _, err := st.Get(t.Context(), store.Key{Source: store.SourceGitHub, ID: "d-right"}); err == nil {
+		t.Error("a throttled delivery was stored")
+	}
+	if rec := send("198.51.100.9:4000", "d-other", Sign(secret, []byte(body))); rec.Code != http.StatusAccepted {
+		t.Fatalf("another address answered %d, want 202", rec.Code)
+	}
+	// The budget refills: a minute on, the client is heard again.
+	later = time.Minute
+	body = `{"zen":"hello again"}`
+	if rec := send("192.0.2.7:4002", "d-right", Sign(secret, []byte(body))); rec.Code != http.StatusAccepted {
+		t.Fatalf("a minute later answered %d, want 202", rec.Code)
+	}
+}
+
+// TestReplayedBodyUnderAnotherDeliveryIsADuplicate: GitHub signs only the body, so a captured
+// delivery can be sent again under a new X-GitHub-Delivery or relabelled with another
+// X-GitHub-Event and still verify. The body gives it away: answered 200 "duplicate", naming the
+// delivery that holds it, in the reply and the log, and nothing is stored.
+func TestReplayedBodyUnderAnotherDeliveryIsADuplicate(t *testing.T) {
+	st := openStore(t, store.Options{})
+	secret := mustSecret(t, "hook")
+	log, logs := testLogger(t)
+	gh, err := NewReceiver(ReceiverConfig{Store: st, Secrets: []Secret{secret}, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := []byte(`{"action":"opened","number":7}`)
+	send := func(event, id string) (int, string) {
+		req := httptest.NewRequest(http.MethodPost, GitHubPath, strings.NewReader(string(body)))
+		req.Header.Set(HeaderEvent, event)
+		req.Header.Set(HeaderDelivery, id)
+		req.Header.Set(HeaderSignature, Sign(secret, body))
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		gh.ServeHTTP(rec, req)
+		return rec.Code, rec.Body.String()
+	}
+	if code, rep := send("pull_request", "original"); code != http.StatusAccepted {
+		t.Fatalf("first delivery: %d %s", code, rep)
+	}
+	for _, c := range []struct{ event, id string }{{"pull_request", "replayed"}, {"issue_comment", "relabelled"}} {
+		code, rep := send(c.event, c.id)
+		if code != http.StatusOK || !strings.Contains(rep, `"status":"duplicate"`) || !strings.Contains(rep, "already delivered as original") {
+			t.Errorf("%s as %s: %d %s; want 200 duplicate naming original", c.id, c.event, code, rep)
+		}
+		if _, err := st.Get(t.Context(), store.Key{Source: store.SourceGitHub, ID: c.id}); err == nil {
+			t.Errorf("%s was stored", c.id)
+		}
+	}
+	if !strings.Contains(logs.String(), `"msg":"webhook duplicate body"`) || !strings.Contains(logs.String(), `"stored_as":"original"`) {
+		t.Errorf("the log does not say whose body it was:\n%s", logs)
+	}
+}
