@@ -8,11 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/mail"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -238,6 +240,9 @@ func NewServer(ctx context.Context, cfg config.Config, log *slog.Logger) (*Serve
 		return fail(err)
 	}
 	s.events = map[string]*webhooks.EventReceiver{}
+	for _, w := range cfg.SharedEventSecrets() {
+		log.Warn("shared event secret: accepted, but it is as wide as all its holders together; give each cluster and account its own", "detail", w)
+	}
 	// A source without a secret gets a receiver all the same: it answers 403 naming the setting.
 	for _, e := range []struct {
 		path, source, setting string
@@ -257,10 +262,19 @@ func NewServer(ctx context.Context, cfg config.Config, log *slog.Logger) (*Serve
 			secrets = append(secrets, ws)
 		}
 		source := e.source
+		creds, err := eventCredentials(cfg, source)
+		if err != nil {
+			return fail(err)
+		}
 		s.events[e.path], err = webhooks.NewEventReceiver(webhooks.EventReceiverConfig{Source: source, Secrets: secrets, Setting: e.setting,
-			ID:       func(body []byte) ([]string, map[string]int, error) { return events.EventIDs(source, body) },
-			Clusters: func(name string) bool { _, ok := cfg.Clusters[name]; return ok },
-			Store:    st, Notify: s.pool.Notify, Logger: log, Metrics: metrics, EventMetrics: eventMetrics})
+			ID:          func(body []byte) ([]string, map[string]int, error) { return events.EventIDs(source, body) },
+			Clusters:    func(name string) bool { _, ok := cfg.Clusters[name]; return ok },
+			Credentials: creds,
+			Accounts: func(body []byte) ([]string, error) {
+				o, err := events.OriginOf(source, body)
+				return o.Accounts, err
+			},
+			Store: st, Notify: s.pool.Notify, Logger: log, Metrics: metrics, EventMetrics: eventMetrics})
 		if err != nil {
 			return fail(err)
 		}
@@ -602,3 +616,27 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 
 // Store exposes the delivery store (for `parley deliveries`).
 func (s *Server) Store() store.Deliveries { return s.store }
+
+// eventCredentials are the cluster and AWS account event secrets a source's receiver accepts:
+// every cluster's for each source, every account's for CloudTrail.
+func eventCredentials(cfg config.Config, source string) ([]webhooks.Credential, error) {
+	var out []webhooks.Credential
+	for _, name := range slices.Sorted(maps.Keys(cfg.ClusterEventSecrets)) {
+		ws, err := webhooks.NewSecret(cfg.ClusterEventSecrets[name].Reveal())
+		if err != nil {
+			return nil, fmt.Errorf("cluster %q: event secret: %w", name, err)
+		}
+		out = append(out, webhooks.Credential{Secret: ws, Cluster: name})
+	}
+	if source != store.SourceCloudTrail {
+		return out, nil
+	}
+	for _, id := range slices.Sorted(maps.Keys(cfg.AWSAccountEventSecrets)) {
+		ws, err := webhooks.NewSecret(cfg.AWSAccountEventSecrets[id].Reveal())
+		if err != nil {
+			return nil, fmt.Errorf("aws_account %q: event secret: %w", id, err)
+		}
+		out = append(out, webhooks.Credential{Secret: ws, Account: id})
+	}
+	return out, nil
+}
