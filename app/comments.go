@@ -47,6 +47,9 @@ func (h *Comments) Handle(ctx context.Context, d store.Delivery) error {
 	if ev.GetComment().GetUser().GetType() == "Bot" || (act != "deleted" && ev.GetSender().GetType() == "Bot") {
 		return nil
 	}
+	if h.Live == nil {
+		return webhooks.Permanent(fmt.Errorf("issue_comment delivery %s: no live state to keep commands in", d.ID))
+	}
 	var cmds []chatops.Command
 	var perrs []*chatops.Error
 	if act != "deleted" {

@@ -210,7 +210,11 @@ func NewServer(ctx context.Context, cfg config.Config, log *slog.Logger) (*Serve
 	if err != nil {
 		return fail(err)
 	}
-	s.props = &Proposals{Drift: drift, Agents: s.agents, Rate: rate.Limit(cfg.ProposalsRate), Burst: max(1, int(2*cfg.ProposalsRate)),
+	var served []string
+	for _, r := range cfg.Repositories() {
+		served = append(served, r.Repository)
+	}
+	s.props = &Proposals{Drift: drift, Agents: s.agents, Served: served, Rate: rate.Limit(cfg.ProposalsRate), Burst: max(1, int(2*cfg.ProposalsRate)),
 		MaxAge: cfg.ProposalsMaxAge, Log: log, Metrics: propMetrics}
 	route := func(event string) webhooks.Route { return webhooks.Route{Source: store.SourceGitHub, Event: event} }
 	handlers := map[webhooks.Route]webhooks.Handler{
