@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/google/go-github/v60/github"
 
@@ -16,12 +17,17 @@ import (
 	"github.com/parleyhq/parley/webhooks/store"
 )
 
-// Comments runs /parley commands from pull request comments (issue_comment created and edited).
-// Who may run a command comes from the commenter's permission on the repository, read from GitHub:
-// write for claim, yield and recheck, maintain or admin for override, hold and unhold. Every
-// accepted command is recorded once, as a claim with the commenter as actor where it is one, and
-// acknowledged with a reaction; a refused or malformed one is answered with the reason. Comments by
-// bots, Parley's own included, are never read.
+// Comments runs /parley commands from pull request comments (issue_comment created, edited and
+// deleted). A command runs only as the person who wrote it: its author's permission on the
+// repository, read from GitHub, decides (write for claim, yield and recheck, maintain or admin for
+// override, hold and unhold), and an edit by anyone else - GitHub lets every writer edit anyone's
+// comment - is ignored, with a reply saying so. A comment's commands are those it shows now:
+// editing a command away withdraws it, and so does deleting the comment (by its author, or by
+// someone with the permission each command needs). Every command is bound to the pull request's
+// head commit when it was given (a new push is judged without it) and applies in the order of
+// GitHub's timestamps, whatever order deliveries arrive in. Commands on a closed or merged pull
+// request are refused. Accepted commands are acknowledged with a reaction; refused or malformed
+// ones are answered with the reason. Comments by bots, Parley's own included, are never read.
 type Comments struct {
 	PullRequests *PullRequests
 	Live         *livestate.DB
@@ -35,59 +41,192 @@ func (h *Comments) Handle(ctx context.Context, d store.Delivery) error {
 	}
 	act := ev.GetAction()
 	// go-github's IsPullRequest is not nil-safe: a payload without an issue is no pull request.
-	if (act != "created" && act != "edited") || ev.Issue == nil || !ev.Issue.IsPullRequest() {
+	if (act != "created" && act != "edited" && act != "deleted") || ev.Issue == nil || !ev.Issue.IsPullRequest() || ev.Comment == nil {
 		return nil
 	}
-	if ev.GetSender().GetType() == "Bot" || ev.GetComment().GetUser().GetType() == "Bot" {
+	if ev.GetComment().GetUser().GetType() == "Bot" || (act != "deleted" && ev.GetSender().GetType() == "Bot") {
 		return nil
 	}
-	cmds, perrs := chatops.Parse(ev.GetComment().GetBody())
-	if len(cmds) == 0 && len(perrs) == 0 {
+	if h.Live == nil {
+		return webhooks.Permanent(fmt.Errorf("issue_comment delivery %s: no live state to keep commands in", d.ID))
+	}
+	var cmds []chatops.Command
+	var perrs []*chatops.Error
+	if act != "deleted" {
+		cmds, perrs = chatops.Parse(ev.GetComment().GetBody())
+	}
+	if act == "created" && len(cmds) == 0 && len(perrs) == 0 {
 		return nil
 	}
 	repo, inst := ev.GetRepo(), ev.GetInstallation().GetID()
 	if repo == nil || inst == 0 {
 		return webhooks.Permanent(fmt.Errorf("issue_comment delivery %s lacks the repository or installation", d.ID))
 	}
+	author, sender := ev.GetComment().GetUser(), ev.GetSender()
+	if act == "edited" && !sameUser(author, sender) {
+		return h.foreignEdit(ctx, ev, len(cmds)+len(perrs) > 0)
+	}
+	version := livestate.Comment{Repo: repo.GetFullName(), PR: ev.GetIssue().GetNumber(), ID: ev.GetComment().GetID(), At: commentTime(ev), Deleted: act == "deleted"}
+	if act == "deleted" {
+		return h.deleted(ctx, ev, version)
+	}
+	if act == "edited" && len(cmds) == 0 && len(perrs) == 0 {
+		// An edit that leaves no command still withdraws those it had, and must be remembered
+		// even if it had none, so that the first version, delivered late, is not applied.
+		had, err := h.Live.CommentCommands(ctx, version)
+		if err != nil {
+			return err
+		}
+		if len(had) == 0 {
+			_, err := h.Live.ApplyComment(ctx, version, nil)
+			return err
+		}
+	}
+	return h.commands(ctx, d, ev, version, cmds, perrs)
+}
+
+// sameUser reports whether a and b are the same GitHub account (by ID when both carry one).
+func sameUser(a, b *github.User) bool {
+	if a.GetID() != 0 && b.GetID() != 0 {
+		return a.GetID() == b.GetID()
+	}
+	return a.GetLogin() != "" && strings.EqualFold(a.GetLogin(), b.GetLogin())
+}
+
+// commentTime is when GitHub says this version of the comment was written: its updated_at (equal
+// to created_at until it is edited).
+func commentTime(ev github.IssueCommentEvent) time.Time {
+	c := ev.GetComment()
+	if t := c.GetUpdatedAt(); !t.IsZero() {
+		return t.Time
+	}
+	return c.GetCreatedAt().Time
+}
+
+// foreignEdit answers an edit of someone else's comment that touches commands: it changes nothing.
+func (h *Comments) foreignEdit(ctx context.Context, ev github.IssueCommentEvent, hasCommands bool) error {
+	if !hasCommands {
+		if from := ev.GetChanges().GetBody().GetFrom(); from != "" {
+			c, e := chatops.Parse(from)
+			hasCommands = len(c)+len(e) > 0
+		}
+	}
+	if !hasCommands {
+		return nil
+	}
+	repo := ev.GetRepo()
+	gh, err := h.PullRequests.Installations.Client(ev.GetInstallation().GetID())
+	if err != nil {
+		return err
+	}
+	body := fmt.Sprintf("@%s edited a comment by @%s: Parley runs a comment's commands only as its author writes them, so this edit was ignored "+
+		"and the commands @%s wrote stay as they were.", ev.GetSender().GetLogin(), ev.GetComment().GetUser().GetLogin(), ev.GetComment().GetUser().GetLogin())
+	if _, _, err := gh.Issues.CreateComment(ctx, repo.GetOwner().GetLogin(), repo.GetName(), ev.GetIssue().GetNumber(), &github.IssueComment{Body: github.String(body)}); err != nil {
+		return fmt.Errorf("%s#%d: reply: %w", repo.GetFullName(), ev.GetIssue().GetNumber(), err)
+	}
+	return nil
+}
+
+// authority decides what one person may do on one repository: their permission, read once, and
+// whether the policy's escalation asks them (read once, when first needed).
+type authority struct {
+	h     *Comments
+	gh    *github.Client
+	inst  int64
+	repo  *github.Repository
+	login string
+	perm  chatops.Permission
+	asked *bool
+}
+
+func (h *Comments) authority(ctx context.Context, gh *github.Client, inst int64, repo *github.Repository, login string) (*authority, error) {
+	perm, err := permission(ctx, gh, repo.GetOwner().GetLogin(), repo.GetName(), login)
+	if err != nil {
+		return nil, fmt.Errorf("%s: permission of %s: %w", repo.GetFullName(), login, err)
+	}
+	return &authority{h: h, gh: gh, inst: inst, repo: repo, login: login, perm: perm}, nil
+}
+
+// need is the permission v needs of this person: the people and teams the policy asks to decide
+// escalations may also override and hold with write permission.
+func (a *authority) need(ctx context.Context, v chatops.Verb) (chatops.Permission, error) {
+	need := chatops.RequiredPermission(v)
+	if a.perm < need && need == chatops.PermissionMaintain && a.perm >= chatops.PermissionWrite {
+		if a.asked == nil {
+			ok, err := a.h.askedByPolicy(ctx, a.gh, a.inst, a.repo, a.login)
+			if err != nil {
+				return need, err
+			}
+			a.asked = &ok
+		}
+		if *a.asked {
+			need = a.perm
+		}
+	}
+	return need, nil
+}
+
+// commands applies the commands of a comment as its author created or edited it.
+func (h *Comments) commands(ctx context.Context, d store.Delivery, ev github.IssueCommentEvent, version livestate.Comment, cmds []chatops.Command, perrs []*chatops.Error) error {
+	repo, inst := ev.GetRepo(), ev.GetInstallation().GetID()
 	owner, name, number := repo.GetOwner().GetLogin(), repo.GetName(), ev.GetIssue().GetNumber()
 	login, commentID := ev.GetComment().GetUser().GetLogin(), ev.GetComment().GetID()
 	gh, err := h.PullRequests.Installations.Client(inst)
 	if err != nil {
 		return err
 	}
-	perm, err := permission(ctx, gh, owner, name, login)
+	reply := func(reaction string, replies []string) error {
+		if _, _, err := gh.Reactions.CreateIssueCommentReaction(ctx, owner, name, commentID, reaction); err != nil {
+			return fmt.Errorf("%s#%d: react: %w", repo.GetFullName(), number, err)
+		}
+		if len(replies) == 0 {
+			return nil
+		}
+		body := fmt.Sprintf("@%s\n\n%s", login, strings.Join(replies, "\n\n"))
+		if _, _, err := gh.Issues.CreateComment(ctx, owner, name, number, &github.IssueComment{Body: github.String(body)}); err != nil {
+			return fmt.Errorf("%s#%d: reply: %w", repo.GetFullName(), number, err)
+		}
+		return nil
+	}
+	// The pull request as it is now: its state, and the head commit the commands are bound to.
+	pr, _, err := gh.PullRequests.Get(ctx, owner, name, number)
 	if err != nil {
-		return fmt.Errorf("%s#%d: permission of %s: %w", repo.GetFullName(), number, login, err)
+		return fmt.Errorf("%s#%d: %w", repo.GetFullName(), number, err)
+	}
+	if pr.GetMerged() || pr.GetState() != "open" {
+		state := "closed"
+		if pr.GetMerged() {
+			state = "merged"
+		}
+		return reply("confused", []string{fmt.Sprintf("refused: #%d is %s; Parley takes no commands on a closed or merged pull request.", number, state)})
+	}
+	head := pr.GetHead().GetSHA()
+	who, err := h.authority(ctx, gh, inst, repo, login)
+	if err != nil {
+		return fmt.Errorf("%s#%d: %w", repo.GetFullName(), number, err)
 	}
 	var replies []string
 	for _, e := range perrs {
 		replies = append(replies, fmt.Sprintf("`%s`: %s", e.Text, e.Reason))
 	}
-	now := h.PullRequests.now()
-	changed, rejudge, refused := false, false, len(perrs) > 0
+	at := version.At
+	if at.IsZero() {
+		at = h.PullRequests.now()
+	}
+	rejudge, refused := false, len(perrs) > 0
 	var whys []core.Field
-	var asked *bool // whether the policy's escalation asks this commenter; read once, when needed
+	var records []livestate.Command
 	for _, c := range cmds {
-		need := chatops.RequiredPermission(c.Verb)
-		if perm < need && need == chatops.PermissionMaintain && perm >= chatops.PermissionWrite {
-			// The people and teams the policy asks to decide escalations may also override and hold.
-			if asked == nil {
-				ok, err := h.askedByPolicy(ctx, gh, inst, repo, login)
-				if err != nil {
-					return err
-				}
-				asked = &ok
-			}
-			if *asked {
-				need = perm
-			}
+		need, err := who.need(ctx, c.Verb)
+		if err != nil {
+			return err
 		}
-		if perm < need {
-			replies = append(replies, fmt.Sprintf("`%s`: refused: @%s has %s permission on %s; this command needs %s.", c.Text, login, perm, repo.GetFullName(), need))
+		if who.perm < need {
+			replies = append(replies, fmt.Sprintf("`%s`: refused: @%s has %s permission on %s; this command needs %s.", c.Text, login, who.perm, repo.GetFullName(), need))
 			refused = true
 			continue
 		}
-		rec := livestate.Command{Repo: repo.GetFullName(), PR: number, Comment: commentID, Line: c.Line, Text: c.Text, Actor: login, At: now}
+		rec := livestate.Command{Repo: repo.GetFullName(), PR: number, Comment: commentID, Line: c.Line, Text: c.Text, Actor: login, Head: head, At: at}
 		switch c.Verb {
 		case chatops.VerbHelp:
 			replies = append(replies, chatops.Help())
@@ -101,10 +240,10 @@ func (h *Comments) Handle(ctx context.Context, d store.Delivery) error {
 			continue
 		case chatops.VerbClaim, chatops.VerbYield:
 			claim := core.Claim{Field: c.Field, Actor: core.Actor{Identity: core.Identity{Source: core.SourceGitHubUser, ID: login}},
-				Value: c.Value, Yield: c.Verb == chatops.VerbYield, Intent: c.Intent, Motivation: c.Motivation, At: now,
+				Value: c.Value, Yield: c.Verb == chatops.VerbYield, Intent: c.Intent, Motivation: c.Motivation, At: at,
 				Evidence: core.Evidence{Source: "github-comment", PR: number, Explicit: true, EventIDs: []string{d.ID}}}
 			if c.TTL > 0 {
-				claim.Expires = now.Add(c.TTL)
+				claim.Expires = at.Add(c.TTL)
 			}
 			rec.Kind, rec.Field, rec.Claim = livestate.KindClaim, c.Field, claim
 		case chatops.VerbOverride:
@@ -114,17 +253,22 @@ func (h *Comments) Handle(ctx context.Context, d store.Delivery) error {
 		case chatops.VerbUnhold:
 			rec.Kind = livestate.KindUnhold
 		}
-		added, err := h.Live.Record(ctx, rec)
-		if err != nil {
-			return err
-		}
-		changed = changed || added
+		records = append(records, rec)
 	}
-	if changed || rejudge {
-		pr, _, err := gh.PullRequests.Get(ctx, owner, name, number)
-		if err != nil {
-			return fmt.Errorf("%s#%d: %w", repo.GetFullName(), number, err)
-		}
+	applied, err := h.Live.ApplyComment(ctx, version, records)
+	if err != nil {
+		return err
+	}
+	if applied.Stale {
+		return nil // a newer version of this comment was applied already; this one says nothing now
+	}
+	for _, c := range applied.Added {
+		replies = append(replies, fmt.Sprintf("`%s`: applies to commit %s, the head now; a new push is judged without it.", c.Text, short(c.Head)))
+	}
+	for _, c := range applied.Withdrawn {
+		replies = append(replies, fmt.Sprintf("`%s`: withdrawn: the comment no longer says it.", c.Text))
+	}
+	if applied.Changed() || rejudge {
 		res, err := h.PullRequests.Judge(ctx, Target{Installation: inst, Owner: owner, Repo: name, FullName: repo.GetFullName(),
 			CloneURL: repo.GetCloneURL(), DefaultBranch: repo.GetDefaultBranch(), PR: pr})
 		if err != nil {
@@ -138,14 +282,86 @@ func (h *Comments) Handle(ctx context.Context, d store.Delivery) error {
 	if refused {
 		reaction = "confused"
 	}
-	if _, _, err := gh.Reactions.CreateIssueCommentReaction(ctx, owner, name, commentID, reaction); err != nil {
-		return fmt.Errorf("%s#%d: react: %w", repo.GetFullName(), number, err)
+	return reply(reaction, replies)
+}
+
+// verbOf is the verb that records a command of kind k, for the permission withdrawing it needs.
+func verbOf(k livestate.Kind) chatops.Verb {
+	switch k {
+	case livestate.KindClaim:
+		return chatops.VerbClaim
+	case livestate.KindOverride:
+		return chatops.VerbOverride
+	case livestate.KindHold:
+		return chatops.VerbHold
+	case livestate.KindUnhold:
+		return chatops.VerbUnhold
 	}
-	if len(replies) > 0 {
-		body := fmt.Sprintf("@%s\n\n%s", login, strings.Join(replies, "\n\n"))
-		if _, _, err := gh.Issues.CreateComment(ctx, owner, name, number, &github.IssueComment{Body: github.String(body)}); err != nil {
-			return fmt.Errorf("%s#%d: reply: %w", repo.GetFullName(), number, err)
+	return chatops.Verb(k)
+}
+
+// deleted withdraws the commands of a deleted comment. Its author may always withdraw them; anyone
+// else who deletes it withdraws only those they could have given themselves (a writer deleting a
+// maintainer's hold does not lift it), and the reply names the ones still in force.
+func (h *Comments) deleted(ctx context.Context, ev github.IssueCommentEvent, version livestate.Comment) error {
+	had, err := h.Live.CommentCommands(ctx, version)
+	if err != nil {
+		return err
+	}
+	if len(had) == 0 {
+		_, err := h.Live.ApplyComment(ctx, version, nil)
+		return err
+	}
+	repo, inst := ev.GetRepo(), ev.GetInstallation().GetID()
+	owner, name, number := repo.GetOwner().GetLogin(), repo.GetName(), ev.GetIssue().GetNumber()
+	author, sender := ev.GetComment().GetUser(), ev.GetSender()
+	gh, err := h.PullRequests.Installations.Client(inst)
+	if err != nil {
+		return err
+	}
+	var keep []livestate.Command
+	if !sameUser(author, sender) {
+		who, err := h.authority(ctx, gh, inst, repo, sender.GetLogin())
+		if err != nil {
+			return fmt.Errorf("%s#%d: %w", repo.GetFullName(), number, err)
 		}
+		for _, c := range had {
+			need, err := who.need(ctx, verbOf(c.Kind))
+			if err != nil {
+				return err
+			}
+			if who.perm < need {
+				keep = append(keep, c)
+			}
+		}
+	}
+	applied, err := h.Live.ApplyComment(ctx, version, keep)
+	if err != nil || applied.Stale {
+		return err
+	}
+	var replies []string
+	for _, c := range applied.Withdrawn {
+		replies = append(replies, fmt.Sprintf("`%s`: withdrawn: @%s deleted the comment that gave it.", c.Text, sender.GetLogin()))
+	}
+	for _, c := range keep {
+		replies = append(replies, fmt.Sprintf("`%s`: still in force for commit %s: @%s deleted @%s's comment but lacks the permission to withdraw it; it lapses with the next push.",
+			c.Text, short(c.Head), sender.GetLogin(), author.GetLogin()))
+	}
+	if applied.Changed() {
+		pr, _, err := gh.PullRequests.Get(ctx, owner, name, number)
+		if err != nil {
+			return fmt.Errorf("%s#%d: %w", repo.GetFullName(), number, err)
+		}
+		if pr.GetState() == "open" && !pr.GetMerged() {
+			if _, err := h.PullRequests.Judge(ctx, Target{Installation: inst, Owner: owner, Repo: name, FullName: repo.GetFullName(),
+				CloneURL: repo.GetCloneURL(), DefaultBranch: repo.GetDefaultBranch(), PR: pr}); err != nil {
+				return err
+			}
+		}
+	}
+	body := fmt.Sprintf("@%s\n\n%s", sender.GetLogin(), strings.Join(replies, "\n\n"))
+	if _, _, err := gh.Issues.CreateComment(ctx, owner, name, number, &github.IssueComment{Body: github.String(body)}); err != nil {
+		return fmt.Errorf("%s#%d: reply: %w", repo.GetFullName(), number, err)
 	}
 	return nil
 }

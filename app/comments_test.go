@@ -3,12 +3,15 @@ package app
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/parleyhq/parley/app/internal/livestate"
 	"github.com/parleyhq/parley/app/report"
+	"github.com/parleyhq/parley/core"
 	"github.com/parleyhq/parley/internal/fakegithub"
 	"github.com/parleyhq/parley/webhooks/store"
 )
@@ -17,16 +20,39 @@ const capacity = "tf:infra/kafka//aws_autoscaling_group.consumer#/desired_capaci
 
 // commentEvent is GitHub's own issue_comment "created" example, made a comment on pull request 7.
 func commentEvent(t *testing.T, cloneURL string, id int64, user, userType, body string) []byte {
-	return example(t, "issue_comment", "created", func(ev map[string]any) {
+	return commentPayload(t, cloneURL, "created", id, user, user, userType, body, time.Date(2026, 11, 20, 10, 1, 0, 0, time.UTC))
+}
+
+// commentPayload is GitHub's own issue_comment example of action (created, edited or deleted),
+// made comment id on pull request 7, written by author, sent by sender (who differs from the
+// author when someone edits or deletes another's comment), with the comment's updated_at at (and
+// its created_at, unless the comment was edited).
+func commentPayload(t *testing.T, cloneURL, action string, id int64, author, sender, userType, body string, at time.Time) []byte {
+	return example(t, "issue_comment", action, func(ev map[string]any) {
 		pointAt(ev, cloneURL)
 		issue := ev["issue"].(map[string]any)
 		issue["number"] = 7
 		issue["pull_request"] = map[string]any{"url": "https://api.github.com/repos/acme/infra/pulls/7"}
 		c := ev["comment"].(map[string]any)
 		c["id"], c["body"] = id, body
-		c["user"].(map[string]any)["login"], c["user"].(map[string]any)["type"] = user, userType
-		ev["sender"].(map[string]any)["login"], ev["sender"].(map[string]any)["type"] = user, userType
+		c["updated_at"] = at.Format(time.RFC3339)
+		if action == "created" {
+			c["created_at"] = at.Format(time.RFC3339)
+		}
+		c["user"].(map[string]any)["login"], c["user"].(map[string]any)["type"] = author, userType
+		c["user"].(map[string]any)["id"] = userID(author)
+		ev["sender"].(map[string]any)["login"], ev["sender"].(map[string]any)["type"] = sender, userType
+		ev["sender"].(map[string]any)["id"] = userID(sender)
 	})
+}
+
+// userID gives each test login its own account ID, as GitHub would.
+func userID(login string) int64 {
+	var id int64 = 1000
+	for _, c := range login {
+		id = id*31 + int64(c)
+	}
+	return id
 }
 
 func TestChatOpsCommands(t *testing.T) {
@@ -106,14 +132,14 @@ func TestChatOpsCommands(t *testing.T) {
 		t.Errorf("frank's hold: %q", r)
 	}
 	comment(507, "erin", "User", `/parley hold reason="freeze for the incident"`)
-	if st, _ := live.ForPR(context.Background(), "acme/infra", 7); !st.Held || st.HeldBy != "erin" {
+	if st, _ := live.ForPR(context.Background(), "acme/infra", 7, head); !st.Held || st.HeldBy != "erin" {
 		t.Errorf("erin's hold was not recorded: %+v", st)
 	}
 	comment(508, "erin", "User", "/parley unhold")
 
 	// A commenter's claim becomes a claim with the commenter as actor.
 	comment(505, "dana", "User", "/parley claim "+capacity+"=10 intent=availability motivation=incident ref=INC-9 ttl=2h")
-	st, err := live.ForPR(context.Background(), "acme/infra", 7)
+	st, err := live.ForPR(context.Background(), "acme/infra", 7, head)
 	if err != nil || len(st.Claims) != 1 || st.Claims[0].Actor.Identity.ID != "dana" || st.Claims[0].Value.JSON() != "10" || st.Claims[0].Expires.IsZero() {
 		t.Errorf("recorded claims %+v, %v", st.Claims, err)
 	}
@@ -139,4 +165,195 @@ func lastReply(gh *fakegithub.Server) string {
 		}
 	}
 	return ""
+}
+
+// chatOpsRig is pull request 7 judged once (desired_capacity 20 is above max_size 16: veto by
+// bounds), with a live state, and helpers to send GitHub's own issue_comment payloads.
+type chatOpsRig struct {
+	t        *testing.T
+	dir      string
+	git      func(args ...string) string
+	h        *PullRequests
+	c        *Comments
+	gh       *fakegithub.Server
+	live     *livestate.DB
+	base     string
+	head     string
+	delivery int
+}
+
+func newChatOpsRig(t *testing.T) *chatOpsRig {
+	dir, git := remote(t)
+	h, gh := handler(t)
+	live, err := livestate.Open(context.Background(), filepath.Join(t.TempDir(), "live.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { live.Close() })
+	h.Live = live
+	r := &chatOpsRig{t: t, dir: dir, git: git, h: h, c: &Comments{PullRequests: h, Live: live}, gh: gh, live: live,
+		base: git("rev-parse", "main"), head: git("rev-parse", "refs/pull/7/head")}
+	r.push(r.head, "opened")
+	gh.SetPermission("acme/infra", "dana", "maintain")
+	gh.SetPermission("acme/infra", "mallory", "write")
+	return r
+}
+
+// push makes head the pull request's head and delivers pull_request action for it.
+func (r *chatOpsRig) push(head, action string) {
+	r.t.Helper()
+	r.head = head
+	r.gh.SetPullRequest("acme/infra", 7, map[string]any{"number": 7, "state": "open", "merged": false, "title": "Right-size the consumers",
+		"head": map[string]any{"sha": head, "ref": "rightsize"}, "base": map[string]any{"sha": r.base, "ref": "main"},
+		"user": map[string]any{"login": "cost-optimizer[bot]"}})
+	if err := r.h.Handle(context.Background(), store.Delivery{ID: "pr-" + action + head[:7], Event: "pull_request", Body: prEvent(r.t, r.dir, r.base, head, action)}); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// send delivers one issue_comment payload.
+func (r *chatOpsRig) send(action string, id int64, author, sender, body string, at time.Time) {
+	r.t.Helper()
+	r.delivery++
+	if err := r.c.Handle(context.Background(), store.Delivery{ID: fmt.Sprint("ic-", r.delivery), Event: "issue_comment",
+		Body: commentPayload(r.t, r.dir, action, id, author, sender, "User", body, at)}); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+func (r *chatOpsRig) verdict() string {
+	r.t.Helper()
+	doc, err := report.Extract(sticky(r.t, r.gh))
+	if err != nil || len(doc.Verdicts) != 1 {
+		r.t.Fatalf("sticky verdicts %+v %v", doc, err)
+	}
+	return string(doc.Verdicts[0].Decision) + " by " + doc.Verdicts[0].Rule
+}
+
+var t0 = time.Date(2026, 11, 20, 10, 1, 0, 0, time.UTC)
+
+const overrideCapacity = "/parley override " + capacity + ` reason="capacity review CR-12"`
+
+// TestChatOpsEditBySomeoneElseIsIgnored: GitHub lets every writer edit anyone's comment. A writer
+// who adds an override to a maintainer's comment gets nothing, and the reply says why; nor can
+// they edit the maintainer's own override away.
+func TestChatOpsEditBySomeoneElseIsIgnored(t *testing.T) {
+	r := newChatOpsRig(t)
+	r.send("created", 601, "dana", "dana", "Looks fine to me.", t0)
+	r.send("edited", 601, "dana", "mallory", "Looks fine to me.\n"+overrideCapacity, t0.Add(time.Minute))
+	if v := r.verdict(); v != "veto by bounds" {
+		t.Errorf("a writer's edit of a maintainer's comment overrode: %s", v)
+	}
+	if reply := lastReply(r.gh); !strings.Contains(reply, "@mallory edited a comment by @dana") || !strings.Contains(reply, "ignored") {
+		t.Errorf("reply to the foreign edit: %q", reply)
+	}
+	r.send("created", 602, "dana", "dana", overrideCapacity, t0.Add(2*time.Minute))
+	r.send("edited", 602, "dana", "mallory", "never mind", t0.Add(3*time.Minute))
+	if v := r.verdict(); v != "enforce-git by override" {
+		t.Errorf("a writer's edit withdrew a maintainer's override: %s", v)
+	}
+}
+
+// TestChatOpsWithdrawal: editing a command away or deleting its comment withdraws it; someone
+// else deleting the comment withdraws only what they could have given.
+func TestChatOpsWithdrawal(t *testing.T) {
+	r := newChatOpsRig(t)
+	r.send("created", 701, "dana", "dana", "Approved in review.\n"+overrideCapacity, t0)
+	if v := r.verdict(); v != "enforce-git by override" {
+		t.Fatalf("after the override: %s", v)
+	}
+	r.send("edited", 701, "dana", "dana", "Approved in review.", t0.Add(time.Minute))
+	if v := r.verdict(); v != "veto by bounds" {
+		t.Errorf("after editing the override away: %s", v)
+	}
+	if reply := lastReply(r.gh); !strings.Contains(reply, "withdrawn") {
+		t.Errorf("reply to the withdrawal: %q", reply)
+	}
+	// A writer deleting the maintainer's override comment does not lift it; its author deleting it does.
+	r.send("created", 702, "dana", "dana", overrideCapacity, t0.Add(2*time.Minute))
+	r.send("deleted", 702, "dana", "mallory", overrideCapacity, t0.Add(2*time.Minute))
+	if v := r.verdict(); v != "enforce-git by override" {
+		t.Errorf("a writer deleting a maintainer's comment withdrew its override: %s", v)
+	}
+	if reply := lastReply(r.gh); !strings.Contains(reply, "still in force") {
+		t.Errorf("reply to the writer's deletion: %q", reply)
+	}
+	// Once deleted, a comment stays deleted: a late delivery of it changes nothing.
+	r.send("created", 702, "dana", "dana", "/parley hold", t0.Add(2*time.Minute))
+	r.send("created", 703, "dana", "dana", `/parley hold reason="incident"`+"\n"+overrideCapacity, t0.Add(3*time.Minute))
+	r.send("deleted", 703, "dana", "dana", `/parley hold reason="incident"`+"\n"+overrideCapacity, t0.Add(3*time.Minute))
+	st, err := r.live.ForPR(context.Background(), "acme/infra", 7, r.head)
+	if err != nil || st.Held || st.Overrides[fieldOf(t, capacity)].Comment != 702 {
+		t.Errorf("after the author deleted the comments: %+v %v", st, err)
+	}
+}
+
+func fieldOf(t *testing.T, s string) core.Field {
+	f, err := core.ParseField(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// TestChatOpsOverrideIsForItsCommit: an override decides the commit it was given for; a later
+// push (here 5000, far above the maximum 16) is judged by the policy, and the comment says which
+// commit the override was for.
+func TestChatOpsOverrideIsForItsCommit(t *testing.T) {
+	r := newChatOpsRig(t)
+	first := r.head
+	r.send("created", 801, "dana", "dana", overrideCapacity, t0)
+	if v := r.verdict(); v != "enforce-git by override" {
+		t.Fatalf("after the override: %s", v)
+	}
+	if reply := lastReply(r.gh); !strings.Contains(reply, "applies to commit "+first[:7]) {
+		t.Errorf("the acknowledgement does not name the commit: %q", reply)
+	}
+	r.git("checkout", "-q", "rightsize")
+	if err := os.WriteFile(filepath.Join(r.dir, "infra/kafka/main.tf"), []byte(strings.Replace(kafkaTF, "desired_capacity = 6", "desired_capacity = 5000", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r.git("commit", "-q", "-am", "Much bigger\n\nIntent: cost\nMotivation: budget\n")
+	second := r.git("rev-parse", "HEAD")
+	r.git("update-ref", "refs/pull/7/head", second)
+	r.git("checkout", "-q", "main")
+	r.push(second, "synchronize")
+	if v := r.verdict(); v != "veto by bounds" {
+		t.Errorf("a new push kept the old commit's override: %s", v)
+	}
+	if body := sticky(t, r.gh); !strings.Contains(body, "was for commit "+first[:7]) {
+		t.Errorf("the comment does not say which commit the override was for:\n%s", body)
+	}
+}
+
+// TestChatOpsClosedPullRequest: commands on a closed or merged pull request are refused.
+func TestChatOpsClosedPullRequest(t *testing.T) {
+	r := newChatOpsRig(t)
+	r.gh.SetPullRequest("acme/infra", 7, map[string]any{"number": 7, "state": "closed", "merged": true, "title": "Right-size the consumers",
+		"head": map[string]any{"sha": r.head, "ref": "rightsize"}, "base": map[string]any{"sha": r.base, "ref": "main"},
+		"user": map[string]any{"login": "cost-optimizer[bot]"}})
+	r.send("created", 901, "dana", "dana", overrideCapacity, t0)
+	if reply := lastReply(r.gh); !strings.Contains(reply, "refused: #7 is merged") {
+		t.Errorf("reply on a merged pull request: %q", reply)
+	}
+	if st, err := r.live.ForPR(context.Background(), "acme/infra", 7, r.head); err != nil || len(st.Overrides) != 0 {
+		t.Errorf("a command on a merged pull request was recorded: %+v %v", st, err)
+	}
+}
+
+// TestChatOpsOrderIsGitHubs: the edit that removed an override, delivered before the comment as
+// first written, wins: commands apply in the order GitHub timestamps them.
+func TestChatOpsOrderIsGitHubs(t *testing.T) {
+	r := newChatOpsRig(t)
+	r.send("edited", 1001, "dana", "dana", "Approved in review.", t0.Add(time.Minute))
+	r.send("created", 1001, "dana", "dana", "Approved in review.\n"+overrideCapacity, t0)
+	if st, err := r.live.ForPR(context.Background(), "acme/infra", 7, r.head); err != nil || len(st.Overrides) != 0 {
+		t.Errorf("the first version, delivered after the edit, was applied: %+v %v", st, err)
+	}
+	// Between comments too: a hold written after an unhold stands, whichever arrives first.
+	r.send("created", 1003, "dana", "dana", "/parley hold", t0.Add(3*time.Minute))
+	r.send("created", 1002, "dana", "dana", "/parley unhold", t0.Add(2*time.Minute))
+	if st, err := r.live.ForPR(context.Background(), "acme/infra", 7, r.head); err != nil || !st.Held {
+		t.Errorf("the unhold written before the hold lifted it: %+v %v", st, err)
+	}
 }

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -296,4 +298,89 @@ func TestServeRoutesClusterEventsToTheirRepositories(t *testing.T) {
 			t.Errorf("%s has no drift state of its own: %v", repo, err)
 		}
 	}
+}
+
+// TestServeClusterEventSecrets: each cluster's own event secret posts only for that cluster
+// (403 for another, even one it could name), and a secret two clusters share is accepted with a
+// warning at start that does not print it.
+func TestServeClusterEventSecrets(t *testing.T) {
+	_, _, pemKey := fakeApp(t)
+	dir := t.TempDir()
+	secretFile := func(name, v string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(v+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	eu, us := secretFile("eu", "eu-audit-token"), secretFile("us", "us-audit-token")
+	start := func(files string) (string, string) {
+		t.Helper()
+		env := map[string]string{"PARLEY_APP_ID": "99", "PARLEY_PRIVATE_KEY": string(pemKey), "PARLEY_WEBHOOK_SECRETS": "hook",
+			"PARLEY_STORE": filepath.Join(t.TempDir(), "parley.db"), "PARLEY_LISTEN": "127.0.0.1:0", "PARLEY_MAX_ATTEMPTS": "1",
+			"PARLEY_CLUSTERS": "eu-1=acme/prod-eu, us-1=acme/prod-us", "PARLEY_CLUSTER_EVENT_SECRET_FILES": files}
+		cfg, err := config.Load("", func(k string) string { return env[k] })
+		if err != nil {
+			t.Fatal(err)
+		}
+		var logs lockedLog
+		ctx, cancel := context.WithCancel(context.Background())
+		srv, err := NewServer(ctx, cfg, slog.New(slog.NewJSONHandler(&logs, nil)))
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		addr, done := make(chan string, 1), make(chan error, 1)
+		go func() { done <- srv.Run(ctx, func(a string) { addr <- a }) }()
+		t.Cleanup(func() { cancel(); <-done })
+		return "http://" + <-addr, logs.String()
+	}
+	base, logs := start("eu-1=" + eu + ",us-1=" + us)
+	if strings.Contains(logs, "shared event secret") {
+		t.Errorf("a warning for distinct secrets:\n%s", logs)
+	}
+	body := readTestdataFile(t, "../examples/drift/k8s-audit.json")
+	post := func(path, token string) int {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, base+path, bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := post("/events/k8s-audit/us-1", "eu-audit-token"); code != http.StatusForbidden {
+		t.Errorf("eu-1's token for us-1: %d, want 403", code)
+	}
+	if code := post("/events/k8s-audit", "eu-audit-token"); code != http.StatusForbidden {
+		t.Errorf("eu-1's token without a cluster: %d, want 403", code)
+	}
+	if code := post("/events/k8s-audit/eu-1", "eu-audit-token"); code != http.StatusAccepted {
+		t.Errorf("eu-1's token for eu-1: %d, want 202", code)
+	}
+	_, logs = start("eu-1=" + eu + ",us-1=" + eu)
+	if !strings.Contains(logs, `shared event secret`) || !strings.Contains(logs, `cluster \"eu-1\" and cluster \"us-1\" share one event secret`) || strings.Contains(logs, "eu-audit-token") {
+		t.Errorf("the start log does not warn of the shared secret (or prints it):\n%s", logs)
+	}
+}
+
+// lockedLog is a log sink the server's goroutines may write while the test reads it.
+type lockedLog struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -62,6 +62,9 @@ type agentBackend struct {
 func (b agentBackend) Identity() core.Identity { return b.tok.Identity }
 
 func (b agentBackend) Propose(ctx context.Context, repository, key string, claims []core.Claim) (mcptools.Proposal, error) {
+	if err := b.p.mayActOn(b.tok, repository); err != nil {
+		return mcptools.Proposal{}, err
+	}
 	id := agentstore.ProposalID(b.tok.ID, key)
 	req, _ := json.Marshal(claimsJSON(claims))
 	// A key names one proposal: used again for other claims, the second would share the first's
@@ -95,11 +98,17 @@ func (b agentBackend) Propose(ctx context.Context, repository, key string, claim
 }
 
 func (b agentBackend) Explain(ctx context.Context, repository string, f core.Field) (core.Verdict, error) {
+	if err := b.p.mayActOn(b.tok, repository); err != nil {
+		return core.Verdict{}, err
+	}
 	_, v, err := b.p.Drift.Explain(ctx, repository, b.p.MaxAge, f)
 	return v, mcpError(err)
 }
 
 func (b agentBackend) Claims(ctx context.Context, repository string, p core.FieldPattern, limit int) ([]reconcile.Holders, bool, error) {
+	if err := b.p.mayActOn(b.tok, repository); err != nil {
+		return nil, false, err
+	}
 	_, hs, more, err := b.p.Drift.Claims(ctx, repository, b.p.MaxAge, p, limit)
 	return hs, more, mcpError(err)
 }

@@ -49,6 +49,10 @@ func (h *Plans) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if err := p.mayActOn(tok, q.Get("repository")); err != nil {
+		fail(http.StatusForbidden, "%v", err)
+		return
+	}
 	moduleDir := q.Get("module_dir")
 	if moduleDir == "" {
 		moduleDir = "."

@@ -39,6 +39,9 @@ const maxProposalClaims = 100
 type Proposals struct {
 	Drift  *Drift
 	Agents *agentstore.DB
+	// Served are the repositories the configuration names (config.Repositories): a token made
+	// before tokens named their repositories acts only where this is a single one.
+	Served []string
 	// Rate and Burst limit each token's proposals (token bucket); zero Rate means no limit.
 	Rate  rate.Limit
 	Burst int
@@ -170,6 +173,9 @@ func (h *Proposals) serve(w http.ResponseWriter, r *http.Request) int {
 	if len(req.IdempotencyKey) > 200 {
 		return fail(http.StatusBadRequest, "idempotency_key is longer than 200 characters")
 	}
+	if err := h.mayActOn(tok, req.Repository); err != nil {
+		return fail(http.StatusForbidden, "%v", err)
+	}
 	if prev, ok, err := h.Agents.Lookup(r.Context(), tok.ID, req.IdempotencyKey); err != nil {
 		h.log().Error("proposals: log", "error", err.Error())
 		w.Header().Set("Retry-After", "5")
@@ -218,6 +224,18 @@ func (h *Proposals) serve(w http.ResponseWriter, r *http.Request) int {
 	h.log().Info("proposal judged", "proposal", id, "token", tok.Name, "repository", repo, "accepted", resp.Accepted, "refused", resp.Refused)
 	writeRaw(w, http.StatusOK, out)
 	return http.StatusOK
+}
+
+// mayActOn checks that tok may act on the repository a request names ("" = the default one). With
+// neither, there is nothing to act on, and the drift loop answers that no repository was named.
+func (h *Proposals) mayActOn(tok agentstore.Token, repository string) error {
+	if repository == "" && h.Drift != nil {
+		repository = h.Drift.Repository
+	}
+	if repository == "" {
+		return nil
+	}
+	return tok.MayActOn(repository, h.Served)
 }
 
 // admit authenticates a request by its bearer token, applies the token's rate limit, and reads

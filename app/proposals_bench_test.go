@@ -72,7 +72,7 @@ func BenchmarkProposalsAt200PerSecond(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer agents.Close()
-	token, _, err := agents.Create(ctx, "oncall-bot", core.Identity{Source: core.SourceKubeUser, ID: "alice@parley.example"}, time.Now())
+	token, _, err := agents.Create(ctx, "oncall-bot", core.Identity{Source: core.SourceKubeUser, ID: "alice@parley.example"}, []string{"acme/infra"}, time.Now())
 	if err != nil {
 		b.Fatal(err)
 	}

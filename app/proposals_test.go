@@ -4,14 +4,18 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/time/rate"
 
+	"github.com/parleyhq/parley/app/mcptools"
 	"github.com/parleyhq/parley/core"
 	"github.com/parleyhq/parley/internal/agentstore"
 	"github.com/parleyhq/parley/internal/fakegithub"
@@ -38,7 +42,8 @@ func proposalsSetupGH(t *testing.T) (*httptest.Server, *Proposals, *Drift, strin
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { agents.Close() })
-	secret, _, err := agents.Create(context.Background(), "kafka-agent", core.Identity{Source: core.SourceAWSPrincipal, ID: agentARN}, clk.now())
+	// acme/nowhere too, so that the tests can ask for a repository the App is not installed on.
+	secret, _, err := agents.Create(context.Background(), "kafka-agent", core.Identity{Source: core.SourceAWSPrincipal, ID: agentARN}, []string{"acme/infra", "acme/nowhere"}, clk.now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,5 +168,51 @@ func TestProposalsAPIRefusesBadRequests(t *testing.T) {
 	}
 	if code, hdr, body := propose(t, srv, token, good); code != http.StatusTooManyRequests || hdr.Get("Retry-After") == "" || !strings.Contains(string(body), "kafka-agent") {
 		t.Fatalf("over the rate: %d %s", code, body)
+	}
+}
+
+// TestAgentTokensActOnlyOnTheirRepositories: a token names the repositories it may act on; on any
+// other - the default one included - /v1/proposals and /v1/plans answer 403 saying which it may
+// act on, and /mcp's tools refuse, before anything is judged.
+func TestAgentTokensActOnlyOnTheirRepositories(t *testing.T) {
+	srv, h, _, _ := proposalsSetup(t)
+	other, _, err := h.Agents.Create(context.Background(), "eu-agent", core.Identity{Source: core.SourceAWSPrincipal, ID: agentARN}, []string{"acme/prod-eu"}, h.now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim := `"claims":[{"field":"` + capacityField + `","value":10}]`
+	for _, body := range []string{`{` + claim + `}`, `{"repository":"acme/infra",` + claim + `}`} {
+		code, _, out := propose(t, srv, other, body)
+		if code != http.StatusForbidden || !strings.Contains(string(out), "token eu-agent may act on acme/prod-eu, not acme/infra") {
+			t.Errorf("proposal %s: %d %s, want 403", body, code, out)
+		}
+	}
+	plans := httptest.NewServer(&Plans{Proposals: h})
+	defer plans.Close()
+	plan, err := os.ReadFile("../reconcile/tfplan/testdata/kafka-scale-12.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, out := postPlan(t, plans, other, "?module_dir=infra/kafka", plan); code != http.StatusForbidden || !strings.Contains(string(out), "may act on acme/prod-eu") {
+		t.Errorf("plan: %d %s, want 403", code, out)
+	}
+	mcpSrv := httptest.NewServer(&MCP{Proposals: h, Version: "test"})
+	defer mcpSrv.Close()
+	ctx := context.Background()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test-agent", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: mcpSrv.URL,
+		HTTPClient: &http.Client{Transport: bearer{token: other, base: http.DefaultTransport}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	for tool, args := range map[string]map[string]any{
+		mcptools.ToolPropose: {"field": capacityField, "value": 10},
+		mcptools.ToolExplain: {"field": capacityField},
+		mcptools.ToolClaims:  {"pattern": "tf:**//aws_autoscaling_group.*#/*"},
+	} {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+		if err != nil || !res.IsError || !strings.Contains(fmt.Sprint(res.Content[0]), "may act on acme/prod-eu") {
+			t.Errorf("%s: %v %+v, want the tool to refuse", tool, err, res)
+		}
 	}
 }

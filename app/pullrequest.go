@@ -226,7 +226,7 @@ func (h *PullRequests) judge(ctx context.Context, t Target) (review.Result, erro
 			Labels: labels, Author: core.Identity{Source: core.SourceGitHubUser, ID: t.PR.GetUser().GetLogin()}, Updated: head.Time}
 		var live livestate.PR
 		if h.Live != nil {
-			if live, err = h.Live.ForPR(ctx, t.FullName, n); err != nil {
+			if live, err = h.Live.ForPR(ctx, t.FullName, n, headSHA); err != nil {
 				return review.Result{}, fmt.Errorf("%s: %w", id, err)
 			}
 			in.Commands = live.Claims
@@ -234,7 +234,7 @@ func (h *PullRequests) judge(ctx context.Context, t Target) (review.Result, erro
 		if res, err = review.Evaluate(ctx, in, src, pol, led, livestate.Live{Claims: live.Claims}, h.now()); err != nil {
 			return review.Result{}, fmt.Errorf("%s: %w", id, err)
 		}
-		applyOverrides(&res, live.Overrides)
+		applyOverrides(&res, live.Overrides, live.OtherHeads, headSHA)
 		if live.Held {
 			log.Info("pull request is held: nothing published", "held_by", live.HeldBy, "fields", len(res.Verdicts))
 			return res, nil
@@ -436,12 +436,19 @@ func nonEmpty(s string) []string {
 	return []string{s}
 }
 
-// applyOverrides replaces the verdict of every overridden field: the pull request's claim wins,
-// and the explanation says who overrode the policy and why.
-func applyOverrides(res *review.Result, overrides map[core.Field]livestate.Command) {
+// applyOverrides replaces the verdict of every field overridden for the head commit judged: the
+// pull request's claim wins, and the explanation says who overrode the policy, why and for which
+// commit. An override given for another commit does not apply (the policy decides), and the
+// explanation says which commit it was for.
+func applyOverrides(res *review.Result, overrides, otherHeads map[core.Field]livestate.Command, head string) {
 	for i, v := range res.Verdicts {
 		o, ok := overrides[v.Field]
 		if !ok {
+			if o, ok := otherHeads[v.Field]; ok {
+				step := core.Step{Rule: "override", Outcome: "not applied",
+					Detail: fmt.Sprintf("@%s's /parley override (%s) was for commit %s, not this head %s: the policy decides; override again to decide this commit", o.Actor, o.Reason, short(o.Head), short(head))}
+				res.Verdicts[i].Explanation = append([]core.Step{step}, v.Explanation...)
+			}
 			continue
 		}
 		var own *core.Claim
@@ -451,8 +458,19 @@ func applyOverrides(res *review.Result, overrides map[core.Field]livestate.Comma
 			}
 		}
 		step := core.Step{Rule: "override", Outcome: "decided",
-			Detail: fmt.Sprintf("@%s overrode the policy with /parley override (%s); the policy had decided %s by %s", o.Actor, o.Reason, v.Decision, v.Rule)}
+			Detail: fmt.Sprintf("@%s overrode the policy with /parley override (%s) for commit %s; the policy had decided %s by %s", o.Actor, o.Reason, short(o.Head), v.Decision, v.Rule)}
 		res.Verdicts[i] = core.Verdict{Field: v.Field, Decision: core.DecisionEnforceGit, Winner: own, Losers: v.Losers,
 			Rule: "override", Recheck: v.Recheck, Explanation: append([]core.Step{step}, v.Explanation...)}
 	}
+}
+
+// short is a commit's abbreviated name, as GitHub shows it.
+func short(sha string) string {
+	if len(sha) > 7 {
+		return sha[:7]
+	}
+	if sha == "" {
+		return "(none recorded)"
+	}
+	return sha
 }

@@ -8,11 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/mail"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -223,7 +225,11 @@ func NewServer(ctx context.Context, cfg config.Config, log *slog.Logger) (*Serve
 	if err != nil {
 		return fail(err)
 	}
-	s.props = &Proposals{Drift: drift, Agents: s.agents, Rate: rate.Limit(cfg.ProposalsRate), Burst: max(1, int(2*cfg.ProposalsRate)),
+	var served []string
+	for _, r := range cfg.Repositories() {
+		served = append(served, r.Repository)
+	}
+	s.props = &Proposals{Drift: drift, Agents: s.agents, Served: served, Rate: rate.Limit(cfg.ProposalsRate), Burst: max(1, int(2*cfg.ProposalsRate)),
 		MaxAge: cfg.ProposalsMaxAge, Log: log, Metrics: propMetrics, Failures: failures}
 	route := func(event string) webhooks.Route { return webhooks.Route{Source: store.SourceGitHub, Event: event} }
 	handlers := map[webhooks.Route]webhooks.Handler{
@@ -256,6 +262,9 @@ func NewServer(ctx context.Context, cfg config.Config, log *slog.Logger) (*Serve
 	}
 	s.events = map[string]*webhooks.EventReceiver{}
 	fresh := webhooks.Freshness{Past: cfg.EventMaxAge, Future: cfg.EventMaxFuture}
+	for _, w := range cfg.SharedEventSecrets() {
+		log.Warn("shared event secret: accepted, but it is as wide as all its holders together; give each cluster and account its own", "detail", w)
+	}
 	// A source without a secret gets a receiver all the same: it answers 403 naming the setting.
 	for _, e := range []struct {
 		path, source, setting string
@@ -275,6 +284,10 @@ func NewServer(ctx context.Context, cfg config.Config, log *slog.Logger) (*Serve
 			secrets = append(secrets, ws)
 		}
 		source := e.source
+		creds, err := eventCredentials(cfg, source)
+		if err != nil {
+			return fail(err)
+		}
 		s.events[e.path], err = webhooks.NewEventReceiver(webhooks.EventReceiverConfig{Source: source, Secrets: secrets, Setting: e.setting,
 			ID: func(body []byte) ([]string, map[string]int, error) {
 				id, err := events.Identify(source, body)
@@ -283,8 +296,13 @@ func NewServer(ctx context.Context, cfg config.Config, log *slog.Logger) (*Serve
 				}
 				return id.IDs, id.Ignored, err
 			},
-			Clusters: func(name string) bool { _, ok := cfg.Clusters[name]; return ok },
-			Store:    st, Notify: s.pool.Notify, Logger: log, Metrics: metrics, EventMetrics: eventMetrics,
+			Clusters:    func(name string) bool { _, ok := cfg.Clusters[name]; return ok },
+			Credentials: creds,
+			Accounts: func(body []byte) ([]string, error) {
+				o, err := events.OriginOf(source, body)
+				return o.Accounts, err
+			},
+			Store: st, Notify: s.pool.Notify, Logger: log, Metrics: metrics, EventMetrics: eventMetrics,
 			Failures: failures})
 		if err != nil {
 			return fail(err)
@@ -665,3 +683,27 @@ func (s *Server) MetricsAddr() string {
 
 // Store exposes the delivery store (for `parley deliveries`).
 func (s *Server) Store() store.Deliveries { return s.store }
+
+// eventCredentials are the cluster and AWS account event secrets a source's receiver accepts:
+// every cluster's for each source, every account's for CloudTrail.
+func eventCredentials(cfg config.Config, source string) ([]webhooks.Credential, error) {
+	var out []webhooks.Credential
+	for _, name := range slices.Sorted(maps.Keys(cfg.ClusterEventSecrets)) {
+		ws, err := webhooks.NewSecret(cfg.ClusterEventSecrets[name].Reveal())
+		if err != nil {
+			return nil, fmt.Errorf("cluster %q: event secret: %w", name, err)
+		}
+		out = append(out, webhooks.Credential{Secret: ws, Cluster: name})
+	}
+	if source != store.SourceCloudTrail {
+		return out, nil
+	}
+	for _, id := range slices.Sorted(maps.Keys(cfg.AWSAccountEventSecrets)) {
+		ws, err := webhooks.NewSecret(cfg.AWSAccountEventSecrets[id].Reveal())
+		if err != nil {
+			return nil, fmt.Errorf("aws_account %q: event secret: %w", id, err)
+		}
+		out = append(out, webhooks.Credential{Secret: ws, Account: id})
+	}
+	return out, nil
+}

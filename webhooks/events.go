@@ -128,6 +128,23 @@ type EventReceiverConfig struct {
 	Clusters func(name string) bool
 	// Failures rate limits failed credentials per client address; nil: no limit.
 	Failures *guard.Failures
+	// Credentials are narrower than Secrets: each authenticates only one cluster's or one AWS
+	// account's deliveries (403 for any other), so a cluster's token cannot post for another.
+	// A secret both in Secrets and here, or in several credentials, is accepted as the widest.
+	Credentials []Credential
+	// Accounts returns the AWS accounts of a body's records; it is needed with Account
+	// credentials (the app passes events.OriginOf's Accounts).
+	Accounts func(body []byte) ([]string, error)
+}
+
+// Credential is an event secret of one cluster or one AWS account.
+type Credential struct {
+	Secret Secret
+	// Cluster: the credential posts only to ClusterPattern(path) for this cluster.
+	Cluster string
+	// Account: the credential posts only to the unscoped path, bodies whose every record is of
+	// this AWS account (CloudTrail's recipientAccountId).
+	Account string
 }
 
 // EventMetrics are the drift receivers' own metrics, shared by the four receivers. The delivery
@@ -169,7 +186,9 @@ func NewEventMetrics(reg prometheus.Registerer) (*EventMetrics, error) {
 //  6. on a per-cluster path, the cluster name: its form (400, reason invalid_cluster), then
 //     whether the server knows the cluster (404, reason unknown_cluster, naming the
 //     configuration block to add). Only now, once the credentials are verified, so that an
-//     unauthenticated caller learns nothing of which clusters exist;
+//     unauthenticated caller learns nothing of which clusters exist; then, when only a cluster's
+//     or an AWS account's Credential matched, that it posts for its own cluster, or records of
+//     its own account only (403, reason wrong_scope);
 //  7. application/json (415);
 //  8. a JSON object (400);
 //  9. the source's decoder, whose error names what is wrong with the body (400), and the events'
@@ -200,6 +219,8 @@ type EventReceiver struct {
 	now        func() time.Time
 	clusters   func(name string) bool
 	failures   *guard.Failures
+	creds      []Credential
+	accounts   func(body []byte) ([]string, error)
 }
 
 // NewEventReceiver checks cfg and returns an EventReceiver. No secret is not an error: the
@@ -219,6 +240,19 @@ func NewEventReceiver(cfg EventReceiverConfig) (*EventReceiver, error) {
 		now:        cfg.Now,
 		clusters:   cfg.Clusters,
 		failures:   cfg.Failures,
+		accounts:   cfg.Accounts,
+	}
+	for _, c := range cfg.Credentials {
+		if c.Secret.IsZero() {
+			continue
+		}
+		if (c.Cluster == "") == (c.Account == "") {
+			return nil, fmt.Errorf("event receiver %s: a credential names exactly one cluster or one account", cfg.Source)
+		}
+		if c.Account != "" && cfg.Accounts == nil {
+			return nil, fmt.Errorf("event receiver %s: account %s's credential needs the Accounts function", cfg.Source, c.Account)
+		}
+		r.creds = append(r.creds, c)
 	}
 	switch cfg.Source {
 	case store.SourceFlux:
@@ -284,7 +318,53 @@ const (
 	reasonInvalidCluster = "invalid_cluster"
 	reasonUnknownCluster = "unknown_cluster"
 	reasonStaleEvent     = "stale_event"
+	reasonWrongScope     = "wrong_scope"
 )
+
+// matchCredentials returns the credentials match accepts, trying every one (no early exit).
+func (r *EventReceiver) matchCredentials(match func(Credential) bool) []Credential {
+	var out []Credential
+	for _, c := range r.creds {
+		if match(c) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// permits checks that one of the narrow credentials a request presented may post body to scope
+// (its cluster, "" for the unscoped path): a cluster's only to its own path, an account's only
+// records of that account on the unscoped path.
+func (r *EventReceiver) permits(narrow []Credential, scope string, body []byte) error {
+	var accounts []string
+	var accountsErr error
+	read := false
+	for _, c := range narrow {
+		if c.Cluster != "" && c.Cluster == scope {
+			return nil
+		}
+		if c.Account == "" || scope != "" {
+			continue
+		}
+		if !read {
+			accounts, accountsErr = r.accounts(body)
+			read = true
+		}
+		if accountsErr == nil && len(accounts) > 0 && !slices.ContainsFunc(accounts, func(a string) bool { return a != c.Account }) {
+			return nil
+		}
+	}
+	if accountsErr != nil {
+		return fmt.Errorf("the credential is an AWS account's, and the body's accounts cannot be read: %w", accountsErr)
+	}
+	if scope != "" {
+		return fmt.Errorf("the credential presented does not post for cluster %q: each cluster's event secret posts only to its own /events/%s/<cluster>", scope, r.source)
+	}
+	if len(accounts) > 0 {
+		return fmt.Errorf("the credential presented does not post records of AWS account %s", strings.Join(accounts, ", "))
+	}
+	return fmt.Errorf("the credential presented is a cluster's or an AWS account's: post to /events/%s/<cluster> with a cluster's, or CloudTrail records of its own account with an account's", r.source)
+}
 
 // ServeHTTP answers one delivery, checking it in the order the EventReceiver doc lists.
 func (r *EventReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
@@ -310,7 +390,7 @@ func (r *EventReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	secrets := *r.secrets.Load()
-	if len(secrets) == 0 {
+	if len(secrets) == 0 && len(r.creds) == 0 {
 		msg := fmt.Sprintf("%s events are not enabled on this server", source)
 		if r.setting != "" {
 			msg += ": set " + r.setting + " to enable them"
@@ -326,6 +406,9 @@ func (r *EventReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	// Credentials are checked before the body is read where they can be: a bearer token at once,
 	// the form of a signature header; only the HMAC itself needs the body.
 	var sig *xSignature
+	// wide: a source-wide secret matched; narrow: the cluster and account credentials that did.
+	var wide bool
+	var narrow []Credential
 	authz, sigHeader := req.Header.Get(HeaderAuthorization), req.Header.Get(HeaderXSignature)
 	switch {
 	case r.bearer && authz != "":
@@ -334,7 +417,8 @@ func (r *EventReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			unauthorized(reasonMalformed, errors.New("malformed Authorization header: want Bearer <token>"))
 			return
 		}
-		if !matchToken(secrets, token) {
+		wide, narrow = matchToken(secrets, token), r.matchCredentials(func(c Credential) bool { return matchToken([]Secret{c.Secret}, token) })
+		if !wide && len(narrow) == 0 {
 			unauthorized(reasonMismatch, errors.New("bearer token does not match any configured token"))
 			return
 		}
@@ -367,9 +451,12 @@ func (r *EventReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		refuse(http.StatusBadRequest, reasonReadBody, fmt.Errorf("read body: %w", err))
 		return
 	}
-	if sig != nil && !sig.verify(secrets, body) {
-		unauthorized(reasonMismatch, fmt.Errorf("%s does not match the body under any configured secret", HeaderXSignature))
-		return
+	if sig != nil {
+		wide, narrow = sig.verify(secrets, body), r.matchCredentials(func(c Credential) bool { return sig.verify([]Secret{c.Secret}, body) })
+		if !wide && len(narrow) == 0 {
+			unauthorized(reasonMismatch, fmt.Errorf("%s does not match the body under any configured secret", HeaderXSignature))
+			return
+		}
 	}
 
 	// Authenticated from here on: the cluster and the body may be looked at. A request to the
@@ -387,6 +474,12 @@ func (r *EventReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			return
 		}
 		log = log.With(slog.String(LogKeyCluster, scope))
+	}
+	if !wide {
+		if err := r.permits(narrow, scope, body); err != nil {
+			refuse(http.StatusForbidden, reasonWrongScope, err)
+			return
+		}
 	}
 	if err := checkContentType(req.Header.Get("Content-Type")); err != nil {
 		refuse(http.StatusUnsupportedMediaType, reasonContentType, err)

@@ -516,6 +516,73 @@ func TestEventReceiverClusterScope(t *testing.T) {
 	}
 }
 
+// TestEventReceiverNarrowCredentials: a cluster's event secret posts only to its own cluster's
+// path, an AWS account's only CloudTrail records of that account; each is refused 403 elsewhere
+// and nothing is stored. A secret several clusters share posts for each of them.
+func TestEventReceiverNarrowCredentials(t *testing.T) {
+	prod, staging, shared, account := mustSecret(t, "prod-s3cret"), mustSecret(t, "staging-s3cret"), mustSecret(t, "shared-s3cret"), mustSecret(t, "acct-s3cret")
+	for _, s := range eventSources {
+		t.Run(s.source, func(t *testing.T) {
+			var k knownClusters
+			source := s.source
+			f := newEventFixture(t, EventReceiverConfig{Clusters: k.known,
+				Credentials: []Credential{{Secret: prod, Cluster: "prod"}, {Secret: staging, Cluster: "staging"},
+					{Secret: shared, Cluster: "prod"}, {Secret: shared, Cluster: "staging"}, {Secret: account, Account: "123456789012"}},
+				Accounts: func(body []byte) ([]string, error) {
+					o, err := events.OriginOf(source, body)
+					return o.Accounts, err
+				}})
+			body := sample(t, s.sample)
+			for _, c := range []struct {
+				name    string
+				secret  Secret
+				cluster string
+				want    int
+			}{
+				{"prod's secret for staging", prod, "staging", http.StatusForbidden},
+				{"prod's secret without a cluster", prod, "", http.StatusForbidden},
+				{"staging's secret for prod", staging, "prod", http.StatusForbidden},
+				{"an account's secret for a cluster", account, "prod", http.StatusForbidden},
+			} {
+				code, rep, _ := f.do(t, s.source, eventRequest{body: body, cluster: c.cluster, signWith: c.secret})
+				if code != c.want || rep.Status != "refused" || !strings.Contains(rep.Error, "credential") {
+					t.Errorf("%s: %d %+v, want %d refused", c.name, code, rep, c.want)
+				}
+			}
+			if f.pending(t) != 0 {
+				t.Fatalf("a refused post was stored")
+			}
+			code, rep, _ := f.do(t, s.source, eventRequest{body: body, cluster: "staging", signWith: shared})
+			if code != http.StatusAccepted {
+				t.Errorf("the shared secret for staging: %d %+v", code, rep)
+			}
+			if d, err := f.store.Get(context.Background(), store.Key{Source: s.source, ID: rep.Delivery}); err != nil || d.Scope != "staging" {
+				t.Errorf("stored scope %q, %v", d.Scope, err)
+			}
+			// An account's secret posts its own account's CloudTrail records, and nothing else.
+			code, rep, _ = f.do(t, s.source, eventRequest{body: body, signWith: account})
+			if s.source == store.SourceCloudTrail {
+				if code != http.StatusOK || rep.Status != "duplicate" {
+					t.Errorf("the account's own records: %d %+v, want the duplicate of the first post", code, rep)
+				}
+			} else if code != http.StatusForbidden {
+				t.Errorf("an account's secret for %s: %d %+v, want 403", s.source, code, rep)
+			}
+		})
+	}
+	// Records of another account are refused to the account's secret.
+	var k knownClusters
+	f := newEventFixture(t, EventReceiverConfig{Clusters: k.known, Credentials: []Credential{{Secret: account, Account: "210987654321"}},
+		Accounts: func(body []byte) ([]string, error) {
+			o, err := events.OriginOf(store.SourceCloudTrail, body)
+			return o.Accounts, err
+		}})
+	code, rep, _ := f.do(t, store.SourceCloudTrail, eventRequest{body: sample(t, "cloudtrail/records.json"), signWith: account})
+	if code != http.StatusForbidden || !strings.Contains(rep.Error, "123456789012") {
+		t.Errorf("another account's records: %d %+v, want 403 naming the account", code, rep)
+	}
+}
+
 // TestEventReceiverUnscopedPath: with clusters configured, /events/<source> still stores events,
 // with Scope "", without asking about clusters and without a cluster in the log.
 func TestEventReceiverUnscopedPath(t *testing.T) {

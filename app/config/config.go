@@ -87,6 +87,14 @@ type Config struct {
 	// AWSAccounts maps an AWS account ID (a CloudTrail record's recipientAccountId) to the repository
 	// holding the Terraform of that account.
 	AWSAccounts map[string]RepoRef
+	// ClusterEventSecrets and AWSAccountEventSecrets are each cluster's and account's own event
+	// secret, read from the file its block's event_secret_file (or the *_EVENT_SECRET_FILES
+	// environment) names: a cluster's posts events only to /events/<source>/<cluster>, an
+	// account's only CloudTrail records of that account, unlike the source-wide secrets below.
+	ClusterEventSecrets    map[string]Secret
+	AWSAccountEventSecrets map[string]Secret
+	// clusterSecretFiles and accountSecretFiles are where those secrets are read from.
+	clusterSecretFiles, accountSecretFiles map[string]string
 	// ProposalsRate is each agent token's rate of proposals per second (POST /v1/proposals),
 	// with bursts of twice as many; 0 = no limit.
 	ProposalsRate float64
@@ -206,6 +214,8 @@ func Keys() []Key {
 		{"gitops_branch", "PARLEY_GITOPS_BRANCH", "(the repository's default branch)", "branch holding the manifests, the policy and the gates"},
 		{`cluster "NAME" {...}`, "PARLEY_CLUSTERS", "(none)", `repository (owner/name) and optional branch applying the objects of cluster NAME, the <cluster> of POST /events/<source>/<cluster>; a block per cluster; environment: NAME=owner/name[@branch],... (replaces every cluster block)`},
 		{`aws_account "ID" {...}`, "PARLEY_AWS_ACCOUNTS", "(none)", `repository (owner/name) and optional branch holding the Terraform of the 12-digit AWS account ID (a CloudTrail record's recipientAccountId); a block per account; environment: ID=owner/name[@branch],... (replaces every aws_account block)`},
+		{`cluster "NAME" { event_secret_file }`, "PARLEY_CLUSTER_EVENT_SECRET_FILES", "(none)", `file holding cluster NAME's own event secret (HMAC key for Flux, bearer token for the others): it posts only to /events/<source>/NAME, where the source-wide secrets post for every cluster; environment: NAME=/path,... added to the blocks' (a secret shared by several clusters is accepted, with a warning at start)`},
+		{`aws_account "ID" { event_secret_file }`, "PARLEY_AWS_ACCOUNT_EVENT_SECRET_FILES", "(none)", `file holding AWS account ID's own bearer token for POST /events/cloudtrail: it posts only records of that account; environment: ID=/path,...`},
 		{"proposals_rate", "PARLEY_PROPOSALS_RATE", "20", "proposals per second each agent token may send to POST /v1/proposals, in bursts of twice as many (0: no limit)"},
 		{"proposals_max_age", "PARLEY_PROPOSALS_MAX_AGE", "2s", "how old the branch a proposal is judged against may be: the repository is fetched at most this often for proposals (0: every time)"},
 		{"commit_author", "PARLEY_COMMIT_AUTHOR", "Parley <parley@users.noreply.github.com>", "author of gate, resume and adopt commits"},
@@ -291,10 +301,106 @@ type file struct {
 
 // repoBlock is a cluster or aws_account block: its label is the cluster name or account ID.
 type repoBlock struct {
-	Name       string    `hcl:"name,label"`
-	Repository string    `hcl:"repository"`
-	Branch     string    `hcl:"branch,optional"`
-	DefRange   hcl.Range `hcl:",def_range"`
+	Name            string    `hcl:"name,label"`
+	Repository      string    `hcl:"repository"`
+	Branch          string    `hcl:"branch,optional"`
+	EventSecretFile string    `hcl:"event_secret_file,optional"`
+	DefRange        hcl.Range `hcl:",def_range"`
+}
+
+// secretFiles returns the event_secret_file of every block that has one, by label.
+func secretFiles(blocks []repoBlock) map[string]string {
+	m := map[string]string{}
+	for _, b := range blocks {
+		if b.EventSecretFile != "" {
+			m[b.Name] = b.EventSecretFile
+		}
+	}
+	return m
+}
+
+// parseFileMap parses NAME=/path,... from the environment, like parseRepoMap.
+func parseFileMap(v string) (map[string]string, error) {
+	m := map[string]string{}
+	var errs []error
+	for _, item := range strings.Split(v, ",") {
+		if item = strings.TrimSpace(item); item == "" {
+			continue
+		}
+		name, path, ok := strings.Cut(item, "=")
+		name, path = strings.TrimSpace(name), strings.TrimSpace(path)
+		switch _, dup := m[name]; {
+		case !ok || name == "" || path == "":
+			errs = append(errs, fmt.Errorf("item %q: want NAME=/path/to/file", item))
+		case dup:
+			errs = append(errs, fmt.Errorf("item %q: %q is given twice", item, name))
+		default:
+			m[name] = path
+		}
+	}
+	return m, errors.Join(errs...)
+}
+
+// readEventSecrets reads the event secret files of kind ("cluster" or "aws_account"), each of
+// which must name a configured block; env is the variable that could have named them.
+func readEventSecrets(kind, env string, files map[string]string, routes map[string]RepoRef) (map[string]Secret, []error) {
+	var errs []error
+	var out map[string]Secret
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		if _, ok := routes[name]; !ok {
+			errs = append(errs, fmt.Errorf("%s %q has an event secret file (event_secret_file or %s) but no %s block", kind, name, env, kind))
+			continue
+		}
+		b, err := os.ReadFile(files[name])
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s %q: event_secret_file: %w", kind, name, err))
+			continue
+		}
+		v := strings.TrimSpace(string(b))
+		if v == "" {
+			errs = append(errs, fmt.Errorf("%s %q: event_secret_file %s is empty", kind, name, files[name]))
+			continue
+		}
+		if out == nil {
+			out = map[string]Secret{}
+		}
+		out[name] = NewSecret(v)
+	}
+	return out, errs
+}
+
+// SharedEventSecrets describes every event secret that authenticates more than one cluster or
+// account, or that is also a source-wide secret: each is accepted, but whoever holds it can post
+// for all of them. parley serve warns with these at start.
+func (c Config) SharedEventSecrets() []string {
+	holders := map[string][]string{}
+	add := func(s Secret, who string) {
+		if !s.IsZero() {
+			holders[s.Reveal()] = append(holders[s.Reveal()], who)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.ClusterEventSecrets)) {
+		add(c.ClusterEventSecrets[name], fmt.Sprintf("cluster %q", name))
+	}
+	for _, id := range slices.Sorted(maps.Keys(c.AWSAccountEventSecrets)) {
+		add(c.AWSAccountEventSecrets[id], fmt.Sprintf("aws_account %q", id))
+	}
+	var out []string
+	for _, wide := range []struct {
+		s    Secret
+		name string
+	}{{c.FluxHMACSecret, "PARLEY_FLUX_HMAC_SECRET"}, {c.ArgoCDToken, "PARLEY_ARGOCD_TOKEN"}, {c.KubeAuditToken, "PARLEY_KUBE_AUDIT_TOKEN"}, {c.CloudTrailToken, "PARLEY_CLOUDTRAIL_TOKEN"}} {
+		if who := holders[wide.s.Reveal()]; !wide.s.IsZero() && len(who) > 0 {
+			out = append(out, fmt.Sprintf("the event secret of %s is also %s, which posts for every cluster and account", strings.Join(who, ", "), wide.name))
+		}
+	}
+	for _, who := range holders {
+		if len(who) > 1 {
+			out = append(out, fmt.Sprintf("%s share one event secret: each can post the others' events", strings.Join(who, " and ")))
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // repoMap turns the blocks of one kind into a map, reporting every label defined twice.
@@ -398,6 +504,7 @@ func Load(path string, getenv func(string) string) (Config, error) {
 		errs = append(errs, dupErrs...)
 		c.AWSAccounts, dupErrs = repoMap("aws_account", f.AWSAccounts)
 		errs = append(errs, dupErrs...)
+		c.clusterSecretFiles, c.accountSecretFiles = secretFiles(f.Clusters), secretFiles(f.AWSAccounts)
 		setP(&c.ProposalsRate, f.ProposalsRate)
 		if f.ProposalsMaxAge != nil {
 			d, err := time.ParseDuration(*f.ProposalsMaxAge)
@@ -508,8 +615,22 @@ func Load(path string, getenv func(string) string) (Config, error) {
 			return err
 		}
 	}
-	env("PARLEY_CLUSTERS", repos(&c.Clusters))
-	env("PARLEY_AWS_ACCOUNTS", repos(&c.AWSAccounts))
+	// The environment's routes replace every block, their event secret files with them.
+	env("PARLEY_CLUSTERS", func(v string) error { c.clusterSecretFiles = nil; return repos(&c.Clusters)(v) })
+	env("PARLEY_AWS_ACCOUNTS", func(v string) error { c.accountSecretFiles = nil; return repos(&c.AWSAccounts)(v) })
+	// The environment's event secret files add to the blocks' (a name in both: the environment's).
+	files := func(dst *map[string]string) func(string) error {
+		return func(v string) error {
+			m, err := parseFileMap(v)
+			if *dst == nil {
+				*dst = map[string]string{}
+			}
+			maps.Copy(*dst, m)
+			return err
+		}
+	}
+	env("PARLEY_CLUSTER_EVENT_SECRET_FILES", files(&c.clusterSecretFiles))
+	env("PARLEY_AWS_ACCOUNT_EVENT_SECRET_FILES", files(&c.accountSecretFiles))
 	env("PARLEY_PROPOSALS_RATE", func(v string) error {
 		n, err := strconv.ParseFloat(v, 64)
 		c.ProposalsRate = n
@@ -561,6 +682,11 @@ func Load(path string, getenv func(string) string) (Config, error) {
 		}
 		c.PrivateKey = NewSecret(string(pem))
 	}
+	var secretErrs []error
+	c.ClusterEventSecrets, secretErrs = readEventSecrets("cluster", "PARLEY_CLUSTER_EVENT_SECRET_FILES", c.clusterSecretFiles, c.Clusters)
+	errs = append(errs, secretErrs...)
+	c.AWSAccountEventSecrets, secretErrs = readEventSecrets("aws_account", "PARLEY_AWS_ACCOUNT_EVENT_SECRET_FILES", c.accountSecretFiles, c.AWSAccounts)
+	errs = append(errs, secretErrs...)
 	errs = append(errs, c.validate()...)
 	if len(errs) > 0 {
 		return Config{}, errors.Join(errs...)

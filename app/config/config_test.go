@@ -426,3 +426,66 @@ func TestStoreNeitherURLNorPathIsRefusedRedacted(t *testing.T) {
 		}
 	}
 }
+
+// TestEventSecretsPerClusterAndAccount: each cluster and aws_account block may name a file with
+// its own event secret, or the environment may; a file for a cluster with no block, a missing or
+// an empty file is an error naming it; secrets held by several, or equal to a source-wide one,
+// are accepted and described for serve's warning.
+func TestEventSecretsPerClusterAndAccount(t *testing.T) {
+	dir := t.TempDir()
+	file := func(name, v string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(v), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	eu, us, acct := file("eu", "eu-s3cret\n"), file("us", "us-s3cret"), file("acct", "acct-s3cret")
+	p := writeConfig(t, fmt.Sprintf(`
+cluster "prod-eu" {
+  repository        = "acme/prod-eu"
+  event_secret_file = %q
+}
+cluster "prod-us" {
+  repository = "acme/prod-us"
+}
+aws_account "123456789012" {
+  repository        = "acme/infra"
+  event_secret_file = %q
+}
+`, eu, acct))
+	c, err := Load(p, withRequired(map[string]string{"PARLEY_CLUSTER_EVENT_SECRET_FILES": "prod-us=" + us}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ClusterEventSecrets["prod-eu"].Reveal() != "eu-s3cret" || c.ClusterEventSecrets["prod-us"].Reveal() != "us-s3cret" ||
+		c.AWSAccountEventSecrets["123456789012"].Reveal() != "acct-s3cret" {
+		t.Errorf("secrets %v %v", c.ClusterEventSecrets, c.AWSAccountEventSecrets)
+	}
+	if w := c.SharedEventSecrets(); len(w) != 0 {
+		t.Errorf("warnings for distinct secrets: %v", w)
+	}
+	if s := fmt.Sprintf("%v %+v", c.ClusterEventSecrets, c); strings.Contains(s, "s3cret") {
+		t.Errorf("a secret prints: %s", s)
+	}
+	// Shared by both clusters, and one is also the source-wide Flux secret: accepted, described.
+	c, err = Load(p, withRequired(map[string]string{"PARLEY_CLUSTER_EVENT_SECRET_FILES": "prod-us=" + eu, "PARLEY_FLUX_HMAC_SECRET": "acct-s3cret"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := strings.Join(c.SharedEventSecrets(), "\n")
+	if !strings.Contains(w, `cluster "prod-eu" and cluster "prod-us" share one event secret`) ||
+		!strings.Contains(w, `aws_account "123456789012" is also PARLEY_FLUX_HMAC_SECRET`) || strings.Contains(w, "s3cret") {
+		t.Errorf("warnings:\n%s", w)
+	}
+	for env, want := range map[string]string{
+		"staging=" + eu:                            `cluster "staging" has an event secret file`,
+		"prod-us=" + file("empty", "\n"):           "is empty",
+		"prod-us=" + filepath.Join(dir, "missing"): "no such file",
+		"prod-us": "want NAME=/path/to/file",
+	} {
+		if _, err := Load(p, withRequired(map[string]string{"PARLEY_CLUSTER_EVENT_SECRET_FILES": env})); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %v, want %q", env, err, want)
+		}
+	}
+}

@@ -24,7 +24,9 @@ func newTokensCmd() *cobra.Command {
 		Long: `Tokens manages the bearer tokens agents authenticate with to parley serve's proposals API
 (POST /v1/proposals, and parley propose --server). Each token is mapped to the identity the policy
 knows the agent by (SOURCE:ID, e.g. aws-principal:arn:aws:iam::123456789012:role/kafka-agent): a
-proposal sent with it is judged as that identity's claim.
+proposal sent with it is judged as that identity's claim. Each token names the repositories it may
+act on (--repository); parley serve answers 403 to it anywhere else (/v1/proposals, /v1/plans and
+/mcp alike).
 
 The tokens live in agents.db, which parley serve keeps beside its store (in the directory of
 PARLEY_STORE, parley.db in the working directory by default), or, when the store is PostgreSQL, in
@@ -32,7 +34,7 @@ that database, shared by every replica. --db names it; by default it is
 agents.db in PARLEY_STORE's directory when PARLEY_STORE is set, else agents.db in the working
 directory. Only the SHA-256 of a token's secret is kept: a token is printed once, when it is
 created, and cannot be shown again. Revoking one refuses it from the next request on.`,
-		Example: `  TOKEN=$(parley tokens create kafka-agent --identity aws-principal:arn:aws:iam::123456789012:role/kafka-agent --db /var/lib/parley/agents.db)
+		Example: `  TOKEN=$(parley tokens create kafka-agent --identity aws-principal:arn:aws:iam::123456789012:role/kafka-agent --repository acme/infra --db /var/lib/parley/agents.db)
   parley tokens list --db /var/lib/parley/agents.db
   parley tokens revoke kafka-agent --db /var/lib/parley/agents.db`,
 	}
@@ -93,15 +95,18 @@ created, and cannot be shown again. Revoking one refuses it from the next reques
 	}
 
 	var identity string
+	var repositories []string
 	create := &cobra.Command{
-		Use:   "create NAME --identity SOURCE:ID",
+		Use:   "create NAME --identity SOURCE:ID --repository OWNER/NAME...",
 		Short: "Make a token for an agent and print it, once",
 		Long: `Create makes a token named NAME (1 to 63 of A-Z a-z 0-9 . _ -, unique in the store) for the
-identity SOURCE:ID and prints the token alone on standard output, so that TOKEN=$(parley tokens
-create ...) keeps it. It is not stored and cannot be shown again: give it to the agent now (as the
+identity SOURCE:ID, allowed to act on the repositories named with --repository (at least one;
+repeat it or separate with commas), and prints the token alone on standard output, so that
+TOKEN=$(parley tokens create ...) keeps it. A token made before tokens named their repositories
+acts only where parley serve serves a single repository: make a new one to name them. It is not stored and cannot be shown again: give it to the agent now (as the
 PARLEY_TOKEN environment variable or a file read with --token-file, never on a command line). The
 store is created if it does not exist.`,
-		Example: `  parley tokens create kafka-agent --identity aws-principal:arn:aws:iam::123456789012:role/kafka-agent > kafka-agent.token`,
+		Example: `  parley tokens create kafka-agent --identity aws-principal:arn:aws:iam::123456789012:role/kafka-agent --repository acme/infra > kafka-agent.token`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if identity == "" {
@@ -111,12 +116,15 @@ store is created if it does not exist.`,
 			if err != nil {
 				return usageErr(fmt.Errorf("--identity: %w", err))
 			}
+			if len(repositories) == 0 {
+				return usageErr(errors.New("--repository is required: the repositories (owner/name) the agent may act on"))
+			}
 			db, p, err := open(cmd, true)
 			if err != nil {
 				return err
 			}
 			defer db.Close()
-			token, t, err := db.Create(cmd.Context(), args[0], id, time.Now())
+			token, t, err := db.Create(cmd.Context(), args[0], id, repositories, time.Now())
 			if err != nil {
 				if !strings.HasPrefix(err.Error(), "agent store ") { // a bad or taken name, not the store failing
 					return usageErr(err)
@@ -124,12 +132,13 @@ store is created if it does not exist.`,
 				return err
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), token)
-			fmt.Fprintf(cmd.ErrOrStderr(), "parley: token %s for %s created in %s. It is printed once and cannot be shown again:\n"+
+			fmt.Fprintf(cmd.ErrOrStderr(), "parley: token %s for %s, acting on %s, created in %s. It is printed once and cannot be shown again:\n"+
 				"parley: keep it now (an agent sends it as Authorization: Bearer <token>; parley propose reads PARLEY_TOKEN or --token-file).\n",
-				t.Name, t.Identity, p)
+				t.Name, t.Identity, strings.Join(t.Repositories, ", "), p)
 			return nil
 		},
 	}
+	create.Flags().StringSliceVar(&repositories, "repository", nil, "a repository (owner/name) the agent may act on; repeat it, or separate with commas, for several (required)")
 	create.Flags().StringVar(&identity, "identity", "", "the identity the agent is judged as, SOURCE:ID (e.g. aws-principal:arn:aws:iam::123456789012:role/kafka-agent, k8s-user:system:serviceaccount:ops:scaler)")
 
 	var asJSON bool
@@ -163,9 +172,13 @@ never shown: the store does not have them.`,
 				return nil
 			}
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tIDENTITY\tCREATED\tLAST USED\tREVOKED")
+			fmt.Fprintln(tw, "NAME\tIDENTITY\tREPOSITORIES\tCREATED\tLAST USED\tREVOKED")
 			for _, t := range ts {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.Name, t.Identity, tokenTime(t.Created, "-"), tokenTime(t.LastUsed, "never"), tokenTime(t.Revoked, "-"))
+				repos := strings.Join(t.Repositories, ",")
+				if repos == "" {
+					repos = "(made before tokens named them)"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.Name, t.Identity, repos, tokenTime(t.Created, "-"), tokenTime(t.LastUsed, "never"), tokenTime(t.Revoked, "-"))
 			}
 			return tw.Flush()
 		},
@@ -219,12 +232,13 @@ that is revoked already changes nothing.`,
 // tokenJSON is one token in parley tokens list --json (docs/schemas/tokens.schema.json): never a
 // secret, nor its digest.
 type tokenJSON struct {
-	ID       string            `json:"id"`
-	Name     string            `json:"name"`
-	Identity tokenIdentityJSON `json:"identity"`
-	Created  string            `json:"created"`
-	LastUsed string            `json:"last_used,omitempty"`
-	Revoked  string            `json:"revoked,omitempty"`
+	ID           string            `json:"id"`
+	Name         string            `json:"name"`
+	Identity     tokenIdentityJSON `json:"identity"`
+	Repositories []string          `json:"repositories,omitempty"`
+	Created      string            `json:"created"`
+	LastUsed     string            `json:"last_used,omitempty"`
+	Revoked      string            `json:"revoked,omitempty"`
 }
 
 type tokenIdentityJSON struct {
@@ -233,7 +247,7 @@ type tokenIdentityJSON struct {
 }
 
 func tokenDoc(t agentstore.Token) tokenJSON {
-	return tokenJSON{ID: t.ID, Name: t.Name, Identity: tokenIdentityJSON{Source: string(t.Identity.Source), ID: t.Identity.ID},
+	return tokenJSON{ID: t.ID, Name: t.Name, Identity: tokenIdentityJSON{Source: string(t.Identity.Source), ID: t.Identity.ID}, Repositories: t.Repositories,
 		Created: tokenTime(t.Created, ""), LastUsed: tokenTime(t.LastUsed, ""), Revoked: tokenTime(t.Revoked, "")}
 }
 

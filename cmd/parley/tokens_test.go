@@ -33,7 +33,7 @@ func verifyToken(t *testing.T, db, token string) (agentstore.Token, error) {
 // createToken runs parley tokens create and returns the token it printed.
 func createToken(t *testing.T, db, name, identity string) string {
 	t.Helper()
-	code, out, errOut := runCLI(t, "tokens", "create", name, "--identity", identity, "--db", db)
+	code, out, errOut := runCLI(t, "tokens", "create", name, "--identity", identity, "--repository", "acme/infra", "--repository", "acme/prod-eu,acme/prod-us", "--db", db)
 	if code != 0 {
 		t.Fatalf("tokens create %s: exit %d: %s", name, code, errOut)
 	}
@@ -67,7 +67,8 @@ func TestTokensCreateListVerifyRevoke(t *testing.T) {
 		t.Fatalf("secret %q of %q", secret, token)
 	}
 	tok, err := verifyToken(t, db, token)
-	if err != nil || tok.Name != "kafka-agent" || tok.Identity.Source != core.SourceAWSPrincipal || tok.Identity.ID != "arn:aws:iam::123456789012:role/kafka-scaling-agent" {
+	if err != nil || tok.Name != "kafka-agent" || tok.Identity.Source != core.SourceAWSPrincipal || tok.Identity.ID != "arn:aws:iam::123456789012:role/kafka-scaling-agent" ||
+		strings.Join(tok.Repositories, " ") != "acme/infra acme/prod-eu acme/prod-us" {
 		t.Fatalf("the printed token does not verify: %+v %v", tok, err)
 	}
 	createToken(t, db, "hpa-bot", "k8s-user:system:serviceaccount:kube-system:hpa")
@@ -76,7 +77,7 @@ func TestTokensCreateListVerifyRevoke(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("list: exit %d: %s", code, errOut)
 	}
-	for _, want := range []string{"NAME", "IDENTITY", "CREATED", "LAST USED", "REVOKED", "kafka-agent", agentIdentity, "hpa-bot",
+	for _, want := range []string{"NAME", "IDENTITY", "REPOSITORIES", "acme/infra,acme/prod-eu,acme/prod-us", "CREATED", "LAST USED", "REVOKED", "kafka-agent", agentIdentity, "hpa-bot",
 		"k8s-user:system:serviceaccount:kube-system:hpa", "never"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("list lacks %q:\n%s", want, out)
@@ -89,7 +90,7 @@ func TestTokensCreateListVerifyRevoke(t *testing.T) {
 	schematest.Validate(t, "tokens.schema.json", []byte(js))
 	var docs []tokenJSON
 	if err := json.Unmarshal([]byte(js), &docs); err != nil || len(docs) != 2 || docs[0].Name != "hpa-bot" || docs[1].Name != "kafka-agent" ||
-		docs[1].Identity.Source != "aws-principal" || docs[1].LastUsed == "" || docs[0].LastUsed != "" || docs[1].Revoked != "" {
+		docs[1].Identity.Source != "aws-principal" || len(docs[1].Repositories) != 3 || docs[1].LastUsed == "" || docs[0].LastUsed != "" || docs[1].Revoked != "" {
 		t.Fatalf("list --json: %v\n%s", err, js)
 	}
 	for _, o := range []string{out, js} {
@@ -115,9 +116,9 @@ func TestTokensCreateListVerifyRevoke(t *testing.T) {
 	}
 	code, out, _ = runCLI(t, "tokens", "list", "--db", db)
 	for _, line := range strings.Split(out, "\n") {
-		if f := strings.Fields(line); len(f) == 5 && f[0] == "kafka-agent" && (f[4] != docs[1].Revoked || f[3] != docs[1].LastUsed) {
+		if f := strings.Fields(line); len(f) == 6 && f[0] == "kafka-agent" && (f[5] != docs[1].Revoked || f[4] != docs[1].LastUsed) {
 			t.Errorf("list after revoking: %q, want last used %s and revoked %s", line, docs[1].LastUsed, docs[1].Revoked)
-		} else if len(f) == 5 && f[0] == "hpa-bot" && (f[3] != "never" || f[4] != "-") {
+		} else if len(f) == 6 && f[0] == "hpa-bot" && (f[4] != "never" || f[5] != "-") {
 			t.Errorf("list: %q", line)
 		}
 	}
@@ -136,10 +137,12 @@ func TestTokensBadInput(t *testing.T) {
 		{[]string{"tokens", "create", "x", "--identity", "kafka-agent", "--db", db}, "want SOURCE:ID"},
 		{[]string{"tokens", "create", "x", "--identity", "aws:arn:aws:iam::1:role/x", "--db", db}, `unknown source "aws"`},
 		{[]string{"tokens", "create", "x", "--db", db}, "--identity is required"},
-		{[]string{"tokens", "create", "no spaces", "--identity", agentIdentity, "--db", db}, `token name "no spaces"`},
-		{[]string{"tokens", "create", "--identity", agentIdentity, "--db", db, "--", "-lead"}, `token name "-lead"`},
-		{[]string{"tokens", "create", "kafka-agent", "--identity", agentIdentity, "--db", db}, "exists already"},
-		{[]string{"tokens", "create", "x", "--identity", agentIdentity, "--db", filepath.Join(t.TempDir(), "no", "agents.db")}, "no directory"},
+		{[]string{"tokens", "create", "x", "--identity", agentIdentity, "--db", db}, "--repository is required"},
+		{[]string{"tokens", "create", "x", "--identity", agentIdentity, "--repository", "infra", "--db", db}, `repository "infra": want owner/name`},
+		{[]string{"tokens", "create", "no spaces", "--identity", agentIdentity, "--repository", "acme/infra", "--db", db}, `token name "no spaces"`},
+		{[]string{"tokens", "create", "--identity", agentIdentity, "--repository", "acme/infra", "--db", db, "--", "-lead"}, `token name "-lead"`},
+		{[]string{"tokens", "create", "kafka-agent", "--identity", agentIdentity, "--repository", "acme/infra", "--db", db}, "exists already"},
+		{[]string{"tokens", "create", "x", "--identity", agentIdentity, "--repository", "acme/infra", "--db", filepath.Join(t.TempDir(), "no", "agents.db")}, "no directory"},
 		{[]string{"tokens", "create", "--identity", agentIdentity, "--db", db}, "accepts 1 arg"},
 		{[]string{"tokens", "revoke", "nobody", "--db", db}, `no token named "nobody"`},
 	} {
@@ -157,7 +160,7 @@ func TestTokensBadInput(t *testing.T) {
 func TestTokensDefaultStoreIsBesideServes(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv("PARLEY_STORE", filepath.Join(dir, "parley.db"))
-	code, out, errOut := runCLI(t, "tokens", "create", "kafka-agent", "--identity", agentIdentity)
+	code, out, errOut := runCLI(t, "tokens", "create", "kafka-agent", "--identity", agentIdentity, "--repository", "acme/infra")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}

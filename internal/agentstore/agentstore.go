@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -50,6 +51,9 @@ CREATE TABLE IF NOT EXISTS proposals (
 	accepted INTEGER NOT NULL, refused INTEGER NOT NULL, at INTEGER NOT NULL);
 CREATE UNIQUE INDEX IF NOT EXISTS proposals_key ON proposals (token_id, idempotency_key) WHERE idempotency_key != '';
 CREATE INDEX IF NOT EXISTS proposals_at ON proposals (at);`,
+	// The repositories a token may act on, comma-separated; '' for a token made before tokens
+	// named them (see Token.MayActOn).
+	`ALTER TABLE tokens ADD COLUMN repositories TEXT NOT NULL DEFAULT '';`,
 }
 
 // postgresMigrations are the schema on PostgreSQL (sqldb.MigratePostgres), whose database every
@@ -65,6 +69,7 @@ CREATE TABLE agent_proposals (
 	accepted INTEGER NOT NULL, refused INTEGER NOT NULL, at BIGINT NOT NULL);
 CREATE UNIQUE INDEX agent_proposals_key ON agent_proposals (token_id, idempotency_key) WHERE idempotency_key != '';
 CREATE INDEX agent_proposals_at ON agent_proposals (at);`,
+	`ALTER TABLE agent_tokens ADD COLUMN repositories TEXT NOT NULL DEFAULT '';`,
 }
 
 // OpenPostgres uses the shared PostgreSQL database db, migrating it first; name is how errors
@@ -122,9 +127,12 @@ type Token struct {
 	ID       string        `json:"id"`
 	Name     string        `json:"name"`
 	Identity core.Identity `json:"-"`
-	Created  time.Time     `json:"created"`
-	LastUsed time.Time     `json:"last_used,omitzero"`
-	Revoked  time.Time     `json:"revoked,omitzero"`
+	// Repositories are the repositories ("owner/name") the token may act on; none for a token
+	// made before tokens named them.
+	Repositories []string  `json:"repositories,omitempty"`
+	Created      time.Time `json:"created"`
+	LastUsed     time.Time `json:"last_used,omitzero"`
+	Revoked      time.Time `json:"revoked,omitzero"`
 }
 
 // Errors of Verify. Callers answer both the same way (401), so a caller cannot tell a revoked
@@ -135,6 +143,58 @@ var (
 )
 
 var tokenName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
+
+// repositoryName is GitHub's owner/name: an owner of 1 to 39 of A-Z a-z 0-9 -, a name of 1 to 100
+// of A-Z a-z 0-9 . _ -.
+var repositoryName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]{0,38}/[A-Za-z0-9._-]{1,100}$`)
+
+// ErrRepositoryNotAllowed is MayActOn's error: the token may not act on the repository (403).
+var ErrRepositoryNotAllowed = errors.New("repository not allowed for this token")
+
+// MayActOn reports whether the token may act on repository ("owner/name", compared without
+// regard to case). A token names the repositories it may act on; one made before tokens named
+// them keeps working only where the server serves a single repository (served lists those it
+// serves), so that upgrading widens no token, and is refused elsewhere with what to do.
+func (t Token) MayActOn(repository string, served []string) error {
+	if len(t.Repositories) > 0 {
+		for _, r := range t.Repositories {
+			if strings.EqualFold(r, repository) {
+				return nil
+			}
+		}
+		return fmt.Errorf("%w: token %s may act on %s, not %s", ErrRepositoryNotAllowed, t.Name, strings.Join(t.Repositories, ", "), repository)
+	}
+	if len(served) == 1 && strings.EqualFold(served[0], repository) {
+		return nil
+	}
+	return fmt.Errorf("%w: token %s was made before tokens named their repositories, and this server serves %d repositories, so it acts on none: "+
+		"make a new one with parley tokens create %s --identity %s --repository %s", ErrRepositoryNotAllowed, t.Name, len(served), t.Name+"-2", t.Identity, repository)
+}
+
+// cleanRepositories checks a token's repositories and drops repeats.
+func cleanRepositories(repos []string) ([]string, error) {
+	if len(repos) == 0 {
+		return nil, errors.New("a token needs at least one repository it may act on (owner/name)")
+	}
+	var out []string
+	for _, r := range repos {
+		r = strings.TrimSpace(r)
+		if !repositoryName.MatchString(r) {
+			return nil, fmt.Errorf("repository %q: want owner/name", r)
+		}
+		if !slices.ContainsFunc(out, func(o string) bool { return strings.EqualFold(o, r) }) {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+func splitRepositories(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
+}
 
 // ParseIdentity reads "source:id" (e.g. aws-principal:arn:aws:iam::123456789012:role/kafka-agent,
 // k8s-user:system:serviceaccount:ops:scaler) with one of the identity sources the policy knows.
@@ -155,19 +215,24 @@ func ParseIdentity(s string) (core.Identity, error) {
 	return core.Identity{}, fmt.Errorf("identity %q: unknown source %q (want one of %s)", s, src, strings.Join(names, ", "))
 }
 
-// Create makes a token named name (unique, 1-63 of A-Z a-z 0-9 . _ -) for identity, and returns the
-// token itself, which is not stored and cannot be shown again.
-func (d *DB) Create(ctx context.Context, name string, identity core.Identity, now time.Time) (string, Token, error) {
+// Create makes a token named name (unique, 1-63 of A-Z a-z 0-9 . _ -) for identity, allowed to act
+// on repositories (at least one, owner/name), and returns the token itself, which is not stored
+// and cannot be shown again.
+func (d *DB) Create(ctx context.Context, name string, identity core.Identity, repositories []string, now time.Time) (string, Token, error) {
 	if !tokenName.MatchString(name) {
 		return "", Token{}, fmt.Errorf("token name %q: want 1 to 63 of A-Z a-z 0-9 . _ - starting with a letter or digit", name)
 	}
 	if identity.ID == "" || identity.Source == "" {
 		return "", Token{}, errors.New("a token needs an identity (SOURCE:ID)")
 	}
+	repos, err := cleanRepositories(repositories)
+	if err != nil {
+		return "", Token{}, err
+	}
 	id, secret := randomID(8), randomSecret()
-	t := Token{ID: id, Name: name, Identity: identity, Created: now.UTC()}
-	_, err := d.db.ExecContext(ctx, d.q(`INSERT INTO {tokens} (id, name, secret_sha256, identity_source, identity_id, created_at) VALUES (?, ?, ?, ?, ?, ?)`),
-		id, name, digest(secret), string(identity.Source), identity.ID, now.UnixNano())
+	t := Token{ID: id, Name: name, Identity: identity, Repositories: repos, Created: now.UTC()}
+	_, err = d.db.ExecContext(ctx, d.q(`INSERT INTO {tokens} (id, name, secret_sha256, identity_source, identity_id, repositories, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`),
+		id, name, digest(secret), string(identity.Source), identity.ID, strings.Join(repos, ","), now.UnixNano())
 	if err != nil {
 		if strings.Contains(err.Error(), "UNIQUE") || strings.Contains(err.Error(), "duplicate key") {
 			return "", Token{}, fmt.Errorf("a token named %q exists already: revoke it or choose another name", name)
@@ -186,10 +251,10 @@ func (d *DB) Verify(ctx context.Context, bearer string, now time.Time) (Token, e
 		return Token{}, ErrUnknownToken
 	}
 	var t Token
-	var sum, src string
+	var sum, src, repos string
 	var created, used, revoked int64
-	err := d.db.QueryRowContext(ctx, d.q(`SELECT id, name, secret_sha256, identity_source, identity_id, created_at, last_used_at, revoked_at FROM {tokens} WHERE id = ?`), id).
-		Scan(&t.ID, &t.Name, &sum, &src, &t.Identity.ID, &created, &used, &revoked)
+	err := d.db.QueryRowContext(ctx, d.q(`SELECT id, name, secret_sha256, identity_source, identity_id, repositories, created_at, last_used_at, revoked_at FROM {tokens} WHERE id = ?`), id).
+		Scan(&t.ID, &t.Name, &sum, &src, &t.Identity.ID, &repos, &created, &used, &revoked)
 	if errors.Is(err, sql.ErrNoRows) {
 		digest(secret) // the same work as a known id, so timing tells nothing
 		return Token{}, ErrUnknownToken
@@ -201,6 +266,7 @@ func (d *DB) Verify(ctx context.Context, bearer string, now time.Time) (Token, e
 		return Token{}, ErrUnknownToken
 	}
 	t.Identity.Source = core.IdentitySource(src)
+	t.Repositories = splitRepositories(repos)
 	t.Created, t.LastUsed, t.Revoked = fromNanos(created), fromNanos(used), fromNanos(revoked)
 	if !t.Revoked.IsZero() {
 		return Token{}, ErrRevoked
@@ -215,7 +281,7 @@ func (d *DB) Verify(ctx context.Context, bearer string, now time.Time) (Token, e
 
 // List returns every token, revoked ones included, by name.
 func (d *DB) List(ctx context.Context) ([]Token, error) {
-	rows, err := d.db.QueryContext(ctx, d.q(`SELECT id, name, identity_source, identity_id, created_at, last_used_at, revoked_at FROM {tokens} ORDER BY name`))
+	rows, err := d.db.QueryContext(ctx, d.q(`SELECT id, name, identity_source, identity_id, repositories, created_at, last_used_at, revoked_at FROM {tokens} ORDER BY name`))
 	if err != nil {
 		return nil, fmt.Errorf("agent store %s: %w", d.path, err)
 	}
@@ -223,12 +289,13 @@ func (d *DB) List(ctx context.Context) ([]Token, error) {
 	var out []Token
 	for rows.Next() {
 		var t Token
-		var src string
+		var src, repos string
 		var created, used, revoked int64
-		if err := rows.Scan(&t.ID, &t.Name, &src, &t.Identity.ID, &created, &used, &revoked); err != nil {
+		if err := rows.Scan(&t.ID, &t.Name, &src, &t.Identity.ID, &repos, &created, &used, &revoked); err != nil {
 			return nil, err
 		}
 		t.Identity.Source = core.IdentitySource(src)
+		t.Repositories = splitRepositories(repos)
 		t.Created, t.LastUsed, t.Revoked = fromNanos(created), fromNanos(used), fromNanos(revoked)
 		out = append(out, t)
 	}

@@ -2,6 +2,7 @@ package agentstore
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"path/filepath"
 	"strings"
@@ -53,7 +54,7 @@ func testTokensAreStoredHashedAndRevocable(t *testing.T, d *DB) {
 	if err != nil || id.Source != core.SourceAWSPrincipal || id.ID != "arn:aws:iam::123456789012:role/kafka-scaling-agent" {
 		t.Fatalf("ParseIdentity: %+v %v", id, err)
 	}
-	secret, tok, err := d.Create(ctx, "kafka-agent", id, now)
+	secret, tok, err := d.Create(ctx, "kafka-agent", id, []string{"acme/infra"}, now)
 	if err != nil || !strings.HasPrefix(secret, "parley_"+tok.ID+"_") {
 		t.Fatalf("Create: %q %+v %v", secret, tok, err)
 	}
@@ -72,11 +73,11 @@ func testTokensAreStoredHashedAndRevocable(t *testing.T, d *DB) {
 			t.Errorf("Verify(%q) = %v, want ErrUnknownToken", bad, err)
 		}
 	}
-	if _, _, err := d.Create(ctx, "kafka-agent", id, now); err == nil || !strings.Contains(err.Error(), "exists already") {
+	if _, _, err := d.Create(ctx, "kafka-agent", id, []string{"acme/infra"}, now); err == nil || !strings.Contains(err.Error(), "exists already") {
 		t.Fatalf("a second token of the same name: %v", err)
 	}
 	for _, name := range []string{"", "-x", "a b", strings.Repeat("a", 64)} {
-		if _, _, err := d.Create(ctx, name, id, now); err == nil {
+		if _, _, err := d.Create(ctx, name, id, []string{"acme/infra"}, now); err == nil {
 			t.Errorf("name %q accepted", name)
 		}
 	}
@@ -98,6 +99,106 @@ func testTokensAreStoredHashedAndRevocable(t *testing.T, d *DB) {
 			t.Errorf("ParseIdentity(%q) accepted", bad)
 		}
 	}
+}
+
+// TestTokensNameTheirRepositories: a token acts only on the repositories it was made for; one
+// made before tokens named them (its row migrated from the first schema, on each engine) keeps
+// working only where the server serves a single repository, and is refused elsewhere saying what
+// to do.
+func TestTokensNameTheirRepositories(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
+	id := core.Identity{Source: core.SourceKubeUser, ID: "system:serviceaccount:ops:scaler"}
+	check := func(t *testing.T, d *DB, migrate func() (*DB, error)) {
+		secret, tok, err := d.Create(ctx, "scaler", id, []string{"acme/prod-eu", "Acme/Prod-EU", "acme/infra"}, now)
+		if err != nil || len(tok.Repositories) != 2 {
+			t.Fatalf("Create: %+v %v", tok, err)
+		}
+		got, err := d.Verify(ctx, secret, now)
+		if err != nil || strings.Join(got.Repositories, ",") != "acme/prod-eu,acme/infra" {
+			t.Fatalf("Verify: %+v %v", got, err)
+		}
+		if err := got.MayActOn("ACME/infra", nil); err != nil {
+			t.Errorf("its own repository: %v", err)
+		}
+		if err := got.MayActOn("acme/prod-us", []string{"acme/prod-us"}); !errors.Is(err, ErrRepositoryNotAllowed) || !strings.Contains(err.Error(), "may act on acme/prod-eu, acme/infra, not acme/prod-us") {
+			t.Errorf("another repository: %v", err)
+		}
+		for _, bad := range [][]string{nil, {"infra"}, {"acme/infra,acme/x"}, {"acme/"}} {
+			if _, _, err := d.Create(ctx, "bad", id, bad, now); err == nil {
+				t.Errorf("repositories %q accepted", bad)
+			}
+		}
+		// A token from before this version: its row has no repositories.
+		old, err := migrate()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts, err := old.List(ctx)
+		var legacy Token
+		for _, tk := range ts {
+			if tk.Name == "old-agent" {
+				legacy = tk
+			}
+		}
+		if err != nil || legacy.Name == "" || len(legacy.Repositories) != 0 {
+			t.Fatalf("the old token after the migration: %+v %v", ts, err)
+		}
+		if err := legacy.MayActOn("acme/infra", []string{"acme/infra"}); err != nil {
+			t.Errorf("an old token where the server serves one repository: %v", err)
+		}
+		err = legacy.MayActOn("acme/infra", []string{"acme/infra", "acme/prod-eu"})
+		if !errors.Is(err, ErrRepositoryNotAllowed) || !strings.Contains(err.Error(), "made before tokens named their repositories") || !strings.Contains(err.Error(), "--repository acme/infra") {
+			t.Errorf("an old token where the server serves two: %v", err)
+		}
+	}
+	oldToken := `INSERT INTO {tokens} (id, name, secret_sha256, identity_source, identity_id, created_at) VALUES ('0123456789abcdef', 'old-agent', 'x', 'k8s-user', 'bob', 1)`
+	t.Run("sqlite", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "agents.db")
+		d, err := Open(ctx, filepath.Join(t.TempDir(), "new.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close()
+		check(t, d, func() (*DB, error) {
+			raw, err := sql.Open("sqlite", "file:"+path)
+			if err != nil {
+				return nil, err
+			}
+			if err := sqldb.MigrateSQLite(ctx, raw, path, sqliteMigrations[:1]); err != nil {
+				return nil, err
+			}
+			if _, err := raw.ExecContext(ctx, (&DB{}).q(oldToken)); err != nil {
+				return nil, err
+			}
+			raw.Close()
+			db, err := Open(ctx, path)
+			if err == nil {
+				t.Cleanup(func() { db.Close() })
+			}
+			return db, err
+		})
+	})
+	t.Run("postgres", func(t *testing.T) {
+		dsn := pgtest.DSN(t)
+		pool, db, err := sqldb.OpenPostgres(ctx, dsn, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pool.Close()
+		defer db.Close()
+		if err := sqldb.MigratePostgres(ctx, db, "agentstore", postgresMigrations[:1]); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.ExecContext(ctx, (&DB{engine: sqldb.Postgres}).q(oldToken)); err != nil {
+			t.Fatal(err)
+		}
+		d, err := OpenPostgres(ctx, db, sqldb.Redact(dsn))
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, d, func() (*DB, error) { return d, nil })
+	})
 }
 
 func TestProposalsAreLoggedOncePerIdempotencyKey(t *testing.T) {

@@ -202,6 +202,86 @@ func TestRenderRoutes(t *testing.T) {
 	}
 }
 
+// TestRenderEventSecrets: a cluster's or AWS account's eventSecret is mounted as a file and named
+// to parley serve in PARLEY_CLUSTER_EVENT_SECRET_FILES / PARLEY_AWS_ACCOUNT_EVENT_SECRET_FILES, the
+// form app/config reads; without any, there is neither the volume nor the variables.
+func TestRenderEventSecrets(t *testing.T) {
+	type deployment struct {
+		Spec struct {
+			Template struct {
+				Spec struct {
+					Containers []struct {
+						Env          []struct{ Name, Value string }
+						VolumeMounts []struct{ Name, MountPath string }
+					}
+					Volumes []struct {
+						Name      string
+						Projected *struct {
+							Sources []struct {
+								Secret struct {
+									Name  string
+									Items []struct{ Key, Path string }
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	decode := func(vals map[string]any) (deployment, map[string]string) {
+		t.Helper()
+		out, err := render(t, vals)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var dep deployment
+		if err := yaml.Unmarshal([]byte(out["parley/templates/deployment.yaml"]), &dep); err != nil {
+			t.Fatal(err)
+		}
+		env := map[string]string{}
+		for _, e := range dep.Spec.Template.Spec.Containers[0].Env {
+			env[e.Name] = e.Value
+		}
+		return dep, env
+	}
+	dep, env := decode(good)
+	if env["PARLEY_CLUSTER_EVENT_SECRET_FILES"] != "" || len(dep.Spec.Template.Spec.Volumes) != 2 {
+		t.Errorf("no event secrets, yet %q and volumes %+v", env["PARLEY_CLUSTER_EVENT_SECRET_FILES"], dep.Spec.Template.Spec.Volumes)
+	}
+	dep, env = decode(map[string]any{
+		"github": map[string]any{"appID": 12345},
+		"gitops": map[string]any{
+			"clusters": map[string]any{
+				"prod-eu": map[string]any{"repository": "acme/prod-eu", "eventSecret": map[string]any{"name": "parley-prod-eu"}},
+				"prod-us": map[string]any{"repository": "acme/prod-us"},
+			},
+			"awsAccounts": map[string]any{"123456789012": map[string]any{"repository": "acme/infra", "eventSecret": map[string]any{"name": "parley-aws", "key": "token"}}},
+		},
+	})
+	if env["PARLEY_CLUSTER_EVENT_SECRET_FILES"] != "prod-eu=/etc/parley/event-secrets/cluster/prod-eu" ||
+		env["PARLEY_AWS_ACCOUNT_EVENT_SECRET_FILES"] != "123456789012=/etc/parley/event-secrets/aws-account/123456789012" {
+		t.Errorf("env %q / %q", env["PARLEY_CLUSTER_EVENT_SECRET_FILES"], env["PARLEY_AWS_ACCOUNT_EVENT_SECRET_FILES"])
+	}
+	mounted := false
+	for _, m := range dep.Spec.Template.Spec.Containers[0].VolumeMounts {
+		mounted = mounted || (m.Name == "event-secrets" && m.MountPath == "/etc/parley/event-secrets")
+	}
+	var sources []string
+	for _, v := range dep.Spec.Template.Spec.Volumes {
+		if v.Name == "event-secrets" && v.Projected != nil {
+			for _, s := range v.Projected.Sources {
+				for _, i := range s.Secret.Items {
+					sources = append(sources, s.Secret.Name+":"+i.Key+"->"+i.Path)
+				}
+			}
+		}
+	}
+	if !mounted || strings.Join(sources, ",") != "parley-aws:token->aws-account/123456789012,parley-prod-eu:event-secret->cluster/prod-eu" {
+		t.Errorf("mounted %v, sources %v", mounted, sources)
+	}
+}
+
 // TestRenderReplicasNeedPostgreSQL: more than one replica is refused on the SQLite store, and
 // with the PostgreSQL store renders that many replicas updated one by one, the store's URL from
 // its Secret, no volume claim, and a PodDisruptionBudget.

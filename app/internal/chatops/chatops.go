@@ -1,10 +1,17 @@
 package chatops
 
 import (
+	"bytes"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/yuin/goldmark"
+	"github.com/yuin/goldmark/ast"
+	"github.com/yuin/goldmark/extension"
+	east "github.com/yuin/goldmark/extension/ast"
+	"github.com/yuin/goldmark/text"
 
 	"github.com/parleyhq/parley/core"
 )
@@ -156,54 +163,92 @@ func (e *Error) Error() string { return fmt.Sprintf("line %d: %s: %s", e.Line, e
 // Parse reads every command in a comment body. Lines that are not commands are ignored; lines that
 // start with /parley but are malformed are returned as errors, each naming the line and the reason,
 // so the bot can answer them.
+//
+// The body is read as GitHub renders it: goldmark (CommonMark with GitHub's extensions) parses it,
+// and only the lines of top-level paragraphs are commands. What a reader does not see as a line of
+// plain text - HTML (an HTML comment opened mid-line included), block quotes with their lazy
+// continuation lines, code, list items, headings, tables and struck-out text - never is, so
+// nothing hidden or quoted in a comment can run.
 func Parse(body string) ([]Command, []*Error) {
+	src := []byte(strings.ReplaceAll(body, "\r\n", "\n"))
+	doc := goldmark.New(goldmark.WithExtensions(extension.GFM)).Parser().Parse(text.NewReader(src))
 	var cmds []Command
 	var errs []*Error
-	var fence string // the open fence marker ("```" or "~~~" run), "" outside code
-	inComment := false
-	lines := strings.Split(strings.ReplaceAll(body, "\r\n", "\n"), "\n")
-	for i, raw := range lines {
-		lineNo := i + 1
-		indent, rest := splitIndent(raw)
-		if inComment {
-			if strings.Contains(raw, "-->") {
-				inComment = false
+	for n := doc.FirstChild(); n != nil; n = n.NextSibling() {
+		if n.Kind() != ast.KindParagraph {
+			continue
+		}
+		for _, l := range paragraphLines(n, src) {
+			if !isCommandLine(l.text) {
+				continue
 			}
-			continue
-		}
-		if fence != "" {
-			if indent < 4 && strings.HasPrefix(rest, fence) && strings.Trim(rest, string(fence[0])+" \t") == "" {
-				fence = ""
+			cmd, err := parseLine(strings.TrimRight(l.text, " \t"), l.line)
+			if err != nil {
+				errs = append(errs, err)
+				continue
 			}
-			continue
+			cmds = append(cmds, cmd)
 		}
-		if indent >= 4 {
-			continue // indented code block
-		}
-		if f := openingFence(rest); f != "" {
-			fence = f
-			continue
-		}
-		if strings.HasPrefix(rest, "<!--") {
-			if !strings.Contains(rest[4:], "-->") {
-				inComment = true
-			}
-			continue
-		}
-		if strings.HasPrefix(rest, ">") {
-			continue
-		}
-		if !isCommandLine(rest) {
-			continue
-		}
-		cmd, err := parseLine(strings.TrimRight(rest, " \t"), lineNo)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		cmds = append(cmds, cmd)
 	}
 	return cmds, errs
+}
+
+// renderedLine is one line of a paragraph as a reader sees it.
+type renderedLine struct {
+	line  int    // 1-based line of the body where it starts
+	text  string // its text, markup and HTML left out, backslash escapes kept for the tokenizer
+	plain bool   // it starts with plain text, not HTML, emphasis, a link or code
+}
+
+// paragraphLines splits a paragraph into its rendered lines: a line ends at a soft or hard line
+// break. Raw HTML and code spans add no text (a line break inside them is none a reader sees), nor
+// does struck-out text; only lines that start with plain text are returned.
+func paragraphLines(p ast.Node, src []byte) []renderedLine {
+	var out []renderedLine
+	var cur *renderedLine
+	lastLine := 1
+	flush := func() {
+		if cur != nil && cur.plain {
+			out = append(out, *cur)
+		}
+		cur = nil
+	}
+	// begin starts a line at n unless one is open; offset is n's place in src, -1 when n has none
+	// of its own (the line is then counted from the last text seen).
+	begin := func(n ast.Node, offset int) {
+		if offset >= 0 {
+			lastLine = 1 + bytes.Count(src[:offset], []byte("\n"))
+		}
+		if cur == nil {
+			cur = &renderedLine{line: lastLine, plain: n.Kind() == ast.KindText && n.Parent() == p}
+		}
+	}
+	var walk func(n ast.Node)
+	walk = func(n ast.Node) {
+		for c := n.FirstChild(); c != nil; c = c.NextSibling() {
+			switch c := c.(type) {
+			case *ast.Text:
+				begin(c, c.Segment.Start)
+				cur.text += string(c.Segment.Value(src))
+				if c.SoftLineBreak() || c.HardLineBreak() {
+					flush()
+				}
+			case *ast.String:
+				begin(c, -1)
+				cur.text += string(c.Value)
+			case *ast.AutoLink:
+				begin(c, -1)
+				cur.text += string(c.Label(src))
+			case *ast.RawHTML, *ast.CodeSpan, *east.Strikethrough:
+				begin(c, -1)
+			default:
+				walk(c)
+			}
+		}
+	}
+	walk(p)
+	flush()
+	return out
 }
 
 // isCommandLine reports whether a line starts with the /parley word.
@@ -212,37 +257,6 @@ func isCommandLine(s string) bool {
 		return false
 	}
 	return len(s) == len("/parley") || s[len("/parley")] == ' ' || s[len("/parley")] == '\t'
-}
-
-// splitIndent returns the indentation width (a tab counts as 4) and the rest of the line.
-func splitIndent(s string) (int, string) {
-	w := 0
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case ' ':
-			w++
-		case '\t':
-			w += 4 - w%4
-		default:
-			return w, s[i:]
-		}
-	}
-	return w, ""
-}
-
-// openingFence returns the fence marker if s opens a fenced code block (CommonMark: three or more
-// backticks or tildes).
-func openingFence(s string) string {
-	for _, c := range []byte{'`', '~'} {
-		n := 0
-		for n < len(s) && s[n] == c {
-			n++
-		}
-		if n >= 3 {
-			return s[:n]
-		}
-	}
-	return ""
 }
 
 func parseLine(text string, line int) (Command, *Error) {

@@ -78,6 +78,33 @@ func TestIgnoredContexts(t *testing.T) {
 	}
 }
 
+// TestHiddenCommandsDoNotRun: text GitHub does not show as a line of a paragraph is never a
+// command. Each of these ran on the line-by-line reader this package had before it read Markdown.
+func TestHiddenCommandsDoNotRun(t *testing.T) {
+	for name, body := range map[string]string{
+		"an HTML comment opened mid-line":       "Looks good <!-- hidden\n/parley override " + replicas + ` reason="x"` + "\n-->",
+		"an HTML comment opened after a tag":    "<b>ok</b><!--\n/parley hold\n-->",
+		"a lazy continuation line of a quote":   "> dana said:\n/parley hold",
+		"a quote's lazy line after a blank one": "> a\n>\n> b\n/parley hold",
+		"an HTML block":                         "<details>\n/parley hold\n</details>",
+		"a list item":                           "- /parley hold",
+		"a heading":                             "# /parley hold",
+		"struck out":                            "~~/parley hold~~",
+		"a code span over lines":                "`x\n/parley hold`",
+		"a link's text":                         "[/parley hold](https://example.com)",
+		"a setext heading":                      "/parley hold\n===",
+	} {
+		if cmds, errs := Parse(body); len(cmds) != 0 || len(errs) != 0 {
+			t.Errorf("%s: %q gave commands %+v, errors %v; want none", name, body, cmds, errs)
+		}
+	}
+	// What GitHub does show still runs, on the line it is written on.
+	cmds, errs := Parse("<!-- a note -->\n/parley hold\n\n> quoted\n\nafter <!-- x --> the quote\n/parley recheck")
+	if len(errs) != 0 || len(cmds) != 2 || cmds[0].Line != 2 || cmds[1].Verb != VerbRecheck || cmds[1].Line != 7 {
+		t.Errorf("visible commands: %+v %v", cmds, errs)
+	}
+}
+
 func TestParseErrors(t *testing.T) {
 	cases := map[string]string{
 		"/parley":                                           "missing command",
@@ -140,6 +167,8 @@ func FuzzParse(f *testing.F) {
 	f.Add("```\n/parley hold\n```\n/parley recheck")
 	f.Add("/parley override " + replicas + ` reason="a \"b\""`)
 	f.Add("<!--\n/parley hold\n-->\n> /parley x\n/parley why tf:.//a.b#/c")
+	f.Add("ok <!-- hidden\n/parley hold\n-->\n> quote\n/parley hold")
+	f.Add("<b>x</b> `a\n/parley hold` [/parley hold](u)\n/parley recheck  \n/parley help\\\n/parley why " + replicas)
 	f.Fuzz(func(t *testing.T, body string) {
 		cmds, errs := Parse(body)
 		lines := strings.Count(strings.ReplaceAll(body, "\r\n", "\n"), "\n") + 1

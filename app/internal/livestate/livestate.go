@@ -1,8 +1,13 @@
 // Package livestate keeps what people tell Parley on pull requests: claims and yields made with
 // /parley commands, overrides, and holds. It is a small SQLite database beside the delivery store;
-// every command is recorded once (keyed by its comment and line), so a redelivered or edited
-// comment never applies a command twice. With several replicas of parley serve it lives in their
-// shared PostgreSQL database instead (OpenPostgres).
+// with several replicas of parley serve it lives in their shared PostgreSQL database instead
+// (OpenPostgres).
+//
+// A comment's commands are kept as its author last wrote them (ApplyComment): an edit that drops a
+// command, or the comment's deletion, withdraws it; a redelivered or edited comment never applies a
+// command twice. Versions are ordered by GitHub's timestamps, not by when deliveries arrive, so an
+// old version delivered late changes nothing. Every command is bound to the pull request's head
+// commit it was given for: ForPR replays only those given for the head being judged.
 package livestate
 
 import (
@@ -11,6 +16,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 
 	_ "modernc.org/sqlite" // the pure-Go SQLite driver, registered as "sqlite"
@@ -39,6 +45,11 @@ CREATE INDEX IF NOT EXISTS commands_pr ON commands (repo, pr);`,
 	`CREATE TABLE judged (
 	repo TEXT NOT NULL, pr INTEGER NOT NULL, head TEXT NOT NULL, title TEXT NOT NULL, at TEXT NOT NULL, verdicts TEXT NOT NULL,
 	PRIMARY KEY (repo, pr));`,
+	// Commands recorded before this migration name no head commit, so they apply to none: an
+	// override must be given again for the commit it is meant for.
+	`ALTER TABLE commands ADD COLUMN head TEXT NOT NULL DEFAULT '';
+CREATE TABLE comments (repo TEXT NOT NULL, comment INTEGER NOT NULL, at_ns INTEGER NOT NULL, deleted INTEGER NOT NULL DEFAULT 0,
+	PRIMARY KEY (repo, comment));`,
 }
 
 // postgresMigrations are the schema on PostgreSQL, applied in order (sqldb.MigratePostgres). Never
@@ -53,6 +64,9 @@ CREATE INDEX livestate_commands_pr ON livestate_commands (repo, pr);`,
 	`CREATE TABLE livestate_judged (
 	repo TEXT NOT NULL, pr BIGINT NOT NULL, head TEXT NOT NULL, title TEXT NOT NULL, at TEXT NOT NULL, verdicts TEXT NOT NULL,
 	PRIMARY KEY (repo, pr));`,
+	`ALTER TABLE livestate_commands ADD COLUMN head TEXT NOT NULL DEFAULT '';
+CREATE TABLE livestate_comments (repo TEXT NOT NULL, comment BIGINT NOT NULL, at_ns BIGINT NOT NULL, deleted INTEGER NOT NULL DEFAULT 0,
+	PRIMARY KEY (repo, comment));`,
 }
 
 // OpenPostgres uses the shared PostgreSQL database db (several replicas of parley serve),
@@ -169,76 +183,237 @@ type Command struct {
 	Field         core.Field // for claims and overrides
 	Claim         core.Claim // for claims
 	Actor, Reason string
-	At            time.Time
+	// Head is the pull request's head commit the command was given for; it applies to no other.
+	Head string
+	// At is when GitHub says the comment was written (created_at, or updated_at once edited).
+	At time.Time
 }
 
-// Record stores a command; it reports false when the same command (same comment, line and text)
-// was recorded before.
-func (d *DB) Record(ctx context.Context, c Command) (bool, error) {
-	var claim []byte
-	if c.Kind == KindClaim {
-		var err error
-		if claim, err = json.Marshal(c.Claim); err != nil {
-			return false, fmt.Errorf("encode claim: %w", err)
+// Comment is one version of a comment, as a delivery shows it.
+type Comment struct {
+	Repo    string
+	PR      int
+	ID      int64
+	At      time.Time // GitHub's created_at, or updated_at for an edit
+	Deleted bool
+}
+
+// Applied is what ApplyComment changed.
+type Applied struct {
+	// Stale: a newer version of the comment (or its deletion) was applied before this one, which
+	// therefore changed nothing.
+	Stale     bool
+	Added     []Command
+	Withdrawn []Command
+}
+
+// Changed reports whether the commands in force changed.
+func (a Applied) Changed() bool { return len(a.Added)+len(a.Withdrawn) > 0 }
+
+func (d *DB) commentsTable() string {
+	if d.engine == sqldb.Postgres {
+		return "livestate_comments"
+	}
+	return "comments"
+}
+
+// ApplyComment makes cmds the commands in force from comment c, which they must all name: a
+// command already recorded from it with the same text stays as it was recorded (its head commit
+// and time), new ones are added and the others withdrawn. A version of the comment older than one
+// applied before, or any version after its deletion, is stale and changes nothing.
+func (d *DB) ApplyComment(ctx context.Context, c Comment, cmds []Command) (Applied, error) {
+	fail := func(err error) (Applied, error) {
+		return Applied{}, fmt.Errorf("apply comment %d on %s#%d: %w", c.ID, c.Repo, c.PR, err)
+	}
+	for _, cmd := range cmds {
+		if cmd.Repo != c.Repo || cmd.PR != c.PR || cmd.Comment != c.ID {
+			return fail(fmt.Errorf("command %q names comment %d on %s#%d", cmd.Text, cmd.Comment, cmd.Repo, cmd.PR))
 		}
 	}
-	field := ""
-	if !c.Field.IsZero() {
-		field = c.Field.String()
-	}
-	res, err := d.db.ExecContext(ctx, sqldb.Rebind(d.engine, `INSERT INTO `+d.table()+` (repo, pr, comment, line, text, kind, field, claim, actor, reason, at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`), c.Repo, c.PR, c.Comment, c.Line, c.Text, string(c.Kind), field, string(claim),
-		c.Actor, c.Reason, c.At.UTC().Format(time.RFC3339Nano))
+	tx, err := d.db.BeginTx(ctx, nil)
 	if err != nil {
-		return false, fmt.Errorf("record command on %s#%d: %w", c.Repo, c.PR, err)
+		return fail(err)
 	}
-	n, err := res.RowsAffected()
-	return n == 1, err
+	defer func() { _ = tx.Rollback() }()
+	q := func(s string) string { return sqldb.Rebind(d.engine, s) }
+	// The comment's row is made first and then read for update, so that on PostgreSQL two replicas
+	// applying versions of one comment take turns (SQLite has one connection).
+	if _, err := tx.ExecContext(ctx, q(`INSERT INTO `+d.commentsTable()+` (repo, comment, at_ns, deleted) VALUES (?, ?, ?, 0) ON CONFLICT DO NOTHING`),
+		c.Repo, c.ID, int64(-1)); err != nil {
+		return fail(err)
+	}
+	lock := ""
+	if d.engine == sqldb.Postgres {
+		lock = " FOR UPDATE"
+	}
+	var atNs, deleted int64
+	if err := tx.QueryRowContext(ctx, q(`SELECT at_ns, deleted FROM `+d.commentsTable()+` WHERE repo = ? AND comment = ?`+lock), c.Repo, c.ID).
+		Scan(&atNs, &deleted); err != nil {
+		return fail(err)
+	}
+	if deleted != 0 || atNs > c.At.UnixNano() {
+		return Applied{Stale: true}, nil
+	}
+	old, err := d.commentCommands(ctx, tx, c)
+	if err != nil {
+		return fail(err)
+	}
+	var out Applied
+	kept := make([]bool, len(old))
+	for _, cmd := range cmds {
+		found := false
+		for i, o := range old {
+			if !kept[i] && o.Text == cmd.Text {
+				kept[i], found = true, true
+				break
+			}
+		}
+		if !found {
+			out.Added = append(out.Added, cmd)
+		}
+	}
+	for i, o := range old {
+		if kept[i] {
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, q(`DELETE FROM `+d.table()+` WHERE repo = ? AND pr = ? AND comment = ? AND line = ? AND text = ?`),
+			o.Repo, o.PR, o.Comment, o.Line, o.Text); err != nil {
+			return fail(err)
+		}
+		out.Withdrawn = append(out.Withdrawn, o)
+	}
+	for _, cmd := range out.Added {
+		var claim []byte
+		if cmd.Kind == KindClaim {
+			if claim, err = json.Marshal(cmd.Claim); err != nil {
+				return fail(fmt.Errorf("encode claim: %w", err))
+			}
+		}
+		field := ""
+		if !cmd.Field.IsZero() {
+			field = cmd.Field.String()
+		}
+		if _, err := tx.ExecContext(ctx, q(`INSERT INTO `+d.table()+` (repo, pr, comment, line, text, kind, field, claim, actor, reason, head, at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`), cmd.Repo, cmd.PR, cmd.Comment, cmd.Line, cmd.Text, string(cmd.Kind), field, string(claim),
+			cmd.Actor, cmd.Reason, cmd.Head, cmd.At.UTC().Format(time.RFC3339Nano)); err != nil {
+			return fail(err)
+		}
+	}
+	del := int64(0)
+	if c.Deleted {
+		del = 1
+	}
+	if _, err := tx.ExecContext(ctx, q(`UPDATE `+d.commentsTable()+` SET at_ns = ?, deleted = ? WHERE repo = ? AND comment = ?`),
+		c.At.UnixNano(), del, c.Repo, c.ID); err != nil {
+		return fail(err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fail(err)
+	}
+	return out, nil
 }
 
-// PR is the live state of one pull request, as its commands left it.
+// CommentCommands returns the commands in force from comment c.
+func (d *DB) CommentCommands(ctx context.Context, c Comment) ([]Command, error) {
+	cmds, err := d.commentCommands(ctx, d.db, c)
+	if err != nil {
+		return nil, fmt.Errorf("commands of comment %d on %s#%d: %w", c.ID, c.Repo, c.PR, err)
+	}
+	return cmds, nil
+}
+
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+func (d *DB) commentCommands(ctx context.Context, q querier, c Comment) ([]Command, error) {
+	return d.read(ctx, q, `WHERE repo = ? AND pr = ? AND comment = ?`, c.Repo, c.PR, c.ID)
+}
+
+// read returns the commands a WHERE clause selects, in the order GitHub wrote them.
+func (d *DB) read(ctx context.Context, q querier, where string, args ...any) ([]Command, error) {
+	rows, err := q.QueryContext(ctx, sqldb.Rebind(d.engine, `SELECT repo, pr, comment, line, text, kind, field, claim, actor, reason, head, at FROM `+
+		d.table()+` `+where), args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Command
+	for rows.Next() {
+		var c Command
+		var kind, field, claim, at string
+		if err := rows.Scan(&c.Repo, &c.PR, &c.Comment, &c.Line, &c.Text, &kind, &field, &claim, &c.Actor, &c.Reason, &c.Head, &at); err != nil {
+			return nil, err
+		}
+		c.Kind = Kind(kind)
+		if c.At, err = time.Parse(time.RFC3339Nano, at); err != nil {
+			return nil, fmt.Errorf("command %q: time %q: %w", c.Text, at, err)
+		}
+		if field != "" {
+			if c.Field, err = core.ParseField(field); err != nil {
+				return nil, fmt.Errorf("command %q: %w", c.Text, err)
+			}
+		}
+		if c.Kind == KindClaim {
+			if err := json.Unmarshal([]byte(claim), &c.Claim); err != nil {
+				return nil, fmt.Errorf("command %q: decode claim: %w", c.Text, err)
+			}
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	// Sorted here rather than by SQL: the times are text, and RFC 3339 with fractions of a second
+	// does not sort as text.
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if !a.At.Equal(b.At) {
+			return a.At.Before(b.At)
+		}
+		if a.Comment != b.Comment {
+			return a.Comment < b.Comment
+		}
+		return a.Line < b.Line
+	})
+	return out, nil
+}
+
+// PR is the live state of one pull request at one head commit, as its commands left it.
 type PR struct {
 	Claims    []core.Claim           // the latest claim per field and actor
 	Overrides map[core.Field]Command // the latest override per field
 	Held      bool
 	HeldBy    string
+	// OtherHeads are the latest override per field given for another head commit: they do not
+	// apply, and the verdict says which commit they were for.
+	OtherHeads map[core.Field]Command
 }
 
-// ForPR replays the commands of a pull request in order.
-func (d *DB) ForPR(ctx context.Context, repo string, pr int) (PR, error) {
-	rows, err := d.db.QueryContext(ctx, sqldb.Rebind(d.engine, `SELECT comment, line, text, kind, field, claim, actor, reason, at FROM `+d.table()+`
-		WHERE repo = ? AND pr = ? ORDER BY at, comment, line`), repo, pr)
+// ForPR replays, in the order GitHub timestamped them, the commands of a pull request given for
+// its head commit head; commands given for any other commit do not apply.
+func (d *DB) ForPR(ctx context.Context, repo string, pr int, head string) (PR, error) {
+	cmds, err := d.read(ctx, d.db, `WHERE repo = ? AND pr = ?`, repo, pr)
 	if err != nil {
 		return PR{}, fmt.Errorf("live state of %s#%d: %w", repo, pr, err)
 	}
-	defer rows.Close()
-	out := PR{Overrides: map[core.Field]Command{}}
+	out := PR{Overrides: map[core.Field]Command{}, OtherHeads: map[core.Field]Command{}}
 	latest := map[string]int{}
-	for rows.Next() {
-		var c Command
-		var kind, field, claim, at string
-		if err := rows.Scan(&c.Comment, &c.Line, &c.Text, &kind, &field, &claim, &c.Actor, &c.Reason, &at); err != nil {
-			return PR{}, err
-		}
-		c.Kind, c.Repo, c.PR = Kind(kind), repo, pr
-		c.At, _ = time.Parse(time.RFC3339Nano, at)
-		if field != "" {
-			if c.Field, err = core.ParseField(field); err != nil {
-				return PR{}, fmt.Errorf("live state of %s#%d: %w", repo, pr, err)
+	for _, c := range cmds {
+		if c.Head != head {
+			if c.Kind == KindOverride {
+				out.OtherHeads[c.Field] = c
 			}
+			continue
 		}
 		switch c.Kind {
 		case KindClaim:
-			var cl core.Claim
-			if err := json.Unmarshal([]byte(claim), &cl); err != nil {
-				return PR{}, fmt.Errorf("live state of %s#%d: decode claim: %w", repo, pr, err)
-			}
 			key := c.Field.String() + " " + c.Actor
 			if i, ok := latest[key]; ok {
-				out.Claims[i] = cl
+				out.Claims[i] = c.Claim
 			} else {
 				latest[key] = len(out.Claims)
-				out.Claims = append(out.Claims, cl)
+				out.Claims = append(out.Claims, c.Claim)
 			}
 		case KindOverride:
 			out.Overrides[c.Field] = c
@@ -248,8 +423,8 @@ func (d *DB) ForPR(ctx context.Context, repo string, pr int) (PR, error) {
 			out.Held, out.HeldBy = false, ""
 		}
 	}
-	if err := rows.Err(); err != nil {
-		return PR{}, err
+	for f := range out.Overrides {
+		delete(out.OtherHeads, f)
 	}
 	return out, nil
 }

@@ -56,19 +56,19 @@ func testRecordOnceAndReplay(t *testing.T, open func() (*DB, error)) {
 			Intent: core.IntentAvailability, At: at, Expires: at.Add(time.Hour)}
 	}
 	cmds := []Command{
-		{Repo: "acme/infra", PR: 7, Comment: 1, Line: 1, Text: "/parley claim ...=8", Kind: KindClaim, Field: f, Claim: claim(8, t0), Actor: "dana", At: t0},
-		{Repo: "acme/infra", PR: 7, Comment: 2, Line: 1, Text: "/parley claim ...=9", Kind: KindClaim, Field: f, Claim: claim(9, t0.Add(time.Minute)), Actor: "dana", At: t0.Add(time.Minute)},
-		{Repo: "acme/infra", PR: 7, Comment: 3, Line: 1, Text: "/parley hold", Kind: KindHold, Actor: "erin", At: t0.Add(2 * time.Minute)},
-		{Repo: "acme/infra", PR: 7, Comment: 4, Line: 2, Text: "/parley override", Kind: KindOverride, Field: f, Actor: "erin", Reason: "CR-12", At: t0.Add(3 * time.Minute)},
-		{Repo: "acme/infra", PR: 8, Comment: 5, Line: 1, Text: "/parley hold", Kind: KindHold, Actor: "erin", At: t0},
+		{Repo: "acme/infra", PR: 7, Comment: 1, Line: 1, Text: "/parley claim ...=8", Kind: KindClaim, Field: f, Claim: claim(8, t0), Actor: "dana", Head: "aaa", At: t0},
+		{Repo: "acme/infra", PR: 7, Comment: 2, Line: 1, Text: "/parley claim ...=9", Kind: KindClaim, Field: f, Claim: claim(9, t0.Add(time.Minute)), Actor: "dana", Head: "aaa", At: t0.Add(time.Minute)},
+		{Repo: "acme/infra", PR: 7, Comment: 3, Line: 1, Text: "/parley hold", Kind: KindHold, Actor: "erin", Head: "aaa", At: t0.Add(2 * time.Minute)},
+		{Repo: "acme/infra", PR: 7, Comment: 4, Line: 2, Text: "/parley override", Kind: KindOverride, Field: f, Actor: "erin", Reason: "CR-12", Head: "aaa", At: t0.Add(3 * time.Minute)},
+		{Repo: "acme/infra", PR: 8, Comment: 5, Line: 1, Text: "/parley hold", Kind: KindHold, Actor: "erin", Head: "ccc", At: t0},
 	}
 	for _, c := range cmds {
-		if ok, err := db.Record(ctx, c); !ok || err != nil {
-			t.Fatalf("record %s: %v %v", c.Text, ok, err)
+		if a, err := db.ApplyComment(ctx, Comment{Repo: c.Repo, PR: c.PR, ID: c.Comment, At: c.At}, []Command{c}); len(a.Added) != 1 || err != nil {
+			t.Fatalf("record %s: %+v %v", c.Text, a, err)
 		}
 	}
-	if ok, err := db.Record(ctx, cmds[0]); ok || err != nil {
-		t.Errorf("the same command recorded twice: %v %v", ok, err)
+	if a, err := db.ApplyComment(ctx, Comment{Repo: "acme/infra", PR: 7, ID: 1, At: t0}, cmds[:1]); a.Changed() || a.Stale || err != nil {
+		t.Errorf("the same command recorded twice: %+v %v", a, err)
 	}
 	db.Close()
 	db, err = open() // persisted
@@ -76,14 +76,14 @@ func testRecordOnceAndReplay(t *testing.T, open func() (*DB, error)) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	st, err := db.ForPR(ctx, "acme/infra", 7)
+	st, err := db.ForPR(ctx, "acme/infra", 7, "aaa")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(st.Claims) != 1 || st.Claims[0].Value.JSON() != "9" {
 		t.Errorf("the later claim by the same actor replaces the earlier: %+v", st.Claims)
 	}
-	if !st.Held || st.HeldBy != "erin" || st.Overrides[f].Reason != "CR-12" {
+	if !st.Held || st.HeldBy != "erin" || st.Overrides[f].Reason != "CR-12" || st.Overrides[f].Head != "aaa" {
 		t.Errorf("state %+v", st)
 	}
 	if got, _ := (Live{Claims: st.Claims}).Live(f, t0.Add(30*time.Minute)); len(got) != 1 {
@@ -92,8 +92,77 @@ func testRecordOnceAndReplay(t *testing.T, open func() (*DB, error)) {
 	if got, _ := (Live{Claims: st.Claims}).Live(f, t0.Add(2*time.Hour)); len(got) != 0 {
 		t.Errorf("an expired claim is not live: %v", got)
 	}
-	if st8, _ := db.ForPR(ctx, "acme/infra", 8); len(st8.Claims) != 0 || !st8.Held {
+	if st8, _ := db.ForPR(ctx, "acme/infra", 8, "ccc"); len(st8.Claims) != 0 || !st8.Held {
 		t.Errorf("pull requests are separate: %+v", st8)
+	}
+	// A new head commit is judged without the commands given for the old one; the override it
+	// does not take is named, with its commit.
+	st, err = db.ForPR(ctx, "acme/infra", 7, "bbb")
+	if err != nil || len(st.Claims) != 0 || st.Held || len(st.Overrides) != 0 || st.OtherHeads[f].Head != "aaa" {
+		t.Errorf("at another head: %+v %v", st, err)
+	}
+}
+
+// TestCommentVersions: a comment's commands are those of its newest version by GitHub's clock;
+// dropping a command or deleting the comment withdraws it, and an older version or one delivered
+// after the deletion changes nothing.
+func TestCommentVersions(t *testing.T) {
+	for name, open := range engines(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			db, err := open()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			f := core.K8sField("apps", "Deployment", "prod", "web", "/spec/replicas")
+			t0 := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
+			hold := Command{Repo: "acme/infra", PR: 7, Comment: 9, Line: 1, Text: "/parley hold", Kind: KindHold, Actor: "dana", Head: "aaa", At: t0}
+			override := Command{Repo: "acme/infra", PR: 7, Comment: 9, Line: 2, Text: "/parley override x", Kind: KindOverride, Field: f, Actor: "dana", Reason: "r", Head: "aaa", At: t0}
+			version := func(at time.Time, deleted bool, cmds ...Command) Applied {
+				t.Helper()
+				a, err := db.ApplyComment(ctx, Comment{Repo: "acme/infra", PR: 7, ID: 9, At: at, Deleted: deleted}, cmds)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return a
+			}
+			state := func() PR {
+				t.Helper()
+				st, err := db.ForPR(ctx, "acme/infra", 7, "aaa")
+				if err != nil {
+					t.Fatal(err)
+				}
+				return st
+			}
+			// The edit (10:02) arrives before the comment as first written (10:00).
+			if a := version(t0.Add(2*time.Minute), false, hold); len(a.Added) != 1 {
+				t.Fatalf("edit: %+v", a)
+			}
+			if a := version(t0, false, hold, override); !a.Stale || a.Changed() {
+				t.Errorf("an older version delivered late was applied: %+v", a)
+			}
+			if st := state(); !st.Held || len(st.Overrides) != 0 {
+				t.Errorf("after the late first version: %+v", st)
+			}
+			// Editing the hold away withdraws it.
+			if a := version(t0.Add(3*time.Minute), false, override); len(a.Added) != 1 || len(a.Withdrawn) != 1 || a.Withdrawn[0].Text != hold.Text {
+				t.Errorf("edit away: %+v", a)
+			}
+			if st := state(); st.Held || st.Overrides[f].Reason != "r" {
+				t.Errorf("after editing the hold away: %+v", st)
+			}
+			// Deleting the comment withdraws the rest, and nothing comes back after it.
+			if a := version(t0.Add(3*time.Minute), true); len(a.Withdrawn) != 1 {
+				t.Errorf("delete: %+v", a)
+			}
+			if a := version(t0.Add(4*time.Minute), false, hold); !a.Stale {
+				t.Errorf("a version after the deletion was applied: %+v", a)
+			}
+			if st := state(); st.Held || len(st.Overrides) != 0 {
+				t.Errorf("after the deletion: %+v", st)
+			}
+		})
 	}
 }
 
