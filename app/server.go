@@ -72,6 +72,11 @@ func (g *githubApp) Client(installation int64) (*github.Client, error) {
 	return c, nil
 }
 
+// BotLogin is the App's bot login, "<app-slug>[bot]": the author of Parley's own comments.
+func (g *githubApp) BotLogin(ctx context.Context) (string, error) {
+	return g.app.BotLogin(ctx, g.counter.Wrap(http.DefaultTransport))
+}
+
 // AppClient acts as the App itself, counted like every other call.
 func (g *githubApp) AppClient() (*github.Client, error) {
 	return g.app.AppClient(g.counter.Wrap(http.DefaultTransport))
