@@ -157,6 +157,9 @@ func LoadSnapshot(ctx context.Context, dir, branch, policyPath string, led Ledge
 // and a ledger check instead of reading and parsing the whole branch each time. The zero value is
 // ready; a nil *SnapshotCache caches nothing. Safe for concurrent use.
 type SnapshotCache struct {
+	// Helm is the Helm renderer the snapshots it loads discover with (Snapshot.Helm).
+	Helm gitops.HelmRenderer
+
 	mu     sync.Mutex
 	key    string // dir, branch, policy path and commit of the cached snapshot
 	files  map[string][]byte
@@ -191,7 +194,7 @@ func (c *SnapshotCache) Load(ctx context.Context, dir, branch, policyPath string
 			if pol == nil {
 				pol = cached
 			}
-			return Snapshot{Files: files, Git: led, Policy: pol, Head: hash.String(), HeadTime: headTime, Origin: origin, derive: d}, nil
+			return Snapshot{Files: files, Git: led, Policy: pol, Head: hash.String(), HeadTime: headTime, Origin: origin, Helm: c.Helm, derive: d}, nil
 		}
 	}
 	files, err := readTree(repo, hash)
@@ -205,6 +208,9 @@ func (c *SnapshotCache) Load(ctx context.Context, dir, branch, policyPath string
 		}
 	}
 	snap := Snapshot{Files: files, Git: led, Policy: pol, Head: hash.String(), HeadTime: headTime, Origin: origin, derive: &derived{}}
+	if c != nil {
+		snap.Helm = c.Helm
+	}
 	if c != nil && fromBranch {
 		c.mu.Lock()
 		c.key, c.files, c.policy, c.derive = key, files, pol, snap.derive
@@ -275,10 +281,15 @@ func (s Snapshot) gitClaim(f core.Field) (core.Claim, bool, error) {
 }
 
 func (s Snapshot) inventory() *gitops.Inventory {
-	if s.derive == nil {
-		inv, _ := gitops.DiscoverFrom(s.Files, s.Origin) // files it cannot read are skipped; parley discover shows them
+	// Files it cannot read and charts it cannot render (over the renderer's budget) are skipped;
+	// parley discover shows them. The renderer's own time budget bounds the rendering.
+	discover := func() *gitops.Inventory {
+		inv, _ := gitops.DiscoverWith(context.Background(), s.Files, gitops.Options{Origin: s.Origin, Helm: s.Helm})
 		return inv
 	}
-	s.derive.once.Do(func() { s.derive.inv, _ = gitops.DiscoverFrom(s.Files, s.Origin) })
+	if s.derive == nil {
+		return discover()
+	}
+	s.derive.once.Do(func() { s.derive.inv = discover() })
 	return s.derive.inv
 }

@@ -38,6 +38,9 @@ Configuration comes from an HCL file (--config) and then the environment, which 
 			if err != nil {
 				return usageErr(err)
 			}
+			if cfg.HelmWorker, err = helmWorker(); err != nil {
+				return err
+			}
 			log := slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: cfg.LogLevel}))
 			srv, err := app.NewServer(cmd.Context(), cfg, log)
 			if err != nil {
