@@ -138,20 +138,21 @@ func Evaluate(ctx context.Context, pr PullRequest, src Source, pol *policy.Polic
 			overPR = append(overPR, fc.Path)
 			continue
 		}
-		oldData, big, err := content(ctx, src, budget, from, oldPath, fc.Status != "added")
-		if err != nil {
-			return Result{}, fmt.Errorf("pull request #%d: read %s at merge base %s: %w", pr.Number, oldPath, short(from), err)
-		}
-		if big > 0 {
-			res.Problems = append(res.Problems, budget.FileTooLarge(oldPath+" (merge base)", big))
-			continue
-		}
+		// The head first: a file the pull request makes too large is named as it is now.
 		newData, big, err := content(ctx, src, budget, pr.HeadSHA, fc.Path, fc.Status != "removed")
 		if err != nil {
 			return Result{}, fmt.Errorf("pull request #%d: read %s at head %s: %w", pr.Number, fc.Path, short(pr.HeadSHA), err)
 		}
 		if big > 0 {
 			res.Problems = append(res.Problems, budget.FileTooLarge(fc.Path, big))
+			continue
+		}
+		oldData, big, err := content(ctx, src, budget, from, oldPath, fc.Status != "added")
+		if err != nil {
+			return Result{}, fmt.Errorf("pull request #%d: read %s at merge base %s: %w", pr.Number, oldPath, short(from), err)
+		}
+		if big > 0 {
+			res.Problems = append(res.Problems, budget.FileTooLarge(oldPath+" (at the merge base)", big))
 			continue
 		}
 		changes, err := fielddiff.Diff(fc.Path, oldData, newData)

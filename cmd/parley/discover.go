@@ -47,6 +47,7 @@ func newDiscoverCmd() *cobra.Command {
 	var dir, rev, object string
 	var asJSON, inProcess bool
 	render := gitops.HelmProcess{}
+	var budget core.Budget
 	cmd := &cobra.Command{
 		Use:   "discover [--repo DIR] [--rev REV] [--object OBJ]",
 		Short: "Show the Argo CD and Flux managers Parley finds in a GitOps repository, and where an object comes from",
@@ -95,7 +96,7 @@ read.`,
 				}
 				obj = f
 			}
-			files, _, err := reconcile.ReadFiles(dir, rev)
+			files, _, tooLarge, err := reconcile.ReadFilesWithin(dir, rev, budget)
 			if err != nil {
 				return usageErr(fmt.Errorf("--repo %s --rev %s: %w", dir, rev, err))
 			}
@@ -114,6 +115,7 @@ read.`,
 			if gitops.RepoKey(origin) != "" {
 				rep.Origin = origin
 			}
+			rep.Problems = append(rep.Problems, tooLarge...)
 			for _, p := range problems {
 				rep.Problems = append(rep.Problems, p.Error())
 			}
@@ -147,6 +149,7 @@ read.`,
 	cmd.Flags().DurationVar(&render.Timeout, "render-timeout", gitops.DefaultHelmTimeout, "the longest one chart may take to render")
 	cmd.Flags().Int64Var(&render.Memory, "render-memory", gitops.DefaultHelmMemory>>20, "the most memory one chart's rendering may use, in MiB")
 	cmd.Flags().IntVar(&render.Parallel, "render-parallel", gitops.DefaultHelmParallel, "how many charts render at once")
+	cmd.Flags().Int64Var(&budget.FileBytes, "max-file-size", core.DefaultBudget().FileBytes, "the largest file read, in bytes; a larger one is named in the problems and left out")
 	cmd.Flags().BoolVar(&inProcess, "render-in-process", false, "render charts in this process, without a time or memory budget (for trusted charts)")
 	return cmd
 }

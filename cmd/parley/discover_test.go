@@ -263,3 +263,18 @@ func TestDiscoverStopsALoopingChart(t *testing.T) {
 		t.Errorf("output lacks %q:\n%s", want, out)
 	}
 }
+
+func TestDiscoverNamesFilesAboveTheBudget(t *testing.T) {
+	dir, git := demoRepo(t)
+	writeFile(t, filepath.Join(dir, "k8s/prod/big.yaml"), "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: big\n  namespace: prod\ndata:\n  x: \""+strings.Repeat("x", 3000)+"\"\n")
+	git.Run("add", "-A")
+	git.Run("commit", "--quiet", "-m", "A large file")
+	code, out, errOut := runCLI(t, "discover", "--repo", dir, "--max-file-size", "2048", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	schematest.Validate(t, "discover.schema.json", []byte(out))
+	if want := `"k8s/prod/big.yaml: 3.1 kB, above the 2 KiB Parley reads; not judged"`; !strings.Contains(out, want) {
+		t.Errorf("output lacks %s:\n%s", want, out)
+	}
+}
