@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -13,6 +14,7 @@ import (
 	"github.com/yuin/goldmark"
 	"github.com/yuin/goldmark/extension"
 
+	"github.com/parleyhq/parley/app/internal/livestate"
 	"github.com/parleyhq/parley/app/report"
 	"github.com/parleyhq/parley/webhooks/store"
 )
@@ -143,5 +145,40 @@ func TestStickyCommentIsOnlyTheAppsOwn(t *testing.T) {
 	}
 	if _, _, err := report.ExtractSticky(cs[:2], "parley-acme[bot]"); !errors.Is(err, report.ErrNoData) {
 		t.Errorf("without the App's comment: %v, want ErrNoData", err)
+	}
+}
+
+func TestCommandRepliesCarryNothingLiveFromTheCommand(t *testing.T) {
+	dir, _ := remote(t)
+	h, gh := handler(t)
+	live, err := livestate.Open(context.Background(), filepath.Join(t.TempDir(), "live.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	h.Live = live
+	c := &Comments{PullRequests: h, Live: live}
+	gh.SetPermission("acme/infra", "mallory", "read")
+	for i, body := range []string{
+		"/parley hold `` ` @acme/security ![t](https://evil.example/p.png) [x](https://evil.example) `", // refused: no permission
+		"/parley claim `@acme/security`![t](https://evil.example/p.png) = 3 |x|",                        // malformed: a parse error quoting it
+	} {
+		if err := c.Handle(context.Background(), store.Delivery{ID: fmt.Sprint("c", i), Event: "issue_comment",
+			Body: commentEvent(t, dir, int64(600+i), "mallory", "User", body)}); err != nil {
+			t.Fatal(err)
+		}
+		reply := lastReply(gh)
+		if !strings.Contains(reply, "acme/security") {
+			t.Fatalf("the reply does not quote the command, so the test proves nothing: %q", reply)
+		}
+		var live []string
+		for _, l := range liveParts(renderGFM(t, reply)) {
+			if l != "@mallory" { // the reply mentions its commenter on purpose
+				live = append(live, l)
+			}
+		}
+		if len(live) > 0 {
+			t.Errorf("reply to %q carries live parts %q:\n%s", body, live, reply)
+		}
 	}
 }
