@@ -16,6 +16,7 @@ import (
 
 	"github.com/parleyhq/parley/app/internal/livestate"
 	"github.com/parleyhq/parley/app/report"
+	"github.com/parleyhq/parley/core"
 	"github.com/parleyhq/parley/webhooks/store"
 )
 
@@ -180,5 +181,24 @@ func TestCommandRepliesCarryNothingLiveFromTheCommand(t *testing.T) {
 		if len(live) > 0 {
 			t.Errorf("reply to %q carries live parts %q:\n%s", body, live, reply)
 		}
+	}
+}
+
+// A file over the App's budget is named in the check run, which does not pass: padding a file past
+// the budget is no way around a veto.
+func TestCheckRunNamesFilesOverTheBudget(t *testing.T) {
+	dir, git := remote(t)
+	h, gh := handler(t)
+	h.Budget = core.Budget{FileBytes: 64}
+	base, head := git("rev-parse", "main"), git("rev-parse", "refs/pull/7/head")
+	if err := h.Handle(context.Background(), store.Delivery{ID: "d1", Event: "pull_request", Body: prEvent(t, dir, base, head, "opened")}); err != nil {
+		t.Fatal(err)
+	}
+	runs := gh.CheckRuns("acme/infra")
+	if len(runs) != 1 || runs[0].Conclusion != "action_required" {
+		t.Fatalf("check runs %+v: want action_required, the vetoed file being unjudged", runs)
+	}
+	if !strings.Contains(runs[0].Summary, `Problem: infra/kafka/main\.tf\: 119 bytes, above the 64 bytes Parley reads; not judged`) {
+		t.Errorf("the check run does not name the file:\n%s", runs[0].Summary)
 	}
 }

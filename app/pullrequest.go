@@ -66,7 +66,10 @@ type PullRequests struct {
 	// DetailsURL, if set, is the address of a pull request's details page: the check run links
 	// it, and each judgement is kept in Live for it.
 	DetailsURL func(fullName string, number int) string
-	judging    keymutex.Map
+	// Budget bounds what a pull request may make the App read and judge (core.Budget); zero: the
+	// defaults, as parley review's.
+	Budget  core.Budget
+	judging keymutex.Map
 }
 
 // judgedActions are the pull_request actions that can change a verdict.
@@ -199,7 +202,7 @@ func (h *PullRequests) judge(ctx context.Context, t Target) (review.Result, erro
 			labels = append(labels, l.GetName())
 		}
 		in := review.PullRequest{Number: n, BaseSHA: src.BaseSHA(), MergeBaseSHA: src.MergeBaseSHA(), HeadSHA: headSHA, Title: t.PR.GetTitle(), Body: t.PR.GetBody(),
-			Labels: labels, Author: core.Identity{Source: core.SourceGitHubUser, ID: t.PR.GetUser().GetLogin()}, Updated: head.Time}
+			Labels: labels, Author: core.Identity{Source: core.SourceGitHubUser, ID: t.PR.GetUser().GetLogin()}, Updated: head.Time, Budget: h.Budget}
 		var live livestate.PR
 		if h.Live != nil {
 			if live, err = h.Live.ForPR(ctx, t.FullName, n); err != nil {
@@ -303,7 +306,7 @@ func conclusion(res review.Result, note string) string {
 	if note != "" {
 		return "neutral"
 	}
-	return report.Conclusion(res.Verdicts)
+	return res.Conclusion()
 }
 
 // maxCheckText is GitHub's limit on a check run's output summary.

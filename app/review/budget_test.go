@@ -124,3 +124,25 @@ func contains(ss []string, s string) bool {
 	}
 	return false
 }
+
+// Padding a file past the budget is no way around a veto: what is not judged cannot pass.
+func TestUnjudgedChangesDoNotPass(t *testing.T) {
+	dir := hostileBranch(t)
+	gs, err := OpenGitSource(dir, "main", "pr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	led, pol := mainLedgerAndPolicy(t, dir, gs)
+	now := time.Date(2026, 11, 20, 10, 5, 0, 0, time.UTC)
+	pr := PullRequest{Number: 7, BaseSHA: gs.BaseSHA(), HeadSHA: gs.HeadSHA(), Updated: now, Budget: core.Budget{FileBytes: 10}}
+	res, err := Evaluate(context.Background(), pr, gs, pol, led, nil, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Verdicts) != 0 || !res.Unjudged {
+		t.Fatalf("every file is above 10 bytes: verdicts %v, unjudged %v", res.Verdicts, res.Unjudged)
+	}
+	if c := res.Conclusion(); c != "action_required" {
+		t.Errorf("conclusion %s with the whole change unjudged, want action_required", c)
+	}
+}

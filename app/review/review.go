@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/parleyhq/parley/app/report"
 	"github.com/parleyhq/parley/core"
 	"github.com/parleyhq/parley/core/fielddiff"
 	"github.com/parleyhq/parley/policy"
@@ -97,6 +98,21 @@ type Result struct {
 	// Problems are things a person should fix: malformed trailers (with commit and line), files that
 	// do not parse. They never stop the evaluation.
 	Problems []string
+	// Unjudged is true when the budget left something the pull request changes unjudged (a file too
+	// large, too many fields, a value too long): the verdicts do not cover the whole change, so
+	// they cannot pass it alone (Conclusion).
+	Unjudged bool
+}
+
+// Conclusion is the check run conclusion for the result: report.Conclusion of its verdicts, but
+// never success when the budget left part of the change unjudged, since padding a file past the
+// budget must not be a way around a veto: people look (action_required).
+func (r Result) Conclusion() string {
+	c := report.Conclusion(r.Verdicts)
+	if r.Unjudged && (c == "success" || c == "neutral") {
+		return "action_required"
+	}
+	return c
 }
 
 // Evaluate judges a pull request under pol (the base branch's policy) at now.
@@ -145,6 +161,7 @@ func Evaluate(ctx context.Context, pr PullRequest, src Source, pol *policy.Polic
 		}
 		if big > 0 {
 			res.Problems = append(res.Problems, budget.FileTooLarge(fc.Path, big))
+			res.Unjudged = true
 			continue
 		}
 		oldData, big, err := content(ctx, src, budget, from, oldPath, fc.Status != "added")
@@ -153,6 +170,7 @@ func Evaluate(ctx context.Context, pr PullRequest, src Source, pol *policy.Polic
 		}
 		if big > 0 {
 			res.Problems = append(res.Problems, budget.FileTooLarge(oldPath+" (at the merge base)", big))
+			res.Unjudged = true
 			continue
 		}
 		changes, err := fielddiff.Diff(fc.Path, oldData, newData)
@@ -162,6 +180,7 @@ func Evaluate(ctx context.Context, pr PullRequest, src Source, pol *policy.Polic
 		}
 		if len(changes) > budget.FieldsPerFile {
 			res.Problems = append(res.Problems, budget.TooManyFields(fc.Path, len(changes)))
+			res.Unjudged = true
 			continue
 		}
 		if len(changed)+len(changes) > budget.FieldsPerChange {
@@ -171,12 +190,14 @@ func Evaluate(ctx context.Context, pr PullRequest, src Source, pol *policy.Polic
 		for _, c := range changes {
 			if n := len(c.New.JSON()) + len(c.New.Expr()); n > budget.ValueBytes {
 				res.Problems = append(res.Problems, budget.ValueTooLarge(c.Field, n))
+				res.Unjudged = true
 				continue
 			}
 			changed[c.Field] = c.New
 		}
 	}
 	if len(overPR) > 0 {
+		res.Unjudged = true
 		res.Problems = append(res.Problems, fmt.Sprintf("the pull request changes more than the %d fields Parley judges in one pull request; not judged: %s",
 			budget.FieldsPerChange, strings.Join(overPR, ", ")))
 	}

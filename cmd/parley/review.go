@@ -39,7 +39,9 @@ What a branch contains is judged within a budget, as the App judges a pull reque
 --max-file-size (default 8 MiB, the ledger's cap) is not read, a file changing more than
 --max-fields-per-file fields (20000) and the files past --max-fields (50000 for the whole
 branch) are not judged, nor a value longer than --max-value-size (64 KiB). Each is printed as a
-problem ("k8s/prod/big.yaml: 19.9 MB, above the 8 MiB Parley reads; not judged").
+problem ("k8s/prod/big.yaml: 19.9 MB, above the 8 MiB Parley reads; not judged"), the
+conclusion is then at best action_required, and the exit status 1: padding a file past the budget
+is no way around a veto.
 
 With --plan, review judges a Terraform plan instead of a branch: the JSON of
 'terraform show -json PLANFILE' ("-" reads it from standard input). Every attribute the plan
@@ -120,7 +122,7 @@ run; 2 for bad input (a missing or malformed plan, an unsupported format_version
 					Conclusion string   `json:"conclusion"`
 					Problems   []string `json:"problems,omitempty"`
 				}{report.Document{Schema: report.Schema, Head: pr.HeadSHA, Generated: now, Verdicts: res.Verdicts},
-					report.Conclusion(res.Verdicts), res.Problems}); err != nil {
+					res.Conclusion(), res.Problems}); err != nil {
 					return err
 				}
 			} else {
@@ -134,10 +136,13 @@ run; 2 for bad input (a missing or malformed plan, an unsupported format_version
 				for _, p := range res.Problems {
 					fmt.Fprintf(out, "\nproblem: %s\n", p)
 				}
-				fmt.Fprintf(out, "\nconclusion: %s\n", report.Conclusion(res.Verdicts))
+				fmt.Fprintf(out, "\nconclusion: %s\n", res.Conclusion())
 			}
-			if report.Conclusion(res.Verdicts) == "failure" {
+			if res.Conclusion() == "failure" {
 				return findingsErr(fmt.Errorf("a claim was vetoed"))
+			}
+			if res.Unjudged {
+				return findingsErr(fmt.Errorf("part of the branch is over the budget and was not judged (see the problems)"))
 			}
 			return nil
 		},
