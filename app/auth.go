@@ -29,3 +29,8 @@ func (a InstallationAuth) Token(ctx context.Context, installation int64) (string
 
 // AppClient returns a go-github client acting as the App itself.
 func (a InstallationAuth) AppClient() (*github.Client, error) { return a.App.AppClient(a.Base) }
+
+// BotLogin is the App's bot login, "<app-slug>[bot]": the author of Parley's own comments.
+func (a InstallationAuth) BotLogin(ctx context.Context) (string, error) {
+	return a.App.BotLogin(ctx, a.Base)
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/parleyhq/parley/app/internal/chatops"
 	"github.com/parleyhq/parley/app/internal/livestate"
 	"github.com/parleyhq/parley/core"
+	"github.com/parleyhq/parley/internal/ghmarkdown"
 	"github.com/parleyhq/parley/policy/arbiter"
 	"github.com/parleyhq/parley/webhooks"
 	"github.com/parleyhq/parley/webhooks/store"
@@ -207,7 +208,7 @@ func (h *Comments) commands(ctx context.Context, d store.Delivery, ev github.Iss
 	}
 	var replies []string
 	for _, e := range perrs {
-		replies = append(replies, fmt.Sprintf("`%s`: %s", e.Text, e.Reason))
+		replies = append(replies, fmt.Sprintf("%s: %s", ghmarkdown.Code(e.Text), ghmarkdown.Text(e.Reason)))
 	}
 	at := version.At
 	if at.IsZero() {
@@ -222,7 +223,7 @@ func (h *Comments) commands(ctx context.Context, d store.Delivery, ev github.Iss
 			return err
 		}
 		if who.perm < need {
-			replies = append(replies, fmt.Sprintf("`%s`: refused: @%s has %s permission on %s; this command needs %s.", c.Text, login, who.perm, repo.GetFullName(), need))
+			replies = append(replies, fmt.Sprintf("%s: refused: @%s has %s permission on %s; this command needs %s.", ghmarkdown.Code(c.Text), login, who.perm, ghmarkdown.Text(repo.GetFullName()), need))
 			refused = true
 			continue
 		}
@@ -369,10 +370,10 @@ func (h *Comments) deleted(ctx context.Context, ev github.IssueCommentEvent, ver
 func why(vs []core.Verdict, f core.Field) string {
 	for _, v := range vs {
 		if v.Field == f {
-			return "```\n" + arbiter.Explain(v) + "```"
+			return ghmarkdown.Fence(arbiter.Explain(v), "")
 		}
 	}
-	return fmt.Sprintf("`%s` is not claimed in this pull request: it changes no such field and no command claims it.", f)
+	return fmt.Sprintf("%s is not claimed in this pull request: it changes no such field and no command claims it.", ghmarkdown.Code(f.String()))
 }
 
 // permission reads the commenter's permission. GitHub's role_name distinguishes maintain and

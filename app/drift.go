@@ -46,6 +46,9 @@ type AppClients interface {
 type Drift struct {
 	GitHub AppClients
 	Repos  *repocache.Cache
+	// Helm renders the charts of the repositories' GitOps sources for discovery; nil renders them
+	// in this process, which nothing stops (parley serve gives a gitops.HelmProcess).
+	Helm gitops.HelmRenderer
 	// Repository is the default repository ("owner/name"): events that no Argo CD repoURL, AWS
 	// account or cluster routes elsewhere are judged there. "" = no default.
 	Repository string
@@ -227,6 +230,7 @@ func (d *Drift) repo(ctx context.Context, name, branch string) (*repoDrift, erro
 		return nil, webhooks.Permanent(err)
 	}
 	rd := &repoDrift{d: d, name: name, branch: branch, state: st}
+	rd.snaps.Helm = d.Helm
 	rd.rec = &reconcile.Reconciler{State: st, Writer: driftWriter{rd}, Now: d.now, Log: d.log().With("repository", name),
 		PullRequestBranches: d.Mode == reconcile.ModePullRequest}
 	d.repos[key] = rd

@@ -318,7 +318,9 @@ func TestServeClusterEventSecrets(t *testing.T) {
 		t.Helper()
 		env := map[string]string{"PARLEY_APP_ID": "99", "PARLEY_PRIVATE_KEY": string(pemKey), "PARLEY_WEBHOOK_SECRETS": "hook",
 			"PARLEY_STORE": filepath.Join(t.TempDir(), "parley.db"), "PARLEY_LISTEN": "127.0.0.1:0", "PARLEY_MAX_ATTEMPTS": "1",
-			"PARLEY_CLUSTERS": "eu-1=acme/prod-eu, us-1=acme/prod-us", "PARLEY_CLUSTER_EVENT_SECRET_FILES": files}
+			"PARLEY_CLUSTERS": "eu-1=acme/prod-eu, us-1=acme/prod-us", "PARLEY_CLUSTER_EVENT_SECRET_FILES": files,
+			// The example audit body is years old: this test is about scopes, not freshness.
+			"PARLEY_EVENT_MAX_AGE": "0"}
 		cfg, err := config.Load("", func(k string) string { return env[k] })
 		if err != nil {
 			t.Fatal(err)

@@ -22,6 +22,7 @@ var errOffline = errors.New("offline")
 
 func (offline) Client(int64) (*github.Client, error)         { return nil, errOffline }
 func (offline) Token(context.Context, int64) (string, error) { return "", errOffline }
+func (offline) BotLogin(context.Context) (string, error)     { return "", errOffline }
 
 // FuzzHandlers feeds arbitrary payloads, labelled as each event Parley handles, to the handlers.
 func FuzzHandlers(f *testing.F) {

@@ -21,6 +21,7 @@ import (
 	"github.com/parleyhq/parley/app/report"
 	"github.com/parleyhq/parley/app/review"
 	"github.com/parleyhq/parley/core"
+	"github.com/parleyhq/parley/internal/ghmarkdown"
 	"github.com/parleyhq/parley/internal/keymutex"
 	"github.com/parleyhq/parley/policy"
 	"github.com/parleyhq/parley/reconcile"
@@ -37,6 +38,9 @@ const CheckName = "parley"
 type Installations interface {
 	Client(installation int64) (*github.Client, error)
 	Token(ctx context.Context, installation int64) (string, error)
+	// BotLogin is the App's own login on what it writes, "<app-slug>[bot]": only a comment by it
+	// is Parley's sticky comment.
+	BotLogin(ctx context.Context) (string, error)
 }
 
 // PullRequests judges pull requests: on pull_request opened, synchronize, reopened, edited and
@@ -62,7 +66,10 @@ type PullRequests struct {
 	// DetailsURL, if set, is the address of a pull request's details page: the check run links
 	// it, and each judgement is kept in Live for it.
 	DetailsURL func(fullName string, number int) string
-	judging    keymutex.Map
+	// Budget bounds what a pull request may make the App read and judge (core.Budget); zero: the
+	// defaults, as parley review's.
+	Budget  core.Budget
+	judging keymutex.Map
 }
 
 // judgedActions are the pull_request actions that can change a verdict.
@@ -223,7 +230,7 @@ func (h *PullRequests) judge(ctx context.Context, t Target) (review.Result, erro
 			labels = append(labels, l.GetName())
 		}
 		in := review.PullRequest{Number: n, BaseSHA: src.BaseSHA(), MergeBaseSHA: src.MergeBaseSHA(), HeadSHA: headSHA, Title: t.PR.GetTitle(), Body: t.PR.GetBody(),
-			Labels: labels, Author: core.Identity{Source: core.SourceGitHubUser, ID: t.PR.GetUser().GetLogin()}, Updated: head.Time}
+			Labels: labels, Author: core.Identity{Source: core.SourceGitHubUser, ID: t.PR.GetUser().GetLogin()}, Updated: head.Time, Budget: h.Budget}
 		var live livestate.PR
 		if h.Live != nil {
 			if live, err = h.Live.ForPR(ctx, t.FullName, n, headSHA); err != nil {
@@ -251,7 +258,11 @@ func (h *PullRequests) judge(ctx context.Context, t Target) (review.Result, erro
 			}
 		}
 	}
-	wrote, err := publish(ctx, gh, t, headSHA, headTime, res, policyNote, details)
+	login, err := h.Installations.BotLogin(ctx)
+	if err != nil {
+		return review.Result{}, fmt.Errorf("%s: %w", id, err)
+	}
+	wrote, err := publish(ctx, gh, login, t, headSHA, headTime, res, policyNote, details)
 	if err != nil {
 		return review.Result{}, fmt.Errorf("%s: publish: %w", id, err)
 	}
@@ -295,7 +306,7 @@ func readPolicyAt(dir, branch, path string) (*policy.Policy, string, error) {
 	}
 	f, err := c.File(path)
 	if errors.Is(err, object.ErrFileNotFound) {
-		return nil, fmt.Sprintf("No policy: %s does not exist on %s. Run `parley init` and commit it to judge claims.", path, branch), nil
+		return nil, fmt.Sprintf("No policy: %s does not exist on %s. Run `parley init` and commit it to judge claims.", ghmarkdown.Code(path), ghmarkdown.Text(branch)), nil
 	}
 	if err != nil {
 		return nil, "", err
@@ -306,7 +317,7 @@ func readPolicyAt(dir, branch, path string) (*policy.Policy, string, error) {
 	}
 	pol, err := policy.Parse([]byte(src), branch+":"+path)
 	if err != nil {
-		return nil, fmt.Sprintf("The policy on %s is invalid, so nothing was judged:\n\n```\n%v\n```", branch, err), nil
+		return nil, fmt.Sprintf("The policy on %s is invalid, so nothing was judged:\n\n%s", ghmarkdown.Text(branch), ghmarkdown.Fence(err.Error(), "")), nil
 	}
 	return pol, "", nil
 }
@@ -323,15 +334,15 @@ func conclusion(res review.Result, note string) string {
 	if note != "" {
 		return "neutral"
 	}
-	return report.Conclusion(res.Verdicts)
+	return res.Conclusion()
 }
 
 // maxCheckText is GitHub's limit on a check run's output summary.
 const maxCheckText = 65535
 
-// publish writes the check run and the sticky comment if they differ from what GitHub shows. It
-// returns how many writes it made.
-func publish(ctx context.Context, gh *github.Client, t Target, headSHA string, headTime time.Time, res review.Result, note, detailsURL string) (int, error) {
+// publish writes the check run and the sticky comment if they differ from what GitHub shows; the
+// sticky comment is the one by login, the App's bot login. It returns how many writes it made.
+func publish(ctx context.Context, gh *github.Client, login string, t Target, headSHA string, headTime time.Time, res review.Result, note, detailsURL string) (int, error) {
 	writes := 0
 	concl := conclusion(res, note)
 	title := strings.TrimPrefix(report.Headline(res.Verdicts), "### ")
@@ -346,7 +357,7 @@ func publish(ctx context.Context, gh *github.Client, t Target, headSHA string, h
 	// The comment is rendered for the head commit's time, not the wall clock, so the same head
 	// always renders the same body and a redelivery writes nothing. It links the check run, which
 	// holds the full verdicts when the comment must be shortened.
-	in := report.Input{Head: headSHA, Generated: headTime.UTC(), Verdicts: res.Verdicts, Notes: append(problemNotes(res), nonEmpty(note)...)}
+	in := report.Input{Head: headSHA, Generated: headTime.UTC(), Verdicts: res.Verdicts, Problems: res.Problems, Notes: nonEmpty(note)}
 	summary := report.Comment(in) // the check run's own summary needs no link to itself
 	if existing != nil {
 		in.DetailsURL = existing.GetHTMLURL()
@@ -382,7 +393,7 @@ func publish(ctx context.Context, gh *github.Client, t Target, headSHA string, h
 		return writes, nil // nothing judged: the check run says why; no comment to add noise
 	}
 
-	sticky, err := findSticky(ctx, gh, t.Owner, t.Repo, t.PR.GetNumber())
+	sticky, err := findSticky(ctx, gh, login, t.Owner, t.Repo, t.PR.GetNumber())
 	if err != nil {
 		return writes, err
 	}
@@ -390,8 +401,8 @@ func publish(ctx context.Context, gh *github.Client, t Target, headSHA string, h
 	case sticky == nil:
 		_, _, err = gh.Issues.CreateComment(ctx, t.Owner, t.Repo, t.PR.GetNumber(), &github.IssueComment{Body: github.String(body)})
 		writes++
-	case sticky.GetBody() != body:
-		_, _, err = gh.Issues.EditComment(ctx, t.Owner, t.Repo, sticky.GetID(), &github.IssueComment{Body: github.String(body)})
+	case sticky.Body != body:
+		_, _, err = gh.Issues.EditComment(ctx, t.Owner, t.Repo, sticky.ID, &github.IssueComment{Body: github.String(body)})
 		writes++
 	}
 	if err != nil {
@@ -400,33 +411,28 @@ func publish(ctx context.Context, gh *github.Client, t Target, headSHA string, h
 	return writes, nil
 }
 
-// findSticky returns Parley's comment on the pull request: the first comment by a bot that starts
-// with the marker. Humans quoting the marker are not mistaken for it.
-func findSticky(ctx context.Context, gh *github.Client, owner, repo string, number int) (*github.IssueComment, error) {
+// findSticky returns Parley's comment on the pull request (report.FindSticky): the first that
+// starts with the marker and was written by login, the App's own bot login. A comment by any other
+// author, bot or person, is never taken for it, nor edited; nil when there is none.
+func findSticky(ctx context.Context, gh *github.Client, login, owner, repo string, number int) (*report.PRComment, error) {
 	opts := &github.IssueListCommentsOptions{ListOptions: github.ListOptions{PerPage: 100}}
 	for {
 		cs, resp, err := gh.Issues.ListComments(ctx, owner, repo, number, opts)
 		if err != nil {
 			return nil, fmt.Errorf("list comments: %w", err)
 		}
+		page := make([]report.PRComment, 0, len(cs))
 		for _, c := range cs {
-			if strings.HasPrefix(c.GetBody(), report.Marker) && c.GetUser().GetType() == "Bot" {
-				return c, nil
-			}
+			page = append(page, report.PRComment{ID: c.GetID(), Author: c.GetUser().GetLogin(), Body: c.GetBody()})
+		}
+		if c, ok := report.FindSticky(page, login); ok {
+			return &c, nil
 		}
 		if resp == nil || resp.NextPage == 0 {
 			return nil, nil
 		}
 		opts.Page = resp.NextPage
 	}
-}
-
-func problemNotes(res review.Result) []string {
-	var out []string
-	for _, p := range res.Problems {
-		out = append(out, "Problem: "+p)
-	}
-	return out
 }
 
 func nonEmpty(s string) []string {

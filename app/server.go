@@ -40,6 +40,7 @@ import (
 	"github.com/parleyhq/parley/reconcile"
 	"github.com/parleyhq/parley/reconcile/driftstate"
 	"github.com/parleyhq/parley/reconcile/events"
+	"github.com/parleyhq/parley/reconcile/gitops"
 	"github.com/parleyhq/parley/webhooks"
 	"github.com/parleyhq/parley/webhooks/guard"
 	"github.com/parleyhq/parley/webhooks/store"
@@ -73,6 +74,11 @@ func (g *githubApp) Client(installation int64) (*github.Client, error) {
 	}
 	g.clients[installation] = c
 	return c, nil
+}
+
+// BotLogin is the App's bot login, "<app-slug>[bot]": the author of Parley's own comments.
+func (g *githubApp) BotLogin(ctx context.Context) (string, error) {
+	return g.app.BotLogin(ctx, g.counter.Wrap(http.DefaultTransport))
 }
 
 // AppClient acts as the App itself, counted like every other call.
@@ -368,6 +374,16 @@ func (s *Server) openStores(ctx context.Context) error {
 // routed to: the default repository's state is drift_state (drift.db beside the store), every
 // other repository's is drift.<owner>.<name>.db beside it. Each state found there is opened at
 // start, so that its timers fire even before its repository's next event.
+// helmRenderer renders the GitOps repositories' charts in child processes (cfg.HelmWorker) with
+// gitops.HelmProcess's default budgets: 30 s and 512 MiB a chart, two at a time. Without a worker
+// command it is nil: charts render in this process.
+func (s *Server) helmRenderer() gitops.HelmRenderer {
+	if len(s.cfg.HelmWorker) == 0 {
+		return nil
+	}
+	return &gitops.HelmProcess{Command: s.cfg.HelmWorker}
+}
+
 func (s *Server) newDrift(ctx context.Context, gh *githubApp, repos *repocache.Cache) (*Drift, error) {
 	path := s.cfg.DriftState
 	if path == "" {
@@ -396,7 +412,7 @@ func (s *Server) newDrift(ctx context.Context, gh *githubApp, repos *repocache.C
 	if s.cfg.GitOpsRepository == "" && len(s.cfg.Clusters) == 0 && len(s.cfg.AWSAccounts) == 0 {
 		s.log.Warn("no gitops_repository, cluster or aws_account configured: drift events are judged only when an Argo CD repoURL names a repository the App is installed on")
 	}
-	d := &Drift{GitHub: gh, Repos: repos, Repository: s.cfg.GitOpsRepository, Branch: s.cfg.GitOpsBranch,
+	d := &Drift{GitHub: gh, Repos: repos, Helm: s.helmRenderer(), Repository: s.cfg.GitOpsRepository, Branch: s.cfg.GitOpsBranch,
 		Clusters: s.cfg.Clusters, Accounts: s.cfg.AWSAccounts, GitHubHosts: []string{gitHost(s.cfg.GitHubURL)},
 		StatePath:  func(repo string) string { return repoStatePath(dir, repo) },
 		PolicyPath: s.cfg.PolicyPath, Mode: mode, Author: object.Signature{Name: author.Name, Email: author.Address},
@@ -436,7 +452,7 @@ const sharedTimerPoll = 10 * time.Second
 // database holds is opened, so that its timers fire on whichever replica is up.
 func (s *Server) newSharedDrift(ctx context.Context, gh *githubApp, repos *repocache.Cache, mode reconcile.Mode, author *mail.Address, metrics *DriftMetrics) (*Drift, error) {
 	locks := sqldb.Locks{Pool: s.locks}
-	d := &Drift{GitHub: gh, Repos: repos, Repository: s.cfg.GitOpsRepository, Branch: s.cfg.GitOpsBranch,
+	d := &Drift{GitHub: gh, Repos: repos, Helm: s.helmRenderer(), Repository: s.cfg.GitOpsRepository, Branch: s.cfg.GitOpsBranch,
 		Clusters: s.cfg.Clusters, Accounts: s.cfg.AWSAccounts, GitHubHosts: []string{gitHost(s.cfg.GitHubURL)},
 		OpenState: func(ctx context.Context, repo string) (*driftstate.DB, error) {
 			return driftstate.OpenPostgres(ctx, s.sharedDB, s.cfg.StoreName(), repo)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/parleyhq/parley/core"
+	"github.com/parleyhq/parley/internal/ghmarkdown"
 	"github.com/parleyhq/parley/policy/arbiter"
 	"github.com/parleyhq/parley/trailers"
 )
@@ -75,7 +76,8 @@ func message(v core.Verdict, a Action, files []string, note string) (title, body
 	}
 	if a == ActionAsk || a == ActionPropose {
 		// People are asked to decide: they read the whole explanation, every flip and claim.
-		b.WriteString("\n```\n" + arbiter.Explain(v) + "```\n")
+		// The fence is longer than any run of backticks in the explanation, which quotes values.
+		b.WriteString("\n" + ghmarkdown.Fence(arbiter.Explain(v), ""))
 	}
 	body = b.String()
 

@@ -16,6 +16,7 @@ import (
 	"github.com/parleyhq/parley/policy/arbiter"
 	"github.com/parleyhq/parley/reconcile/driftstate"
 	"github.com/parleyhq/parley/reconcile/events"
+	"github.com/parleyhq/parley/reconcile/gitops"
 )
 
 // GitState is what the reconciler reads of Git's claims: the ledger of the default branch.
@@ -64,6 +65,9 @@ type Snapshot struct {
 	// Origin is the repository's own URL (its origin remote), which tells a GitOps source reading
 	// this repository from one reading another (gitops.DiscoverFrom); "" when unknown.
 	Origin string
+	// Helm renders the charts in Files for discovery; nil renders them in this process
+	// (gitops.InProcess), which nothing stops: the App gives a gitops.HelmProcess.
+	Helm gitops.HelmRenderer
 
 	derive *derived // what is computed from Files, shared while the commit is the same; may be nil
 }

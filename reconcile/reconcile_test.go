@@ -1207,3 +1207,25 @@ func TestAHoldWithNobodyNamedAsksTheFieldsCodeOwners(t *testing.T) {
 		})
 	}
 }
+
+// chartsRendered is a Helm renderer that renders in process and records the charts it rendered.
+type chartsRendered struct{ charts []string }
+
+func (r *chartsRendered) RenderHelm(ctx context.Context, job gitops.HelmJob) (map[string]string, error) {
+	r.charts = append(r.charts, job.Chart)
+	return gitops.InProcess{}.RenderHelm(ctx, job)
+}
+
+func TestSnapshotsRenderChartsWithTheCachesRenderer(t *testing.T) {
+	e := newEnv(t)
+	addShopChart(t, e, "")
+	r := &chartsRendered{}
+	c := SnapshotCache{Helm: r} // the App gives a gitops.HelmProcess here
+	s, err := c.Load(context.Background(), e.dir, "main", ".parley/policy.hcl", e.led, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.inventory() == nil || len(r.charts) == 0 || r.charts[0] != "charts/shop" {
+		t.Errorf("charts rendered through the cache's renderer: %v, want charts/shop", r.charts)
+	}
+}

@@ -23,22 +23,27 @@ import (
 	"github.com/parleyhq/parley/trailers/ledger"
 )
 
-// maxFileBytes bounds the files a snapshot reads: manifests and Terraform files are small, and a
-// multi-megabyte YAML file is data, not configuration Parley gates.
-const maxFileBytes = 4 << 20
-
 // ReadFiles reads the YAML, Terraform and policy files of a revision (a branch, tag or commit)
-// of the repository at dir (bare or not), and the commit it resolved to.
+// of the repository at dir (bare or not), and the commit it resolved to. Files above the default
+// budget (core.DefaultBudget, 8 MiB) are left out; ReadFilesWithin says which.
 func ReadFiles(dir, rev string) (map[string][]byte, string, error) {
-	repo, hash, err := resolve(dir, rev)
+	files, hash, _, err := ReadFilesWithin(dir, rev, core.Budget{})
+	return files, hash, err
+}
+
+// ReadFilesWithin is ReadFiles under budget b: each file above b.FileBytes is left out unread,
+// and named in problems ("k8s/prod/big.yaml: 19.9 MB, above the 8 MiB Parley reads; not
+// judged").
+func ReadFilesWithin(dir, rev string, b core.Budget) (files map[string][]byte, hash string, problems []string, err error) {
+	repo, h, err := resolve(dir, rev)
 	if err != nil {
-		return nil, "", err
+		return nil, "", nil, err
 	}
-	files, err := readTree(repo, hash)
+	files, problems, err = readTree(repo, h, b.WithDefaults())
 	if err != nil {
-		return nil, "", fmt.Errorf("%s at %s: %w", dir, rev, err)
+		return nil, "", nil, fmt.Errorf("%s at %s: %w", dir, rev, err)
 	}
-	return files, hash.String(), nil
+	return files, h.String(), problems, nil
 }
 
 func resolve(dir, rev string) (*git.Repository, plumbing.Hash, error) {
@@ -61,21 +66,29 @@ func resolve(dir, rev string) (*git.Repository, plumbing.Hash, error) {
 // Helm and Kustomize need to render, and the files kustomization generators read. It is the tree a
 // snapshot holds, for readers that judge a commit of their own (a pull request's head).
 func ReadTree(repo *git.Repository, hash plumbing.Hash) (map[string][]byte, error) {
-	return readTree(repo, hash)
+	files, _, err := readTree(repo, hash, core.DefaultBudget())
+	return files, err
 }
 
-func readTree(repo *git.Repository, hash plumbing.Hash) (map[string][]byte, error) {
+// readTree reads the files Parley judges at hash; a file above b.FileBytes is not read, and is
+// named in problems.
+func readTree(repo *git.Repository, hash plumbing.Hash, b core.Budget) (map[string][]byte, []string, error) {
 	c, err := repo.CommitObject(hash)
 	if err != nil {
-		return nil, fmt.Errorf("commit %s: %w", hash, err)
+		return nil, nil, fmt.Errorf("commit %s: %w", hash, err)
 	}
 	tree, err := c.Tree()
 	if err != nil {
-		return nil, fmt.Errorf("tree of %s: %w", hash, err)
+		return nil, nil, fmt.Errorf("tree of %s: %w", hash, err)
 	}
 	files := map[string][]byte{}
+	var problems []string
 	err = tree.Files().ForEach(func(f *object.File) error {
-		if !wanted(f.Name) || f.Size > maxFileBytes || !f.Mode.IsFile() {
+		if !wanted(f.Name) || !f.Mode.IsFile() {
+			return nil
+		}
+		if f.Size > b.FileBytes {
+			problems = append(problems, b.FileTooLarge(f.Name, f.Size))
 			return nil
 		}
 		r, err := f.Reader()
@@ -91,7 +104,7 @@ func readTree(repo *git.Repository, hash plumbing.Hash) (map[string][]byte, erro
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// The files kustomization generators read (a script in a ConfigMap, an .env file): without
 	// them the kustomization does not build.
@@ -107,17 +120,21 @@ func readTree(repo *git.Repository, hash plumbing.Hash) (map[string][]byte, erro
 				continue
 			}
 			f, err := tree.File(p)
-			if err != nil || f.Size > maxFileBytes || !f.Mode.IsFile() {
+			if err != nil || !f.Mode.IsFile() {
 				continue // kustomize reports what is missing when it builds
+			}
+			if f.Size > b.FileBytes {
+				problems = append(problems, b.FileTooLarge(p, f.Size))
+				continue
 			}
 			content, err := f.Contents()
 			if err != nil {
-				return nil, fmt.Errorf("read %s: %w", p, err)
+				return nil, nil, fmt.Errorf("read %s: %w", p, err)
 			}
 			files[p] = []byte(content)
 		}
 	}
-	return files, nil
+	return files, problems, nil
 }
 
 // wanted: manifests, Terraform, the policy, what Helm needs to render a chart in the
@@ -164,6 +181,9 @@ func LoadSnapshot(ctx context.Context, dir, branch, policyPath string, led Ledge
 // and a ledger check instead of reading and parsing the whole branch each time. The zero value is
 // ready; a nil *SnapshotCache caches nothing. Safe for concurrent use.
 type SnapshotCache struct {
+	// Helm is the Helm renderer the snapshots it loads discover with (Snapshot.Helm).
+	Helm gitops.HelmRenderer
+
 	mu     sync.Mutex
 	key    string // dir, branch, policy path and commit of the cached snapshot
 	files  map[string][]byte
@@ -198,10 +218,10 @@ func (c *SnapshotCache) Load(ctx context.Context, dir, branch, policyPath string
 			if pol == nil {
 				pol = cached
 			}
-			return Snapshot{Files: files, Git: led, Policy: pol, Head: hash.String(), HeadTime: headTime, Origin: origin, derive: d}, nil
+			return Snapshot{Files: files, Git: led, Policy: pol, Head: hash.String(), HeadTime: headTime, Origin: origin, Helm: c.Helm, derive: d}, nil
 		}
 	}
-	files, err := readTree(repo, hash)
+	files, _, err := readTree(repo, hash, core.DefaultBudget()) // parley discover names the files left out
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("%s at %s: %w", dir, branch, err)
 	}
@@ -212,6 +232,9 @@ func (c *SnapshotCache) Load(ctx context.Context, dir, branch, policyPath string
 		}
 	}
 	snap := Snapshot{Files: files, Git: led, Policy: pol, Head: hash.String(), HeadTime: headTime, Origin: origin, derive: &derived{}}
+	if c != nil {
+		snap.Helm = c.Helm
+	}
 	if c != nil && fromBranch {
 		c.mu.Lock()
 		c.key, c.files, c.policy, c.derive = key, files, pol, snap.derive
@@ -314,10 +337,15 @@ func (s Snapshot) definingFile(f core.Field) string {
 }
 
 func (s Snapshot) inventory() *gitops.Inventory {
-	if s.derive == nil {
-		inv, _ := gitops.DiscoverFrom(s.Files, s.Origin) // files it cannot read are skipped; parley discover shows them
+	// Files it cannot read and charts it cannot render (over the renderer's budget) are skipped;
+	// parley discover shows them. The renderer's own time budget bounds the rendering.
+	discover := func() *gitops.Inventory {
+		inv, _ := gitops.DiscoverWith(context.Background(), s.Files, gitops.Options{Origin: s.Origin, Helm: s.Helm})
 		return inv
 	}
-	s.derive.once.Do(func() { s.derive.inv, _ = gitops.DiscoverFrom(s.Files, s.Origin) })
+	if s.derive == nil {
+		return discover()
+	}
+	s.derive.once.Do(func() { s.derive.inv = discover() })
 	return s.derive.inv
 }

@@ -135,6 +135,11 @@ type Config struct {
 	// 0 checks nothing on that side.
 	EventMaxAge    time.Duration
 	EventMaxFuture time.Duration
+
+	// HelmWorker is the command that renders one Helm chart in a child process under a time and
+	// memory budget (gitops.HelmProcess): `parley render-worker helm`, set by parley serve, not
+	// by the file. Empty renders charts in the server's own process, which nothing stops.
+	HelmWorker []string
 }
 
 // StoreIsPostgres reports whether the store is a PostgreSQL database rather than a SQLite file.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/parleyhq/parley/core"
+	"github.com/parleyhq/parley/internal/ghmarkdown"
 )
 
 const (
@@ -44,7 +45,14 @@ type Input struct {
 	Generated  time.Time
 	DetailsURL string // link to the check run, used when the comment must be summarised
 	Verdicts   []core.Verdict
-	Notes      []string // extra lines such as refused commands or trust downgrades
+	// Problems are what stopped parts of the pull request from being judged (a file too large to
+	// read, a chart not rendered). They name files and quote errors, so they are data: each is
+	// escaped and shown as a quote.
+	Problems []string
+	// Notes are Parley's own Markdown (a missing policy, a refused command), shown as written:
+	// text from a repository, commit, claim or user never goes here unescaped (see
+	// internal/ghmarkdown).
+	Notes []string
 }
 
 // Comment renders the sticky comment body. The result always fits MaxCommentChars: when the full
@@ -92,7 +100,7 @@ func render(in Input, vs []core.Verdict, level detail) string {
 	if len(vs) > 0 {
 		b.WriteString("| field | decision | winner | rule | until |\n|---|---|---|---|---|\n")
 		for _, v := range vs {
-			fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s |\n", v.Field, decisionLabel(v.Decision), cell(winner(v)), cell(v.Rule), until(v))
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", ghmarkdown.CodeCell(v.Field.String()), decisionLabel(v.Decision), ghmarkdown.Cell(winner(v)), ghmarkdown.Cell(v.Rule), until(v))
 		}
 	}
 	if level&cut != 0 || level >= noExplanations {
@@ -113,13 +121,16 @@ func render(in Input, vs []core.Verdict, level detail) string {
 			b.WriteString("\n</details>\n")
 		}
 		for _, v := range vs {
-			fmt.Fprintf(&b, "\n<details><summary>Why <code>%s</code>: %s</summary>\n\n", htmlEscape(v.Field.String()), v.Decision)
+			fmt.Fprintf(&b, "\n<details><summary>Why <code>%s</code>: %s</summary>\n\n", ghmarkdown.HTML(v.Field.String()), ghmarkdown.HTML(string(v.Decision)))
 			b.WriteString(Explanation(v))
 			b.WriteString("\n</details>\n")
 		}
 	}
-	for _, n := range in.Notes {
-		fmt.Fprintf(&b, "\n> %s\n", strings.ReplaceAll(n, "\n", " "))
+	for _, p := range in.Problems {
+		fmt.Fprintf(&b, "\n> Problem: %s\n", ghmarkdown.Text(p))
+	}
+	for _, n := range in.Notes { // each line quoted, so a fenced block in a note stays one
+		b.WriteString("\n> " + strings.ReplaceAll(strings.TrimRight(n, "\n"), "\n", "\n> ") + "\n")
 	}
 	doc := Document{Schema: Schema, Head: in.Head, Generated: in.Generated.UTC(), Details: in.DetailsURL, Verdicts: vs}
 	if level >= summaryRows {
@@ -135,14 +146,15 @@ func render(in Input, vs []core.Verdict, level detail) string {
 	return b.String()
 }
 
-// Explanation renders a verdict's steps as a Markdown list.
+// Explanation renders a verdict's steps as a Markdown list; every text in it is escaped
+// (ghmarkdown.Text), as rules, details and claims quote the repository and its commits.
 func Explanation(v core.Verdict) string {
 	var b strings.Builder
 	for _, s := range v.Explanation {
-		fmt.Fprintf(&b, "- **%s** (%s): %s\n", mdEscape(s.Rule), mdEscape(s.Outcome), mdEscape(s.Detail))
+		fmt.Fprintf(&b, "- **%s** (%s): %s\n", ghmarkdown.Text(s.Rule), ghmarkdown.Text(s.Outcome), ghmarkdown.Text(s.Detail))
 	}
 	for _, l := range v.Losers {
-		fmt.Fprintf(&b, "- lost: %s\n", mdEscape(l.String()))
+		fmt.Fprintf(&b, "- lost: %s\n", ghmarkdown.Text(l.String()))
 	}
 	if !v.Recheck.IsZero() {
 		fmt.Fprintf(&b, "- re-evaluated at %s\n", v.Recheck.UTC().Format(time.RFC3339))
@@ -205,9 +217,52 @@ func RawData(body string) ([]byte, error) {
 	return []byte(rest[:j]), nil
 }
 
+// PRComment is a pull request comment as GitHub lists it: who wrote it (the author's login) and
+// what it says.
+type PRComment struct {
+	ID     int64
+	Author string
+	Body   string
+}
+
+// FindSticky returns Parley's sticky comment among cs, in the order GitHub lists them: the first
+// whose author is login, the Parley App's own bot login ("<app-slug>[bot]", which GET /app gives
+// as the slug), and whose body starts with Marker. Everyone else's comment is passed over however
+// it starts: another App or a workflow (github-actions[bot]) is a Bot too and can post the marker
+// first, and a person can quote it. ok is false when there is none.
+func FindSticky(cs []PRComment, login string) (c PRComment, ok bool) {
+	if login == "" {
+		return PRComment{}, false
+	}
+	for _, c := range cs {
+		if c.Author == login && strings.HasPrefix(c.Body, Marker) {
+			return c, true
+		}
+	}
+	return PRComment{}, false
+}
+
+// ExtractSticky reads the verdicts of Parley's sticky comment among a pull request's comments
+// (FindSticky with login, the Parley App's bot login) and returns the comment it read, so the
+// caller knows whose words it took. ErrNoData when the App wrote no sticky comment there.
+func ExtractSticky(cs []PRComment, login string) (Document, PRComment, error) {
+	c, ok := FindSticky(cs, login)
+	if !ok {
+		return Document{}, PRComment{}, fmt.Errorf("no sticky comment by %s: %w", login, ErrNoData)
+	}
+	doc, err := Extract(c.Body)
+	if err != nil {
+		return Document{}, c, fmt.Errorf("comment %d by %s: %w", c.ID, c.Author, err)
+	}
+	return doc, c, nil
+}
+
 // Extract reads the verdicts back out of a sticky comment body; other bots use the same format. It
 // reads both parley.dev/verdicts/v2 and the older v1 (docs/verdicts-json.md); Document.Schema says
-// which the comment carried, and the verdicts are the same either way.
+// which the comment carried, and the verdicts are the same either way. A body alone does not say
+// who wrote it, and anyone who can comment can write this format: to read a pull request's
+// verdicts, use ExtractSticky, which takes only the Parley App's own comment and says whose it
+// read.
 func Extract(body string) (Document, error) {
 	data, err := RawData(body)
 	if err != nil {
@@ -285,7 +340,7 @@ func decisionLabel(d core.Decision) string {
 		core.DecisionYield: "↪️", core.DecisionAdopt: "📥", core.DecisionEnforceGit: "✅",
 	}[d]
 	if icon == "" {
-		return string(d)
+		return ghmarkdown.Cell(string(d))
 	}
 	return icon + " " + string(d)
 }
@@ -318,21 +373,4 @@ func plural(n int) string {
 		return ""
 	}
 	return "s"
-}
-
-// cell escapes text for a Markdown table cell.
-func cell(s string) string {
-	if s == "" {
-		return "—"
-	}
-	return strings.ReplaceAll(mdEscape(s), "|", `\|`)
-}
-
-func mdEscape(s string) string {
-	s = strings.ReplaceAll(s, "\n", " ")
-	return htmlEscape(s)
-}
-
-func htmlEscape(s string) string {
-	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
 }

@@ -167,6 +167,23 @@ func (s *GitSource) Files(ctx context.Context) ([]FileChange, error) {
 	return out, nil
 }
 
+// Size is a file's size at a commit, read from its blob's header without reading the blob; ok is
+// false when the file does not exist there.
+func (s *GitSource) Size(ctx context.Context, sha, path string) (int64, bool, error) {
+	c, err := s.repo.CommitObject(plumbing.NewHash(sha))
+	if err != nil {
+		return 0, false, fmt.Errorf("read commit %s: %w", sha, err)
+	}
+	f, err := c.File(path)
+	if errors.Is(err, object.ErrFileNotFound) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("read %s at %s: %w", path, sha, err)
+	}
+	return f.Size, true, nil
+}
+
 // Content reads a file at a commit.
 func (s *GitSource) Content(ctx context.Context, sha, path string) ([]byte, bool, error) {
 	c, err := s.repo.CommitObject(plumbing.NewHash(sha))

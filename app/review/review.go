@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/parleyhq/parley/app/report"
 	"github.com/parleyhq/parley/core"
 	"github.com/parleyhq/parley/core/fielddiff"
 	"github.com/parleyhq/parley/policy"
@@ -32,6 +33,9 @@ type PullRequest struct {
 	// judged on its field, beside the pull request's own claims, whether or not the pull request
 	// changes that field.
 	Commands []core.Claim
+	// Budget bounds what the judgement reads: a file, a file's changed fields, the pull request's
+	// changed fields and a value over it are problems, not judged. Zero: core.DefaultBudget.
+	Budget core.Budget
 }
 
 // Commit is one commit of the pull request.
@@ -56,6 +60,12 @@ type Source interface {
 	Files(ctx context.Context) ([]FileChange, error)
 	// Content returns a file at a commit; ok is false when the file does not exist there.
 	Content(ctx context.Context, sha, path string) (data []byte, ok bool, err error)
+}
+
+// sizer is a Source that knows a file's size before reading it (GitSource does, from the blob's
+// header): a file over the budget is then never read into memory.
+type sizer interface {
+	Size(ctx context.Context, sha, path string) (size int64, ok bool, err error)
 }
 
 // dependencies is a Source that knows what reads a field (GitSource does): a claim's dependents
@@ -88,6 +98,21 @@ type Result struct {
 	// Problems are things a person should fix: malformed trailers (with commit and line), files that
 	// do not parse. They never stop the evaluation.
 	Problems []string
+	// Unjudged is true when the budget left something the pull request changes unjudged (a file too
+	// large, too many fields, a value too long): the verdicts do not cover the whole change, so
+	// they cannot pass it alone (Conclusion).
+	Unjudged bool
+}
+
+// Conclusion is the check run conclusion for the result: report.Conclusion of its verdicts, but
+// never success when the budget left part of the change unjudged, since padding a file past the
+// budget must not be a way around a veto: people look (action_required).
+func (r Result) Conclusion() string {
+	c := report.Conclusion(r.Verdicts)
+	if r.Unjudged && (c == "success" || c == "neutral") {
+		return "action_required"
+	}
+	return c
 }
 
 // Evaluate judges a pull request under pol (the base branch's policy) at now.
@@ -111,7 +136,9 @@ func Evaluate(ctx context.Context, pr PullRequest, src Source, pol *policy.Polic
 	if from == "" {
 		from = pr.BaseSHA
 	}
+	budget := pr.Budget.WithDefaults()
 	changed := map[core.Field]core.Value{}
+	var overPR []string // files left out once the pull request's field budget is spent
 	for _, fc := range files {
 		if err := ctx.Err(); err != nil {
 			return Result{}, err
@@ -123,22 +150,56 @@ func Evaluate(ctx context.Context, pr PullRequest, src Source, pol *policy.Polic
 		if fc.PreviousPath != "" {
 			oldPath = fc.PreviousPath
 		}
-		oldData, err := content(ctx, src, from, oldPath, fc.Status != "added")
+		if len(changed) >= budget.FieldsPerChange {
+			overPR = append(overPR, fc.Path)
+			continue
+		}
+		// The head first: a file the pull request makes too large is named as it is now.
+		newData, big, err := content(ctx, src, budget, pr.HeadSHA, fc.Path, fc.Status != "removed")
+		if err != nil {
+			return Result{}, fmt.Errorf("pull request #%d: read %s at head %s: %w", pr.Number, fc.Path, short(pr.HeadSHA), err)
+		}
+		if big > 0 {
+			res.Problems = append(res.Problems, budget.FileTooLarge(fc.Path, big))
+			res.Unjudged = true
+			continue
+		}
+		oldData, big, err := content(ctx, src, budget, from, oldPath, fc.Status != "added")
 		if err != nil {
 			return Result{}, fmt.Errorf("pull request #%d: read %s at merge base %s: %w", pr.Number, oldPath, short(from), err)
 		}
-		newData, err := content(ctx, src, pr.HeadSHA, fc.Path, fc.Status != "removed")
-		if err != nil {
-			return Result{}, fmt.Errorf("pull request #%d: read %s at head %s: %w", pr.Number, fc.Path, short(pr.HeadSHA), err)
+		if big > 0 {
+			res.Problems = append(res.Problems, budget.FileTooLarge(oldPath+" (at the merge base)", big))
+			res.Unjudged = true
+			continue
 		}
 		changes, err := fielddiff.Diff(fc.Path, oldData, newData)
 		if err != nil {
 			res.Problems = append(res.Problems, fmt.Sprintf("%s: not judged: %v", fc.Path, err))
 			continue
 		}
+		if len(changes) > budget.FieldsPerFile {
+			res.Problems = append(res.Problems, budget.TooManyFields(fc.Path, len(changes)))
+			res.Unjudged = true
+			continue
+		}
+		if len(changed)+len(changes) > budget.FieldsPerChange {
+			overPR = append(overPR, fc.Path)
+			continue
+		}
 		for _, c := range changes {
+			if n := len(c.New.JSON()) + len(c.New.Expr()); n > budget.ValueBytes {
+				res.Problems = append(res.Problems, budget.ValueTooLarge(c.Field, n))
+				res.Unjudged = true
+				continue
+			}
 			changed[c.Field] = c.New
 		}
+	}
+	if len(overPR) > 0 {
+		res.Unjudged = true
+		res.Problems = append(res.Problems, fmt.Sprintf("the pull request changes more than the %d fields Parley judges in one pull request; not judged: %s",
+			budget.FieldsPerChange, strings.Join(overPR, ", ")))
 	}
 	claims := map[core.Field]core.Claim{}
 	for f, v := range changed {
@@ -214,18 +275,30 @@ func Evaluate(ctx context.Context, pr PullRequest, src Source, pol *policy.Polic
 	return res, nil
 }
 
-func content(ctx context.Context, src Source, sha, path string, expected bool) ([]byte, error) {
+// content reads a file at sha; nil when it is not expected or not there. A file over the budget is
+// not returned: tooLarge is its size, and a Source that can tell the size first (sizer) never
+// reads it.
+func content(ctx context.Context, src Source, b core.Budget, sha, path string, expected bool) (data []byte, tooLarge int64, err error) {
 	if !expected {
-		return nil, nil
+		return nil, 0, nil
+	}
+	if sz, ok := src.(sizer); ok {
+		size, ok, err := sz.Size(ctx, sha, path)
+		if err != nil || !ok {
+			return nil, 0, err
+		}
+		if size > b.FileBytes {
+			return nil, size, nil
+		}
 	}
 	data, ok, err := src.Content(ctx, sha, path)
-	if err != nil {
-		return nil, err
+	if err != nil || !ok {
+		return nil, 0, err
 	}
-	if !ok {
-		return nil, nil
+	if int64(len(data)) > b.FileBytes {
+		return nil, int64(len(data)), nil
 	}
-	return data, nil
+	return data, 0, nil
 }
 
 func newClaim(pr PullRequest, d core.Declaration, f core.Field, v core.Value, explicit bool) core.Claim {

@@ -86,7 +86,7 @@ func TestStoreThatIsNoPathIsRefused(t *testing.T) {
 	const dsn = "host=db.internal user=parley password=hunter2 dbname=parley"
 	for _, args := range [][]string{
 		{"deliveries", "list", "--store", dsn},
-		{"tokens", "create", "agent", "--identity", "aws-principal:arn:aws:iam::123456789012:role/agent", "--db", dsn},
+		{"tokens", "create", "agent", "--identity", "aws-principal:arn:aws:iam::123456789012:role/agent", "--repository", "acme/shop", "--db", dsn},
 	} {
 		code, out, errOut := runCLI(t, args...)
 		if code != exitUsage || out != "" || !strings.Contains(errOut, "password=[redacted]") || strings.Contains(errOut, "hunter2") {

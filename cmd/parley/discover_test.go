@@ -243,3 +243,38 @@ func lineWith(s, sub string) string {
 	}
 	return ""
 }
+
+func TestDiscoverStopsALoopingChart(t *testing.T) {
+	dir, git := demoRepo(t)
+	writeFile(t, filepath.Join(dir, "releases/loop.yaml"), "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: loop\n  namespace: prod\n"+
+		"spec:\n  chart:\n    spec:\n      chart: ./charts/loop\n      sourceRef:\n        kind: GitRepository\n        name: infra\n")
+	writeFile(t, filepath.Join(dir, "charts/loop/Chart.yaml"), "apiVersion: v2\nname: loop\nversion: 0.1.0\n")
+	writeFile(t, filepath.Join(dir, "charts/loop/templates/cm.yaml"),
+		"{{- range until 100000 }}{{- range until 100000 }}{{- end }}{{- end }}\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: loop\n")
+	git.Run("add", "-A")
+	git.Run("commit", "--quiet", "-m", "A chart that loops")
+
+	code, out, errOut := runCLI(t, "discover", "--repo", dir, "--render-timeout", "2s")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	want := "releases/loop.yaml: HelmRelease prod/loop: chart charts/loop: not rendered: stopped after 2s, the time Parley gives a chart to render; its objects are not in the inventory"
+	if !strings.Contains(out, want) {
+		t.Errorf("output lacks %q:\n%s", want, out)
+	}
+}
+
+func TestDiscoverNamesFilesAboveTheBudget(t *testing.T) {
+	dir, git := demoRepo(t)
+	writeFile(t, filepath.Join(dir, "k8s/prod/big.yaml"), "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: big\n  namespace: prod\ndata:\n  x: \""+strings.Repeat("x", 3000)+"\"\n")
+	git.Run("add", "-A")
+	git.Run("commit", "--quiet", "-m", "A large file")
+	code, out, errOut := runCLI(t, "discover", "--repo", dir, "--max-file-size", "2048", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	schematest.Validate(t, "discover.schema.json", []byte(out))
+	if want := `"k8s/prod/big.yaml: 3.1 kB, above the 2 KiB Parley reads; not judged"`; !strings.Contains(out, want) {
+		t.Errorf("output lacks %s:\n%s", want, out)
+	}
+}

@@ -30,7 +30,14 @@ import (
 	"github.com/parleyhq/parley/internal/sqldb"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) {
+	// parley discover and serve re-execute their own binary as a Helm render worker; under test,
+	// that binary is this one.
+	if len(os.Args) > 1 && os.Args[1] == "render-worker" {
+		os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	}
+	pgtest.Main(m)
+}
 
 // serveProc is one running `parley serve`.
 type serveProc struct {

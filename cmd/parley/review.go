@@ -24,6 +24,7 @@ func newReviewCmd() *cobra.Command {
 	var dir, base, head, author, at string
 	var plan planFlags
 	var asJSON bool
+	var budget core.Budget
 	cmd := &cobra.Command{
 		Use:   "review (--head REV [--base REV] | --plan PLAN.json) [--repo DIR]",
 		Short: "Judge a branch as Parley judges a pull request, or a Terraform plan, offline",
@@ -33,6 +34,14 @@ default branch's ledger, and prints the verdict on every field under the default
 (.parley/policy.hcl). It is the check the GitHub App runs on a pull request, without GitHub.
 
 Exit status: 0 when nothing is vetoed, 1 when a claim is vetoed, 2 for bad input.
+
+What a branch contains is judged within a budget, as the App judges a pull request: a file above
+--max-file-size (default 8 MiB, the ledger's cap) is not read, a file changing more than
+--max-fields-per-file fields (20000) and the files past --max-fields (50000 for the whole
+branch) are not judged, nor a value longer than --max-value-size (64 KiB). Each is printed as a
+problem ("k8s/prod/big.yaml: 19.9 MB, above the 8 MiB Parley reads; not judged"), the
+conclusion is then at best action_required, and the exit status 1: padding a file past the budget
+is no way around a veto.
 
 With --plan, review judges a Terraform plan instead of a branch: the JSON of
 'terraform show -json PLANFILE' ("-" reads it from standard input). Every attribute the plan
@@ -99,7 +108,7 @@ run; 2 for bad input (a missing or malformed plan, an unsupported format_version
 			if author != "" {
 				id = core.Identity{Source: core.SourceGitHubUser, ID: author}
 			}
-			pr := review.PullRequest{BaseSHA: src.BaseSHA(), MergeBaseSHA: src.MergeBaseSHA(), HeadSHA: src.HeadSHA(), Title: head, Author: id, Updated: last.Time}
+			pr := review.PullRequest{BaseSHA: src.BaseSHA(), MergeBaseSHA: src.MergeBaseSHA(), HeadSHA: src.HeadSHA(), Title: head, Author: id, Updated: last.Time, Budget: budget}
 			res, err := review.Evaluate(cmd.Context(), pr, src, pol, repo, nil, now)
 			if err != nil {
 				return err
@@ -113,7 +122,7 @@ run; 2 for bad input (a missing or malformed plan, an unsupported format_version
 					Conclusion string   `json:"conclusion"`
 					Problems   []string `json:"problems,omitempty"`
 				}{report.Document{Schema: report.Schema, Head: pr.HeadSHA, Generated: now, Verdicts: res.Verdicts},
-					report.Conclusion(res.Verdicts), res.Problems}); err != nil {
+					res.Conclusion(), res.Problems}); err != nil {
 					return err
 				}
 			} else {
@@ -127,10 +136,13 @@ run; 2 for bad input (a missing or malformed plan, an unsupported format_version
 				for _, p := range res.Problems {
 					fmt.Fprintf(out, "\nproblem: %s\n", p)
 				}
-				fmt.Fprintf(out, "\nconclusion: %s\n", report.Conclusion(res.Verdicts))
+				fmt.Fprintf(out, "\nconclusion: %s\n", res.Conclusion())
 			}
-			if report.Conclusion(res.Verdicts) == "failure" {
+			if res.Conclusion() == "failure" {
 				return findingsErr(fmt.Errorf("a claim was vetoed"))
+			}
+			if res.Unjudged {
+				return findingsErr(fmt.Errorf("part of the branch is over the budget and was not judged (see the problems)"))
 			}
 			return nil
 		},
@@ -142,6 +154,11 @@ run; 2 for bad input (a missing or malformed plan, an unsupported format_version
 	f.StringVar(&author, "author", "", "GitHub login to judge the claims as (default: the head commit's author email); with --plan, an identity SOURCE:ID such as git-author:alice@example.com or github-user:alice (default: the HEAD commit's author)")
 	f.StringVar(&at, "at", "", "judge at this RFC 3339 time (default: now); with --plan, also the time of the plan's and the drift's claims")
 	f.BoolVar(&asJSON, "json", false, "print the verdicts as JSON (schema parley.dev/verdicts/v2, plus conclusion and problems; with --plan parley.dev/plan-review/v1)")
+	def := core.DefaultBudget()
+	f.Int64Var(&budget.FileBytes, "max-file-size", def.FileBytes, "the largest file read, in bytes")
+	f.IntVar(&budget.FieldsPerFile, "max-fields-per-file", def.FieldsPerFile, "the most fields one file may change and be judged")
+	f.IntVar(&budget.FieldsPerChange, "max-fields", def.FieldsPerChange, "the most fields the branch may change in all; files past it are not judged")
+	f.IntVar(&budget.ValueBytes, "max-value-size", def.ValueBytes, "the longest value judged, in bytes of JSON")
 	f.StringVar(&plan.file, "plan", "", "judge this Terraform plan: the JSON of terraform show -json PLANFILE (- for standard input)")
 	f.StringVar(&plan.moduleDir, "module-dir", ".", "with --plan: the root module's directory relative to the repository root (where terraform plan ran)")
 	f.StringVar(&plan.intent, "intent", "", "with --plan: the intent of the plan's changes, such as performance (default: none declared)")

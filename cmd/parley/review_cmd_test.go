@@ -42,6 +42,11 @@ func TestReviewCommand(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &doc) != nil || doc.Schema != "parley.dev/verdicts/v2" || len(doc.Verdicts) != 1 || doc.Conclusion != "success" {
 		t.Errorf("--json: exit %d, %s %s", code, out, stderr)
 	}
+	// Under a budget the file is too large to read: a problem, and nothing judged.
+	code, out, stderr = runIn(t, "", "review", "--repo", dir, "--head", "scale", "--max-file-size", "100", "--at", "2026-03-02T10:00:00Z")
+	if code != 1 || !strings.Contains(out, "conclusion: action_required") || !strings.Contains(out, "problem: k8s/prod/web.yaml: ") || !strings.Contains(out, "above the 100 bytes Parley reads; not judged") || strings.Contains(out, "#/spec/replicas") {
+		t.Errorf("--max-file-size 100: exit %d, %s %s", code, out, stderr)
+	}
 	if code, _, stderr := runIn(t, "", "review", "--repo", dir, "--head", "no-such-branch"); code != 2 || !strings.Contains(stderr, "no-such-branch") {
 		t.Errorf("unknown head: exit %d, %s", code, stderr)
 	}

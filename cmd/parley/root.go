@@ -31,6 +31,7 @@ Start with 'parley demo': it builds a small infrastructure repository with histo
 		newTokensCmd(),
 		newProposeCmd(),
 		newMCPCmd(),
+		newRenderWorkerCmd(),
 	)
 	return root
 }

@@ -99,6 +99,9 @@ type Server struct {
 	// AppPublicKey verifies App JWTs on the installation token endpoint; nil accepts none.
 	AppPublicKey *rsa.PublicKey
 	AppID        int64
+	// AppSlug is the App's slug, as GET /app answers it; comments the App writes are by
+	// "<AppSlug>[bot]". New sets it to "parley".
+	AppSlug string
 
 	mu          sync.Mutex
 	calls       map[string]int // "OPERATION STATUS"
@@ -144,9 +147,21 @@ func New(t testing.TB) *Server {
 		checkRuns: map[string][]*CheckRun{}, permissions: map[string]string{}, contents: map[string][]byte{},
 		tokens: map[string]int64{}, pulls: map[string]any{}, installs: map[string]int64{}, repos: map[string]map[string]any{}, members: map[string]bool{}, tokenTTL: time.Hour, now: time.Now,
 		codes: map[string]oauthCode{}, userTokens: map[string]userToken{}}
+	s.AppSlug = "parley"
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(s.Close)
 	return s
+}
+
+// AddComment adds a comment by user (a login such as "github-actions[bot]" or "octocat") to an
+// issue or pull request ("owner/repo#n"), as if they had written it; it returns the comment's ID.
+// A login ending in "[bot]" is a Bot, any other a User.
+func (s *Server) AddComment(issue, user, body string) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.nextID++
+	s.comments[issue] = append(s.comments[issue], &Comment{ID: s.nextID, Body: body, User: user, UpdatedAt: s.now()})
+	return s.nextID
 }
 
 // SetPermission sets a user's permission on a repository ("admin", "maintain", "write", ...).
@@ -520,6 +535,7 @@ func (s *Server) handlers() map[string]handler {
 		"pulls/get":                               s.pull,
 		"teams/get-membership-for-user-in-org":    s.membership,
 		"users/get-authenticated":                 s.authenticatedUser,
+		"apps/get-authenticated":                  s.authenticatedApp,
 	}
 }
 
@@ -574,7 +590,7 @@ func (s *Server) commentJSON(r *http.Request, repo string, issue string, c *Comm
 	return map[string]any{"id": c.ID, "node_id": "IC_" + strconv.FormatInt(c.ID, 10), "body": c.Body,
 		"url":      "http://" + r.Host + "/repos/" + repo + "/issues/comments/" + strconv.FormatInt(c.ID, 10),
 		"html_url": "https://github.com/" + repo + "/pull/" + issue + "#issuecomment-" + strconv.FormatInt(c.ID, 10),
-		"user":     map[string]any{"login": c.User, "type": "Bot"}, "created_at": c.UpdatedAt.Format(time.RFC3339),
+		"user":     map[string]any{"login": c.User, "type": userType(c.User)}, "created_at": c.UpdatedAt.Format(time.RFC3339),
 		"updated_at": c.UpdatedAt.Format(time.RFC3339), "author_association": "NONE"}
 }
 
@@ -593,7 +609,7 @@ func (s *Server) createComment(w http.ResponseWriter, r *http.Request, op string
 	key := repoKey(p) + "#" + p["issue_number"]
 	s.mu.Lock()
 	s.nextID++
-	c := &Comment{ID: s.nextID, Body: fmt.Sprint(body["body"]), User: "parley[bot]", UpdatedAt: s.now()}
+	c := &Comment{ID: s.nextID, Body: fmt.Sprint(body["body"]), User: s.AppSlug + "[bot]", UpdatedAt: s.now()}
 	s.comments[key] = append(s.comments[key], c)
 	out := s.commentJSON(r, repoKey(p), p["issue_number"], c)
 	s.mu.Unlock()
@@ -804,7 +820,7 @@ func (s *Server) createPull(w http.ResponseWriter, r *http.Request, op string, p
 		"html_url": fmt.Sprintf("https://github.com/%s/pull/%d", repoKey(p), n),
 		"head":     map[string]any{"ref": ref, "label": label},
 		"base":     map[string]any{"ref": base, "label": p["owner"] + ":" + base},
-		"user":     map[string]any{"login": "parley[bot]", "type": "Bot"},
+		"user":     map[string]any{"login": s.AppSlug + "[bot]", "type": "Bot"},
 	}
 	s.pulls[fmt.Sprintf("%s#%d", repoKey(p), n)] = pr
 	s.mu.Unlock()
@@ -848,6 +864,36 @@ func (s *Server) repository(w http.ResponseWriter, r *http.Request, op string, p
 	for k, v := range fields {
 		out[k] = v
 	}
+	s.answer(w, op, http.StatusOK, out)
+}
+
+// userType is GitHub's user type for a login: apps act as "<slug>[bot]".
+func userType(login string) string {
+	if strings.HasSuffix(login, "[bot]") {
+		return "Bot"
+	}
+	return "User"
+}
+
+// authenticatedApp answers GET /app for a valid App JWT: the description's example App with the
+// fake's AppID and AppSlug.
+func (s *Server) authenticatedApp(w http.ResponseWriter, r *http.Request, op string, _ map[string]string, _ map[string]any) {
+	if !s.appJWT(w, r, op) {
+		return
+	}
+	route, _, err := s.findRoute(r)
+	if err != nil {
+		s.fail(w, op, http.StatusNotFound, "Not Found")
+		return
+	}
+	_, example, _ := successExample(route.Operation)
+	out := map[string]any{}
+	if m, ok := example.(map[string]any); ok {
+		for k, v := range m { // the example belongs to the shared description: copy it
+			out[k] = v
+		}
+	}
+	out["id"], out["slug"] = s.AppID, s.AppSlug
 	s.answer(w, op, http.StatusOK, out)
 }
 

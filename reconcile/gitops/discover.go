@@ -2,6 +2,7 @@ package gitops
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -45,6 +46,7 @@ type Inventory struct {
 	objects  map[objectKey]*placed
 	remote   []remoteRelease   // releases of charts Parley does not fetch
 	files    map[string][]byte // the repository's files, to render a release again (HelmValuesKey)
+	helm     HelmRenderer      // what discovery rendered the charts with, to render them again
 }
 
 // objectKey is an object's identity as the cluster sees it once its manager applied it: the API
@@ -142,8 +144,29 @@ func Discover(files map[string][]byte) (inv *Inventory, problems []error) {
 // origin that names no host (a local path) is unknown, as "" is: every source is then taken to be
 // this repository.
 func DiscoverFrom(files map[string][]byte, origin string) (inv *Inventory, problems []error) {
+	return DiscoverWith(context.Background(), files, Options{Origin: origin})
+}
+
+// Options tune DiscoverWith.
+type Options struct {
+	// Origin is the repository's own URL, as DiscoverFrom takes it.
+	Origin string
+	// Helm renders the repository's charts. nil renders them in this process (InProcess), which
+	// nothing can stop or bound: where the repository is not trusted, give a HelmProcess, and a
+	// chart over its time or memory budget is reported as not rendered.
+	Helm HelmRenderer
+}
+
+// DiscoverWith is DiscoverFrom with its options; ctx stops the rendering of charts (a HelmProcess
+// kills its workers when ctx ends, and the charts not rendered are reported).
+func DiscoverWith(ctx context.Context, files map[string][]byte, o Options) (inv *Inventory, problems []error) {
+	if o.Helm == nil {
+		o.Helm = InProcess{}
+	}
 	d := &discovery{
-		self:         RepoKey(origin),
+		ctx:          ctx,
+		helm:         o.Helm,
+		self:         RepoKey(o.Origin),
 		files:        map[string][]byte{},
 		dirFiles:     map[string][]string{},
 		subdirs:      map[string][]string{},
@@ -312,6 +335,8 @@ func isYAML(name string) bool {
 
 // discovery is the state of one Discover call.
 type discovery struct {
+	ctx      context.Context
+	helm     HelmRenderer
 	self     string // RepoKey of the repository's own URL; "" when unknown
 	files    map[string][]byte
 	names    []string            // YAML files, sorted
@@ -1049,7 +1074,7 @@ func (w *walker) kustomization(file, override string) {
 
 // build indexes every object under the identity it gets once applied.
 func (d *discovery) build() *Inventory {
-	inv := &Inventory{objects: map[objectKey]*placed{}, files: d.files}
+	inv := &Inventory{objects: map[objectKey]*placed{}, files: d.files, helm: d.helm}
 	for i, m := range d.managers {
 		inv.managers = append(inv.managers, m.Manager)
 		for _, r := range m.remote {

@@ -1,17 +1,15 @@
 package gitops
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"path"
 	"slices"
-	"sort"
 	"strings"
 
 	yamlv3 "go.yaml.in/yaml/v3"
-	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
-	"helm.sh/helm/v3/pkg/engine"
 )
 
 // A chart that lives in the repository is rendered with the Helm SDK (helm.sh/helm/v3 v3.22.0),
@@ -188,30 +186,33 @@ type renderedDoc struct {
 	doc      document
 }
 
-// render renders a release of a chart in the repository.
+// render renders a release of a chart in the repository with the discovery's HelmRenderer.
 func (d *discovery) render(h *helmSource) ([]renderedDoc, error) {
-	var files []*loader.BufferedFile
 	prefix := h.chartDir + "/"
 	if h.chartDir == "." {
 		prefix = ""
 	}
+	job := HelmJob{Chart: h.chartDir, Files: map[string][]byte{}, Release: h.releaseName, Namespace: h.namespace}
 	for name, b := range d.files {
 		if strings.HasPrefix(name, prefix) {
-			files = append(files, &loader.BufferedFile{Name: strings.TrimPrefix(name, prefix), Data: b})
+			job.Files[strings.TrimPrefix(name, prefix)] = b
 		}
 	}
-	sort.Slice(files, func(i, j int) bool { return files[i].Name < files[j].Name })
-	chrt, err := loader.LoadFiles(files)
-	if err != nil {
-		return nil, fmt.Errorf("load chart %s: %w", h.chartDir, err)
-	}
-	vals, err := chartutil.ToRenderValues(chrt, h.values, chartutil.ReleaseOptions{Name: h.releaseName, Namespace: h.namespace, IsInstall: true, Revision: 1}, chartutil.DefaultCapabilities)
+	values, err := yamlv3.Marshal(h.values)
 	if err != nil {
 		return nil, fmt.Errorf("values for chart %s: %w", h.chartDir, err)
 	}
-	out, err := engine.Render(chrt, vals)
+	job.Values = string(values)
+	helm, ctx := d.helm, d.ctx
+	if helm == nil { // a discovery made to render again (HelmValuesKey) from an Inventory of old
+		helm = InProcess{}
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	out, err := helm.RenderHelm(ctx, job)
 	if err != nil {
-		return nil, fmt.Errorf("render chart %s: %w", h.chartDir, err)
+		return nil, err
 	}
 	var docs []renderedDoc
 	for _, n := range slices.Sorted(maps.Keys(out)) {

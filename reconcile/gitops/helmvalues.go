@@ -45,7 +45,7 @@ func (inv *Inventory) HelmValuesKey(f core.Field, want core.Value) (key ValuesKe
 	if err := json.Unmarshal([]byte(want.JSON()), &wantVal); err != nil || want.IsExpr() {
 		return nil, nil, m, fmt.Errorf("only a literal value can be written into values, not %s", want)
 	}
-	d := &discovery{files: inv.files}
+	d := &discovery{files: inv.files, helm: inv.helm}
 	base, err := d.render(p.release)
 	if err != nil {
 		return nil, nil, m, err

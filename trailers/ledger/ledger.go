@@ -51,7 +51,7 @@ type Options struct {
 	CheckpointCommits  int
 	CheckpointInterval time.Duration
 	// MaxFileBytes bounds the size of a file the ledger parses; larger files are recorded as a
-	// problem. Default 8 MiB.
+	// problem. Default core.DefaultBudget's FileBytes (8 MiB), which review and discovery share.
 	MaxFileBytes int64
 }
 
@@ -72,7 +72,7 @@ func (o Options) withDefaults() Options {
 		o.CheckpointInterval = 10 * time.Second
 	}
 	if o.MaxFileBytes <= 0 {
-		o.MaxFileBytes = 8 << 20
+		o.MaxFileBytes = core.DefaultBudget().FileBytes
 	}
 	return o
 }

@@ -73,6 +73,7 @@ type App struct {
 	mu     sync.Mutex
 	jwt    Token
 	tokens map[int64]Token
+	login  string // the App's bot login, once GET /app has answered
 	flight singleflight.Group
 }
 
@@ -243,6 +244,41 @@ func (a *App) AppClient(base http.RoundTripper) (*github.Client, error) {
 		return c.WithEnterpriseURLs(a.baseURL, strings.TrimSuffix(a.baseURL, "api/v3/")+"api/uploads/")
 	}
 	return c, nil
+}
+
+// BotLogin returns the login GitHub shows on what the App writes as an installation:
+// "<app-slug>[bot]". It asks GET /app (as the App, over base) once and keeps the answer: an App's
+// slug does not change while it runs. Comments are told apart by it, since any other App or a
+// workflow (github-actions[bot]) is also a Bot and can write the same text.
+func (a *App) BotLogin(ctx context.Context, base http.RoundTripper) (string, error) {
+	a.mu.Lock()
+	login := a.login
+	a.mu.Unlock()
+	if login != "" {
+		return login, nil
+	}
+	v, err, _ := a.flight.Do("app", func() (any, error) {
+		c, err := a.AppClient(base)
+		if err != nil {
+			return "", err
+		}
+		app, _, err := c.Apps.Get(ctx, "")
+		if err != nil {
+			return "", fmt.Errorf("GitHub App %d: read its slug (GET /app): %w", a.id, err)
+		}
+		if app.GetSlug() == "" {
+			return "", fmt.Errorf("GitHub App %d: GET /app gave no slug", a.id)
+		}
+		login := app.GetSlug() + "[bot]"
+		a.mu.Lock()
+		a.login = login
+		a.mu.Unlock()
+		return login, nil
+	})
+	if err != nil {
+		return "", err
+	}
+	return v.(string), nil
 }
 
 // Client returns a go-github client acting as the installation. base is the transport below the

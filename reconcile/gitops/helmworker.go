@@ -1,0 +1,266 @@
+package gitops
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"os/exec"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	yamlv3 "go.yaml.in/yaml/v3"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/engine"
+
+	"github.com/parleyhq/parley/core"
+)
+
+// Helm's template engine takes no context and checks no clock: a chart whose template loops
+// ({{ range until 100000 }} nested twice) runs for as long as it likes, and one that builds a
+// large string takes as much memory as it likes, whatever the caller's context says. Argo CD's
+// repo server renders in a child process under an exec timeout for the same reason. Parley does
+// the same: a HelmProcess runs each render in a child (the parley binary re-executed as a hidden
+// worker), kills it when the time budget is spent or the work is cancelled, and has the child cap
+// its own memory before it reads anything (see limitMemory).
+
+// HelmJob is one chart release to render: what a child process is given on standard input.
+type HelmJob struct {
+	Chart     string            `json:"chart"`     // the chart's directory in the repository, for messages
+	Files     map[string][]byte `json:"files"`     // the chart's files, by path inside the chart
+	Values    string            `json:"values"`    // the release's values over the chart's, as YAML
+	Release   string            `json:"release"`   // the release name
+	Namespace string            `json:"namespace"` // the release namespace
+}
+
+// HelmRenderer renders a chart release: the engine's output, template name to text.
+type HelmRenderer interface {
+	RenderHelm(ctx context.Context, job HelmJob) (map[string]string, error)
+}
+
+// InProcess renders in the calling process with the Helm SDK: fast, and right for charts the
+// caller trusts, but a template that loops or grows is neither stopped nor bounded.
+type InProcess struct{}
+
+// RenderHelm implements HelmRenderer.
+func (InProcess) RenderHelm(_ context.Context, job HelmJob) (map[string]string, error) {
+	return renderJob(job)
+}
+
+// renderJob is the Helm SDK's rendering of a job, as helm-controller and Argo CD's repo server do
+// it for an install.
+func renderJob(job HelmJob) (map[string]string, error) {
+	var files []*loader.BufferedFile
+	for _, name := range slices.Sorted(maps.Keys(job.Files)) {
+		files = append(files, &loader.BufferedFile{Name: name, Data: job.Files[name]})
+	}
+	chrt, err := loader.LoadFiles(files)
+	if err != nil {
+		return nil, fmt.Errorf("load chart %s: %w", job.Chart, err)
+	}
+	var values map[string]any
+	if err := yamlv3.Unmarshal([]byte(job.Values), &values); err != nil {
+		return nil, fmt.Errorf("values for chart %s: %w", job.Chart, err)
+	}
+	vals, err := chartutil.ToRenderValues(chrt, values, chartutil.ReleaseOptions{Name: job.Release, Namespace: job.Namespace, IsInstall: true, Revision: 1}, chartutil.DefaultCapabilities)
+	if err != nil {
+		return nil, fmt.Errorf("values for chart %s: %w", job.Chart, err)
+	}
+	out, err := engine.Render(chrt, vals)
+	if err != nil {
+		return nil, fmt.Errorf("render chart %s: %w", job.Chart, err)
+	}
+	return out, nil
+}
+
+// HelmMemoryEnv is the environment variable that carries a worker's memory budget in bytes.
+const HelmMemoryEnv = "PARLEY_HELM_WORKER_MEMORY"
+
+// ServeHelm is the child's side of a HelmProcess: it caps its own memory at the budget in
+// HelmMemoryEnv (before it reads the job, so the job's size counts too), reads one HelmJob from in,
+// renders it and writes the output as JSON to out. A render error is written to out as
+// {"error": ...} and ServeHelm returns nil: the parent tells a chart that fails from a worker that
+// died. `parley render-worker helm` runs it.
+func ServeHelm(in io.Reader, out io.Writer) error {
+	if s := os.Getenv(HelmMemoryEnv); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n <= 0 {
+			return fmt.Errorf("%s=%q: want a number of bytes", HelmMemoryEnv, s)
+		}
+		if err := limitMemory(n); err != nil {
+			return fmt.Errorf("limit memory to %d bytes: %w", n, err)
+		}
+	}
+	var job HelmJob
+	if err := json.NewDecoder(in).Decode(&job); err != nil {
+		return fmt.Errorf("read the render job: %w", err)
+	}
+	var answer workerAnswer
+	rendered, err := renderJob(job)
+	if err != nil {
+		answer.Error = err.Error()
+	} else {
+		answer.Rendered = rendered
+	}
+	return json.NewEncoder(out).Encode(answer)
+}
+
+// workerAnswer is what a worker writes back.
+type workerAnswer struct {
+	Rendered map[string]string `json:"rendered,omitempty"`
+	Error    string            `json:"error,omitempty"`
+}
+
+// setGoMemoryLimit makes the worker's garbage collector work hard as the hard limit nears, so a
+// chart that fits is not killed for garbage it left; the hard limit (limitMemory) is what stops
+// one that does not fit.
+func setGoMemoryLimit(n int64) { debug.SetMemoryLimit(n * 3 / 4) }
+
+// HelmProcess renders each chart in a child process under a time and a memory budget, a few at a
+// time. The child is killed when Timeout passes or the caller's context ends; one that exceeds
+// Memory dies of it. Either way the chart is reported as not rendered, with why.
+type HelmProcess struct {
+	// Command is the worker's argv: a program that runs ServeHelm, such as
+	// []string{os.Executable(), "render-worker", "helm"}.
+	Command []string
+	// Env is added to the worker's environment (which is otherwise this process's).
+	Env []string
+	// Timeout is how long one chart may take to render. Default 30s.
+	Timeout time.Duration
+	// Memory is the most memory (address space) a worker may use, in bytes. Default 512 MiB.
+	Memory int64
+	// Parallel is how many workers run at once. Default 2.
+	Parallel int
+
+	once    sync.Once
+	slots   chan struct{}
+	started func(pid int) // tests: called once a worker runs
+}
+
+// Defaults of HelmProcess.
+const (
+	DefaultHelmTimeout  = 30 * time.Second
+	DefaultHelmMemory   = 512 << 20
+	DefaultHelmParallel = 2
+)
+
+// ErrChartNotRendered wraps every reason a HelmProcess gives up on a chart (the time budget, the
+// memory budget, cancellation, a worker that failed).
+var ErrChartNotRendered = errors.New("not rendered")
+
+// RenderHelm implements HelmRenderer.
+func (p *HelmProcess) RenderHelm(ctx context.Context, job HelmJob) (map[string]string, error) {
+	timeout, memory := p.Timeout, p.Memory
+	if timeout <= 0 {
+		timeout = DefaultHelmTimeout
+	}
+	if memory <= 0 {
+		memory = DefaultHelmMemory
+	}
+	p.once.Do(func() { p.slots = make(chan struct{}, max(1, cmp(p.Parallel, DefaultHelmParallel))) })
+	if len(p.Command) == 0 {
+		return nil, fmt.Errorf("chart %s: %w: no render worker command", job.Chart, ErrChartNotRendered)
+	}
+	select {
+	case p.slots <- struct{}{}:
+		defer func() { <-p.slots }()
+	case <-ctx.Done():
+		return nil, fmt.Errorf("chart %s: %w: cancelled (%v)", job.Chart, ErrChartNotRendered, context.Cause(ctx))
+	}
+	input, err := json.Marshal(job)
+	if err != nil {
+		return nil, fmt.Errorf("chart %s: encode the render job: %w", job.Chart, err)
+	}
+	rctx, cancel := context.WithTimeoutCause(ctx, timeout, errTimeBudget)
+	defer cancel()
+	cmd := exec.CommandContext(rctx, p.Command[0], p.Command[1:]...)
+	cmd.Env = append(append(os.Environ(), p.Env...), HelmMemoryEnv+"="+strconv.FormatInt(memory, 10))
+	cmd.Stdin = bytes.NewReader(input)
+	// Output is bounded like the worker's memory: a worker cannot make its parent hold more.
+	var stdout, stderr limitedBuffer
+	stdout.max, stderr.max = memory, 64<<10
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.WaitDelay = time.Second // a killed worker's pipes are closed, not waited on
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("chart %s: %w: start the render worker: %v", job.Chart, ErrChartNotRendered, err)
+	}
+	if p.started != nil {
+		p.started(cmd.Process.Pid)
+	}
+	err = cmd.Wait()
+	switch {
+	case errors.Is(context.Cause(rctx), errTimeBudget):
+		return nil, fmt.Errorf("chart %s: %w: stopped after %s, the time Parley gives a chart to render", job.Chart, ErrChartNotRendered, timeout)
+	case ctx.Err() != nil:
+		return nil, fmt.Errorf("chart %s: %w: cancelled (%v)", job.Chart, ErrChartNotRendered, context.Cause(ctx))
+	case stdout.over:
+		return nil, fmt.Errorf("chart %s: %w: its output is above %s", job.Chart, ErrChartNotRendered, core.Size(memory))
+	case err != nil && outOfMemory(stderr.String()):
+		return nil, fmt.Errorf("chart %s: %w: it needs more than the %s of memory Parley gives a chart to render", job.Chart, ErrChartNotRendered, core.Size(memory))
+	case err != nil:
+		return nil, fmt.Errorf("chart %s: %w: the render worker failed (%v): %s", job.Chart, ErrChartNotRendered, err, lastLine(stderr.String()))
+	}
+	var answer workerAnswer
+	if err := json.Unmarshal(stdout.Bytes(), &answer); err != nil {
+		return nil, fmt.Errorf("chart %s: %w: the render worker's answer: %v", job.Chart, ErrChartNotRendered, err)
+	}
+	if answer.Error != "" {
+		return nil, errors.New(answer.Error)
+	}
+	return answer.Rendered, nil
+}
+
+var errTimeBudget = errors.New("the chart's time budget is spent")
+
+func cmp(n, def int) int {
+	if n <= 0 {
+		return def
+	}
+	return n
+}
+
+// outOfMemory reports whether a worker's standard error says the Go runtime died for want of
+// memory: the first line of its crash is a fatal error saying "out of memory" ("fatal error:
+// runtime: out of memory", "fatal error: out of memory allocating heap arena metadata") or, when
+// the kernel refuses a mapping under the limit, "cannot allocate memory".
+func outOfMemory(stderr string) bool {
+	first, _, _ := strings.Cut(strings.TrimSpace(stderr), "\n")
+	return strings.HasPrefix(first, "fatal error: ") &&
+		(strings.Contains(first, "out of memory") || strings.Contains(first, "cannot allocate memory"))
+}
+
+// lastLine is the last line of a worker's standard error: the reason it gave, for the problem.
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		s = s[i+1:]
+	}
+	return s
+}
+
+// limitedBuffer keeps at most max bytes and notes whether more came.
+type limitedBuffer struct {
+	bytes.Buffer
+	max  int64
+	over bool
+}
+
+func (b *limitedBuffer) Write(p []byte) (int, error) {
+	if room := b.max - int64(b.Len()); int64(len(p)) > room {
+		b.over = true
+		if room > 0 {
+			b.Buffer.Write(p[:room])
+		}
+		return len(p), nil // keep draining, so the worker is not blocked on a full pipe
+	}
+	return b.Buffer.Write(p)
+}
