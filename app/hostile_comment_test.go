@@ -159,10 +159,15 @@ func TestCommandRepliesCarryNothingLiveFromTheCommand(t *testing.T) {
 	defer live.Close()
 	h.Live = live
 	c := &Comments{PullRequests: h, Live: live}
+	// Commands are refused on closed pull requests, so Parley reads this one's state first.
+	gh.SetPullRequest("acme/infra", 7, map[string]any{"number": 7, "state": "open", "title": "Right-size the consumers",
+		"user": map[string]any{"login": "cost-optimizer[bot]"}})
 	gh.SetPermission("acme/infra", "mallory", "read")
 	for i, body := range []string{
-		"/parley hold `` ` @acme/security ![t](https://evil.example/p.png) [x](https://evil.example) `", // refused: no permission
-		"/parley claim `@acme/security`![t](https://evil.example/p.png) = 3 |x|",                        // malformed: a parse error quoting it
+		// Code spans are no command text (chatops reads the comment as GitHub renders it), so the
+		// hostile parts stand in the paragraph's own text.
+		"/parley hold reason=\"@acme/security <b>x</b> ![t](https://evil.example/p.png) [x](https://evil.example) |x|\"", // refused: no permission
+		"/parley claim @acme/security![t](https://evil.example/p.png) = 3 |x|",                                           // malformed: a parse error quoting it
 	} {
 		if err := c.Handle(context.Background(), store.Delivery{ID: fmt.Sprint("c", i), Event: "issue_comment",
 			Body: commentEvent(t, dir, int64(600+i), "mallory", "User", body)}); err != nil {
