@@ -3,7 +3,8 @@
 // binary's own build information (runtime/debug.ReadBuildInfo), which `go build` stamps inside a
 // Git checkout with -buildvcs=true; release builds (scripts/image, scripts/release) also set the
 // version with -ldflags "-X github.com/parleyhq/parley/internal/version.version=0.1.0", because a
-// build from a checkout only knows a pseudo-version.
+// build from a checkout only knows a pseudo-version (and the commit, its time and whether the
+// checkout was modified, which Go does not stamp everywhere; see below).
 package version
 
 import (
@@ -13,12 +14,15 @@ import (
 	"strings"
 )
 
-// Set at link time by release builds (-ldflags -X); empty otherwise. A revision or time set this
-// way wins over the VCS stamp, for builds made outside a Git checkout (a source tarball).
+// Set at link time by release builds (-ldflags -X); empty otherwise. A revision, time or modified
+// flag set this way wins over the VCS stamp: Go stamps nothing in a git worktree or submodule
+// (where .git is a file) nor outside a checkout (a source tarball), so scripts/ship passes what
+// git says.
 var (
 	version   string
 	revision  string
 	buildTime string
+	modified  string // "true" or "false"
 )
 
 // Info describes one build.
@@ -33,11 +37,11 @@ type Info struct {
 // Get reads the running binary's build information.
 func Get() Info {
 	bi, _ := debug.ReadBuildInfo()
-	return fromBuildInfo(bi, version, revision, buildTime)
+	return fromBuildInfo(bi, version, revision, buildTime, modified)
 }
 
 // fromBuildInfo is Get over given inputs, so tests can show each source and its precedence.
-func fromBuildInfo(bi *debug.BuildInfo, ldVersion, ldRevision, ldTime string) Info {
+func fromBuildInfo(bi *debug.BuildInfo, ldVersion, ldRevision, ldTime, ldModified string) Info {
 	// The toolchain that compiled this binary is the runtime's own version; the build information
 	// carries the same string, but a parsed one (debug.ParseBuildInfo) may not.
 	info := Info{Version: "(devel)", GoVersion: runtime.Version()}
@@ -67,6 +71,9 @@ func fromBuildInfo(bi *debug.BuildInfo, ldVersion, ldRevision, ldTime string) In
 	}
 	if ldTime != "" {
 		info.Time = ldTime
+	}
+	if ldModified != "" {
+		info.Modified = ldModified == "true"
 	}
 	return info
 }

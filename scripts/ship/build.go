@@ -18,8 +18,8 @@ import (
 // errUsage is a flag error the flag package has already reported.
 var errUsage = errors.New("usage")
 
-// versionVar is the variable release builds set with -ldflags -X (internal/version).
-const versionVar = "github.com/parleyhq/parley/internal/version.version"
+// versionPkg holds the variables release builds set with -ldflags -X.
+const versionPkg = "github.com/parleyhq/parley/internal/version"
 
 // source is the checkout being shipped.
 type source struct {
@@ -90,16 +90,18 @@ func parseTargets(list string) ([]target, error) {
 
 // buildParley compiles cmd/parley for t into out, the one way every shipped binary is built: static
 // (CGO_ENABLED=0: the image has no C library, and the SQLite driver is pure Go), -trimpath (no
-// build machine paths), the commit stamped (-buildvcs=true, which `parley version` reads, whatever
-// GOFLAGS says), the version set, symbol tables stripped, and the baseline instruction sets
-// named so the build environment cannot change them.
+// build machine paths), the version, commit, commit time and modified flag set at link time
+// (`parley version` reads them; Go's own -buildvcs stamp is kept too, but Go stamps nothing in a
+// git worktree), symbol tables stripped, and the baseline instruction sets named so the build
+// environment cannot change them.
 func buildParley(ctx context.Context, src source, version string, t target, out string) error {
 	out, err := filepath.Abs(out)
 	if err != nil {
 		return err
 	}
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=true",
-		"-ldflags", "-s -w -X "+versionVar+"="+version, "-o", out, "./cmd/parley")
+	ldflags := fmt.Sprintf("-s -w -X %[1]s.version=%[2]s -X %[1]s.revision=%[3]s -X %[1]s.buildTime=%[4]s -X %[1]s.modified=%[5]t",
+		versionPkg, version, src.Revision, src.Time.Format(time.RFC3339), src.Modified)
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=true", "-ldflags", ldflags, "-o", out, "./cmd/parley")
 	cmd.Dir = src.Root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+t.OS, "GOARCH="+t.Arch, "GOFLAGS=",
 		"GOAMD64=v1", "GOARM64=v8.0")

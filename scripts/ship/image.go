@@ -20,7 +20,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
@@ -244,7 +243,11 @@ func rootfsLayer(binary []byte, mtime time.Time) (v1.Layer, error) {
 	if err := zw.Close(); err != nil {
 		return nil, err
 	}
-	return static.NewLayer(gz.Bytes(), types.OCILayer), nil
+	// LayerFromOpener keeps these compressed bytes as the blob and reads the diff ID (the
+	// uncompressed digest the config lists) through them.
+	compressed := gz.Bytes()
+	return tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(compressed)), nil },
+		tarball.WithMediaType(types.OCILayer))
 }
 
 // writeLayout replaces dir with an OCI layout holding the index, named by the reference's tag.
