@@ -80,7 +80,7 @@ func release(ctx context.Context, src source, version string, targets []target, 
 		if err := buildParley(ctx, src, version, t, filepath.Join(out, base)); err != nil {
 			return nil, err
 		}
-		if err := sbom(ctx, src, t, filepath.Join(out, base+".cdx.json")); err != nil {
+		if err := sbom(ctx, src, version, filepath.Join(out, base), filepath.Join(out, base+".cdx.json")); err != nil {
 			return nil, err
 		}
 		files = append(files, base, base+".cdx.json")
@@ -101,17 +101,21 @@ func release(ctx context.Context, src source, version string, targets []target, 
 	return append(files, "SHA256SUMS"), nil
 }
 
-// sbom lists the modules and packages linked into parley for t, under the build constraints the
-// binary was built with. No serial number or timestamp: the same commit gives the same SBOM.
-func sbom(ctx context.Context, src source, t target, out string) error {
-	cmd := exec.CommandContext(ctx, "go", "run", sbomTool, "app", "-json", "-packages", "-noserial", "-notimestamp",
-		"-main", "cmd/parley", "-output", out, src.Root)
+// sbom lists what the binary links, read from the binary itself (its build information, as
+// `go version -m` prints it): every module at the version compiled in, and the Go standard
+// library's release, which vulnerability scanners need. Reading the binary rather than the module
+// graph lists exactly what ships and works in any checkout (the generator's module mode reads the
+// version from .git with go-git, which fails in a git worktree). No serial number or timestamp:
+// the same commit gives the same SBOM.
+func sbom(ctx context.Context, src source, version, binary, out string) error {
+	cmd := exec.CommandContext(ctx, "go", "run", sbomTool, "bin", "-json", "-std", "-noserial", "-notimestamp",
+		"-version", version, "-output", out, binary)
 	cmd.Dir = src.Root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+t.OS, "GOARCH="+t.Arch, "GOFLAGS=")
+	cmd.Env = append(os.Environ(), "GOFLAGS=")
 	var errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &errb, &errb
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("SBOM for %s (%s): %w\n%s", t, sbomTool, err, errb.String())
+		return fmt.Errorf("SBOM of %s (%s): %w\n%s", filepath.Base(binary), sbomTool, err, errb.String())
 	}
 	return nil
 }
