@@ -30,7 +30,14 @@ import (
 	"github.com/parleyhq/parley/internal/sqldb"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) {
+	// The test binary is the parley CLI when a test runs a script that runs parley (the review-plan
+	// action's): no second build of the binary.
+	if os.Getenv(runAsCLIEnv) == "1" {
+		os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	}
+	pgtest.Main(m)
+}
 
 // serveProc is one running `parley serve`.
 type serveProc struct {
