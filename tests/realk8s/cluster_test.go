@@ -57,8 +57,8 @@ func findBinaries(t *testing.T) binaries {
 	return b
 }
 
-// cachedBinaries is where the artifacts are in the cache, present or not.
-func cachedBinaries(t *testing.T) binaries {
+// cacheDir is where scripts/real-controllers.sh keeps what it builds.
+func cacheDir(t *testing.T) string {
 	t.Helper()
 	base := os.Getenv("PARLEY_CACHE")
 	if base == "" {
@@ -68,7 +68,13 @@ func cachedBinaries(t *testing.T) binaries {
 		}
 		base = filepath.Join(home, ".cache", "parley")
 	}
-	dir := filepath.Join(base, "real-controllers")
+	return filepath.Join(base, "real-controllers")
+}
+
+// cachedBinaries is where the artifacts are in the cache, present or not.
+func cachedBinaries(t *testing.T) binaries {
+	t.Helper()
+	dir := cacheDir(t)
 	return binaries{
 		etcd:                filepath.Join(dir, "etcd-"+etcdVersion, "etcd"),
 		apiserver:           filepath.Join(dir, "kube-apiserver-"+kubernetesVersion, "kube-apiserver"),
