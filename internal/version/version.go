@@ -31,7 +31,7 @@ type Info struct {
 	Revision  string `json:"revision,omitempty"` // the full commit hash
 	Time      string `json:"time,omitempty"`     // the commit's time, RFC 3339 (reproducible, unlike the clock at build)
 	Modified  bool   `json:"modified"`           // built from a checkout with uncommitted changes
-	GoVersion string `json:"goVersion"`
+	GoVersion string `json:"go_version"`
 }
 
 // Get reads the running binary's build information.
