@@ -150,8 +150,11 @@ func TestReviewPlanActionManifest(t *testing.T) {
 		t.Fatal(err)
 	}
 	var action struct {
-		Inputs map[string]struct{ Required bool }
-		Runs   struct {
+		Inputs map[string]struct {
+			Required bool
+			Default  string
+		}
+		Runs struct {
 			Using string
 			Steps []struct {
 				Shell, Run string
@@ -192,5 +195,14 @@ func TestReviewPlanActionManifest(t *testing.T) {
 	}
 	if !action.Inputs["plan"].Required {
 		t.Error("the plan input is not required")
+	}
+	// The release it downloads by default is the one the chart (and the image) are at.
+	chart, err := os.ReadFile(filepath.Join("..", "..", "charts", "parley", "Chart.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^appVersion: "?([^"\n]+)"?$`).FindSubmatch(chart)
+	if m == nil || action.Inputs["version"].Default != string(m[1]) {
+		t.Errorf("the action downloads %q by default; the chart's appVersion is %q", action.Inputs["version"].Default, m)
 	}
 }
