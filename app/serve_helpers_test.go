@@ -13,12 +13,18 @@ import (
 // base URL and the function that stops it (and returns Run's error); the test's end stops it too.
 func runServe(tb testing.TB, env map[string]string) (srv *Server, base string, stop func() error) {
 	tb.Helper()
+	return runServeLogged(tb, env, slog.New(slog.DiscardHandler))
+}
+
+// runServeLogged is runServe with serve's log written to log.
+func runServeLogged(tb testing.TB, env map[string]string, log *slog.Logger) (srv *Server, base string, stop func() error) {
+	tb.Helper()
 	cfg, err := config.Load("", func(k string) string { return env[k] })
 	if err != nil {
 		tb.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	srv, err = NewServer(ctx, cfg, slog.New(slog.DiscardHandler))
+	srv, err = NewServer(ctx, cfg, log)
 	if err != nil {
 		cancel()
 		tb.Fatal(err)

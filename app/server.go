@@ -37,6 +37,7 @@ import (
 	"github.com/parleyhq/parley/app/internal/webauth"
 	"github.com/parleyhq/parley/internal/agentstore"
 	"github.com/parleyhq/parley/internal/sqldb"
+	"github.com/parleyhq/parley/internal/version"
 	"github.com/parleyhq/parley/reconcile"
 	"github.com/parleyhq/parley/reconcile/driftstate"
 	"github.com/parleyhq/parley/reconcile/events"
@@ -174,7 +175,7 @@ func NewServer(ctx context.Context, cfg config.Config, log *slog.Logger) (*Serve
 		return fail(err)
 	}
 	st := s.store
-	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfoGauge(version.Get()))
 	metrics, err := webhooks.NewMetrics(s.reg, st)
 	if err != nil {
 		return fail(err)
@@ -661,7 +662,9 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 		wg.Add(1)
 		go serve(msrv, mln)
 	}
-	s.log.Info("parley serving", "addr", ln.Addr().String(), "store", s.cfg.StoreName(), "workers", s.cfg.Workers)
+	build := version.Get()
+	s.log.Info("parley serving", "addr", ln.Addr().String(), "store", s.cfg.StoreName(), "workers", s.cfg.Workers,
+		"version", build.Version, "revision", build.ShortRevision(), "goversion", build.GoVersion)
 	if mln != nil {
 		s.metricsAddr.Store(mln.Addr().String())
 	}
@@ -722,4 +725,14 @@ func eventCredentials(cfg config.Config, source string) ([]webhooks.Credential, 
 		out = append(out, webhooks.Credential{Secret: ws, Account: id})
 	}
 	return out, nil
+}
+
+// buildInfoGauge is parley_build_info, always 1, whose labels say which build answers: a dashboard
+// joins it to see which version each replica ran when a metric moved.
+func buildInfoGauge(info version.Info) prometheus.Collector {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "parley_build_info",
+		Help:        "Which build of parley serve this is (always 1): version, commit and Go release, as parley version prints them.",
+		ConstLabels: prometheus.Labels{"version": info.Version, "revision": info.ShortRevision(), "goversion": info.GoVersion}})
+	g.Set(1)
+	return g
 }

@@ -11,6 +11,12 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	// Mozilla's root certificates (kept by the Go team), used only where the system has none: the
+	// container image is the static binary and a few files, without a CA bundle to keep current,
+	// and TLS to GitHub and PostgreSQL must verify there as on any machine. The roots keep their
+	// Mozilla distrust constraints, which a flat PEM bundle in the image would lose.
+	_ "golang.org/x/crypto/x509roots/fallback"
 )
 
 // Exit codes: 0 success, 1 the command ran and found a problem (a policy error, a veto), 2 usage or

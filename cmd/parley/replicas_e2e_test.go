@@ -31,9 +31,10 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	// parley discover and serve re-execute their own binary as a Helm render worker; under test,
-	// that binary is this one.
-	if len(os.Args) > 1 && os.Args[1] == "render-worker" {
+	// parley discover and serve re-execute their own binary as a Helm render worker, and some tests
+	// run a script that runs parley (the review-plan action's): under test, that binary is this one,
+	// so no second build of it is needed.
+	if (len(os.Args) > 1 && os.Args[1] == "render-worker") || os.Getenv(runAsCLIEnv) == "1" {
 		os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}
 	pgtest.Main(m)

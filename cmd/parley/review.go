@@ -78,8 +78,8 @@ run; 2 for bad input (a missing or malformed plan, an unsupported format_version
 				}
 				return reviewPlan(cmd, dir, author, plan, asJSON, now)
 			}
-			if plan.moduleDir != "." || plan.intent != "" || plan.motivation != "" {
-				return usageErr(fmt.Errorf("--module-dir, --intent and --motivation go with --plan"))
+			if plan.moduleDir != "." || plan.intent != "" || plan.motivation != "" || plan.summary != "" {
+				return usageErr(fmt.Errorf("--module-dir, --intent, --motivation and --summary go with --plan"))
 			}
 			if head == "" {
 				return usageErr(fmt.Errorf("--head is required (the branch or commit to judge), or --plan (a Terraform plan to judge)"))
@@ -162,6 +162,7 @@ run; 2 for bad input (a missing or malformed plan, an unsupported format_version
 	f.StringVar(&plan.file, "plan", "", "judge this Terraform plan: the JSON of terraform show -json PLANFILE (- for standard input)")
 	f.StringVar(&plan.moduleDir, "module-dir", ".", "with --plan: the root module's directory relative to the repository root (where terraform plan ran)")
 	f.StringVar(&plan.intent, "intent", "", "with --plan: the intent of the plan's changes, such as performance (default: none declared)")
+	f.StringVar(&plan.summary, "summary", "", "with --plan: also append the verdicts as Markdown to this file, such as $GITHUB_STEP_SUMMARY")
 	f.StringVar(&plan.motivation, "motivation", "", `with --plan: the motivation of the plan's changes, as the Motivation trailer writes it, such as "incident INC-4211 severity=high"`)
 	return cmd
 }
@@ -201,7 +202,7 @@ func hasOrigin(dir string) bool {
 
 // planFlags are review's --plan mode flags.
 type planFlags struct {
-	file, moduleDir, intent, motivation string
+	file, moduleDir, intent, motivation, summary string
 }
 
 // reviewPlan is review --plan: judge a Terraform plan's changes against the default branch.
@@ -266,6 +267,11 @@ func reviewPlan(cmd *cobra.Command, dir, author string, pf planFlags, asJSON boo
 		verdicts[i] = j.Verdict
 	}
 	conclusion := tfplan.Conclusion(js)
+	if pf.summary != "" {
+		if err := appendSummary(pf.summary, planSummary(res, js, opts.Author, pf.moduleDir, conclusion)); err != nil {
+			return err
+		}
+	}
 	out := cmd.OutOrStdout()
 	if asJSON {
 		doc := tfplan.NewDocument(res, js, opts.Author, pf.moduleDir, now)

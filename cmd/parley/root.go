@@ -4,6 +4,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/parleyhq/parley/internal/version"
 )
 
 // newRootCmd builds the command tree. Commands are listed here explicitly: no init() registration.
@@ -18,7 +20,10 @@ HCL policy.
 Start with 'parley demo': it builds a small infrastructure repository with history and prints its ledger.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       version.Get().String(),
 	}
+	// --version prints the same line a bug report quotes, without cobra's "parley version" prefix.
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.AddCommand(
 		newTrailersCmd(),
 		newFieldsCmd(),
@@ -32,6 +37,7 @@ Start with 'parley demo': it builds a small infrastructure repository with histo
 		newProposeCmd(),
 		newMCPCmd(),
 		newRenderWorkerCmd(),
+		newVersionCmd(),
 	)
 	return root
 }

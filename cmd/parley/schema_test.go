@@ -28,6 +28,7 @@ var jsonOutputs = map[string]string{
 	"simulate":    "simulate.schema.json",
 	"tokens list": "tokens.schema.json",
 	"verdicts":    "drift-verdicts.schema.json", // with --timers: timers.schema.json
+	"version":     "version.schema.json",
 }
 
 func TestEveryJSONCommandHasASchema(t *testing.T) {
@@ -132,6 +133,7 @@ func TestEveryJSONOutputMatchesItsSchema(t *testing.T) {
 	if code, _, errOut := runCLI(t, "tokens", "revoke", "retired", "--db", agents); code != 0 {
 		t.Fatalf("tokens revoke: %s", errOut)
 	}
+	check("version", "version.schema.json", "version", "--json")
 	if out := check("tokens list", "tokens.schema.json", "tokens", "list", "--db", agents, "--json"); !strings.Contains(out, `"last_used"`) || !strings.Contains(out, `"revoked"`) {
 		t.Errorf("tokens list --json lacks last_used or revoked:\n%s", out)
 	}

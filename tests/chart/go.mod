@@ -3,6 +3,7 @@ module github.com/parleyhq/parley/tests/chart
 go 1.26.0
 
 require (
+	github.com/parleyhq/parley/scripts/ship v0.0.0
 	helm.sh/helm/v3 v3.22.0
 	sigs.k8s.io/yaml v1.6.0
 )
@@ -49,7 +50,7 @@ require (
 	github.com/spf13/cast v1.7.0 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	go.yaml.in/yaml/v2 v2.4.4 // indirect
-	go.yaml.in/yaml/v3 v3.0.5 // indirect
+	go.yaml.in/yaml/v3 v3.0.6 // indirect
 	golang.org/x/crypto v0.55.0 // indirect
 	golang.org/x/net v0.57.0 // indirect
 	golang.org/x/oauth2 v0.36.0 // indirect
@@ -71,3 +72,5 @@ require (
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 )
+
+replace github.com/parleyhq/parley/scripts/ship => ../../scripts/ship

@@ -52,6 +52,14 @@ type binaries struct {
 // would let CI report green without having run anything.
 func findBinaries(t *testing.T) binaries {
 	t.Helper()
+	b := cachedBinaries(t)
+	b.require(t, b.etcd, b.apiserver, b.kustomizeController, b.helmController, b.crdDir)
+	return b
+}
+
+// cacheDir is where scripts/real-controllers.sh keeps what it builds.
+func cacheDir(t *testing.T) string {
+	t.Helper()
 	base := os.Getenv("PARLEY_CACHE")
 	if base == "" {
 		home, err := os.UserHomeDir()
@@ -60,8 +68,14 @@ func findBinaries(t *testing.T) binaries {
 		}
 		base = filepath.Join(home, ".cache", "parley")
 	}
-	dir := filepath.Join(base, "real-controllers")
-	b := binaries{
+	return filepath.Join(base, "real-controllers")
+}
+
+// cachedBinaries is where the artifacts are in the cache, present or not.
+func cachedBinaries(t *testing.T) binaries {
+	t.Helper()
+	dir := cacheDir(t)
+	return binaries{
 		etcd:                filepath.Join(dir, "etcd-"+etcdVersion, "etcd"),
 		apiserver:           filepath.Join(dir, "kube-apiserver-"+kubernetesVersion, "kube-apiserver"),
 		kustomizeController: filepath.Join(dir, "kustomize-controller-"+kustomizeControllerVersion, "kustomize-controller"),
@@ -69,12 +83,16 @@ func findBinaries(t *testing.T) binaries {
 		crdDir: filepath.Join(dir, "crds-kustomize-controller-"+kustomizeControllerVersion+"-helm-controller-"+helmControllerVersion+
 			"-source-controller-"+sourceControllerVersion),
 	}
-	for _, p := range []string{b.etcd, b.apiserver, b.kustomizeController, b.helmController, b.crdDir} {
+}
+
+// require fails the test unless every path exists.
+func (b binaries) require(t *testing.T, paths ...string) {
+	t.Helper()
+	for _, p := range paths {
 		if _, err := os.Stat(p); err != nil {
 			t.Fatalf("%s is missing (%v): run scripts/real-controllers.sh first", p, err)
 		}
 	}
-	return b
 }
 
 // freePort returns a port that was free a moment ago. The binaries take ports as flags, so there
@@ -261,6 +279,12 @@ func writeFile(t *testing.T, path, content string) {
 // startCluster starts etcd and kube-apiserver with static tokens and the audit webhook backend
 // pointed at an in-test server, and waits until /readyz answers ok.
 func startCluster(t *testing.T, bins binaries) *cluster {
+	t.Helper()
+	return startClusterWithPolicy(t, bins, auditPolicy)
+}
+
+// startClusterWithPolicy is startCluster with the given audit policy.
+func startClusterWithPolicy(t *testing.T, bins binaries, auditPolicy string) *cluster {
 	t.Helper()
 	dir := t.TempDir()
 	c := &cluster{dir: dir, audit: &auditSink{}}
