@@ -95,6 +95,7 @@ run; 2 for bad input (a missing or malformed plan, an unsupported format_version
 			if err != nil {
 				return findingsErr(fmt.Errorf("the default branch's policy is invalid:\n%w", err))
 			}
+			src.SetOpenPGPKeys(pol.OpenPGPKeyring())
 			id, last := src.HeadCommit()
 			if author != "" {
 				id = core.Identity{Source: core.SourceGitHubUser, ID: author}

@@ -352,7 +352,7 @@ func (b *Branch) EachField(ctx context.Context, p core.FieldPattern, fn func(Fie
 
 // entryColumns are the columns storedEntry.scan reads, from claims c joined to commits m.
 const entryColumns = `c.seq, c.kind, c.has_value, c.vjson, c.vexpr, m.hash, m.author_name, m.author_email, m.at,
-	m.subject, m.intent, m.intent_declared, m.mot_kind, m.mot_ref, m.mot_severity, m.expires, m.pr, m.parents`
+	m.subject, m.intent, m.intent_declared, m.mot_kind, m.mot_ref, m.mot_severity, m.expires, m.pr, m.parents, m.sig_key, m.sig_problem`
 
 // storedEntry is one claim row as the index holds it, before the history it belongs to gives a
 // valueless Claim trailer the value Git held.
@@ -365,12 +365,12 @@ type storedEntry struct {
 }
 
 func (se *storedEntry) scan(rows *sql.Rows, addr *string) error {
-	var vjson, vexpr, hash, name, email, subj, intent, mkind, mref, msev string
+	var vjson, vexpr, hash, name, email, subj, intent, mkind, mref, msev, sigKey, sigProblem string
 	var at, expires int64
 	var declared bool
 	var pr, parents int
 	dest := []any{&se.seq, &se.kind, &se.hasV, &vjson, &vexpr, &hash, &name, &email, &at, &subj, &intent, &declared,
-		&mkind, &mref, &msev, &expires, &pr, &parents}
+		&mkind, &mref, &msev, &expires, &pr, &parents, &sigKey, &sigProblem}
 	if addr != nil {
 		dest = append([]any{addr}, dest...)
 	}
@@ -384,7 +384,8 @@ func (se *storedEntry) scan(rows *sql.Rows, addr *string) error {
 	se.value = v
 	se.e = Entry{
 		Claim: core.Claim{
-			Actor:      core.Actor{Identity: core.Identity{Source: core.SourceGitAuthor, ID: email, Name: name}},
+			Actor: core.Actor{Identity: core.Identity{Source: core.SourceGitAuthor, ID: email, Name: name,
+				Proof: core.Proof{Key: sigKey, Problem: sigProblem}}},
 			Intent:     core.Intent(intent),
 			Motivation: core.Motivation{Kind: mkind, Ref: mref, Severity: core.Severity(msev)},
 			At:         time.Unix(at, 0).UTC(),
