@@ -233,12 +233,13 @@ func reviewPlan(cmd *cobra.Command, dir, author string, pf planFlags, asJSON boo
 		return findingsErr(fmt.Errorf("the default branch's policy is invalid:\n%w", err))
 	}
 	if author == "" {
-		out, err := explainGit(dir, "log", "-1", "--format=%ae%x00%an", "HEAD")
+		// The HEAD commit's author, as far as its signature proves it.
+		src, err := review.OpenGitSource(dir, "HEAD", "HEAD")
 		if err != nil {
 			return usageErr(fmt.Errorf("the plan's author: read the HEAD commit's author (or give --author): %w", err))
 		}
-		email, name, _ := strings.Cut(strings.TrimRight(string(out), "\n"), "\x00")
-		opts.Author = core.Identity{Source: core.SourceGitAuthor, ID: email, Name: name}
+		src.SetOpenPGPKeys(pol.OpenPGPKeyring())
+		opts.Author, _ = src.HeadCommit()
 	}
 
 	js, err := tfplan.Judge(cmd.Context(), pol, res, repo, opts, now)
@@ -305,7 +306,13 @@ func parsePlanAuthor(s string) (core.Identity, error) {
 				if id == "" {
 					return core.Identity{}, fmt.Errorf("--author %q: no id after %s:", s, src)
 				}
-				return core.Identity{Source: k, ID: id}, nil
+				// Whoever runs parley names the author: their word stands in for a signature, as
+				// their choice of repository and policy does.
+				var proof core.Proof
+				if k == core.SourceGitAuthor {
+					proof.Vouched = "--author, given to parley review"
+				}
+				return core.Identity{Source: k, ID: id, Proof: proof}, nil
 			}
 		}
 		return core.Identity{}, fmt.Errorf("--author %q: unknown identity source %q (want one of git-author, github-user, github-team, k8s-user, field-manager, aws-principal)", s, src)

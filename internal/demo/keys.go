@@ -3,6 +3,7 @@ package demo
 import (
 	"crypto/ed25519"
 	"crypto/sha256"
+	"encoding/pem"
 	"fmt"
 	"strings"
 
@@ -17,12 +18,16 @@ import (
 // its policy can list the public keys; a demo key protects nothing and must never be used for
 // anything else.
 func signerOf(p person) (ssh.Signer, error) {
-	seed := sha256.Sum256([]byte("parley demo signing key: " + p.Email))
-	s, err := ssh.NewSignerFromKey(ed25519.NewKeyFromSeed(seed[:]))
+	s, err := ssh.NewSignerFromKey(demoKey(p.Email))
 	if err != nil {
 		return nil, fmt.Errorf("demo key of %s: %w", p.Email, err)
 	}
 	return s, nil
+}
+
+func demoKey(email string) ed25519.PrivateKey {
+	seed := sha256.Sum256([]byte("parley demo signing key: " + email))
+	return ed25519.NewKeyFromSeed(seed[:])
 }
 
 // PublicKey returns the SSH public key the demo signs email's commits with, as the demo policy's
@@ -56,4 +61,15 @@ func sign(c *object.Commit, p person) error {
 	}
 	c.PGPSignature = string(sshsig.Armor(sig))
 	return nil
+}
+
+// PrivateKey returns the private SSH key (OpenSSH PEM) the demo signs email's commits with, so
+// that a person exploring the demo, or a test, can sign as one of its people with git commit -S
+// (gpg.format=ssh). Demo keys are public knowledge: never trust them outside the demo.
+func PrivateKey(email string) ([]byte, error) {
+	block, err := ssh.MarshalPrivateKey(demoKey(email), email)
+	if err != nil {
+		return nil, fmt.Errorf("demo key of %s: %w", email, err)
+	}
+	return pem.EncodeToMemory(block), nil
 }

@@ -1,6 +1,7 @@
 package ledger_test
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,8 @@ import (
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 
+	"github.com/parleyhq/parley/core"
+	"github.com/parleyhq/parley/internal/demo"
 	"github.com/parleyhq/parley/internal/gittest"
 	"github.com/parleyhq/parley/trailers/ledger"
 )
@@ -259,5 +262,67 @@ func TestVerifyCommitChecksOpenPGPSignaturesAgainstTheKeysGiven(t *testing.T) {
 	}
 	if key, problem := s.verify(t, changed, aliceKey); key != "" || problem == "" {
 		t.Errorf("edited message: %q, %q; want no key", key, problem)
+	}
+}
+
+// TestLedgerRecordsEachCommitsVerification: the demo repository signs its commits with its
+// people's SSH keys and holds one forged commit (Alice's email, no signature). git verify-commit,
+// with the demo's keys as allowed signers, agrees with what the ledger records for every commit.
+func TestLedgerRecordsEachCommitsVerification(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "demo")
+	if _, err := demo.Build(dir); err != nil {
+		t.Fatal(err)
+	}
+	s := &signingRepo{Runner: gittest.New(t, dir), keyDir: t.TempDir()}
+	var pubs []string
+	for _, email := range []string{"dana@parley.example", "bob@parley.example", "alice@parley.example", "cost-optimizer@parley.example", "scanner@parley.example"} {
+		line, err := demo.PublicKey(email)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(s.keyDir, email)
+		if err := os.WriteFile(p+".pub", []byte(line+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		pubs = append(pubs, p)
+	}
+	l, err := ledger.Open(dir, ledger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if _, err := l.Update(context.Background(), "main"); err != nil {
+		t.Fatal(err)
+	}
+	b, err := l.Branch("main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen, unverified := map[string]bool{}, 0
+	err = b.EachField(context.Background(), core.FieldPattern{}, func(h ledger.FieldHistory) error {
+		for _, e := range h.Entries {
+			c := e.Evidence.Commit
+			if seen[c] {
+				continue
+			}
+			seen[c] = true
+			p := e.Actor.Identity.Proof
+			if git := s.verifiedByGit(t, c, pubs...); git != (p.Key != "") {
+				t.Errorf("commit %s %q: git verify-commit %v, ledger %+v", c[:12], e.Subject, git, p)
+			}
+			if p.Key == "" {
+				unverified++
+				if e.Subject != "Tune the consumer lag alarm" || p.Problem != "it is unsigned" {
+					t.Errorf("unverified commit %s %q: %+v; want only the forged tuning commit, unsigned", c[:12], e.Subject, p)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) < 8 || unverified != 1 {
+		t.Errorf("%d commits seen, %d unverified; want every commit of main's history, one of them unverified", len(seen), unverified)
 	}
 }
