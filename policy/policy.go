@@ -331,3 +331,20 @@ type GitOps struct {
 	// mode back as it was.
 	EnableHelmDriftDetection bool
 }
+
+// TrustNotes says what the policy believes of commit authors, for people checking it: that it
+// believes emails without signatures (trust_unsigned_git_authors), or which actors match commit
+// emails but list no key, so that none of their commits will count as theirs.
+func (p *Policy) TrustNotes() []string {
+	if p.TrustUnsignedGitAuthors {
+		return []string{"trust_unsigned_git_authors = true: commit author emails are believed without a signature; " +
+			"anyone who can push a branch can write any of them"}
+	}
+	var out []string
+	for _, a := range p.Actors {
+		if len(a.Match[core.SourceGitAuthor]) > 0 && len(a.SigningKeys) == 0 {
+			out = append(out, "actor "+a.Name+" matches git_authors but lists no signing_keys: its commits count as an unverified identity")
+		}
+	}
+	return out
+}

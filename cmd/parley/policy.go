@@ -32,7 +32,9 @@ func newPolicyCheckCmd() *cobra.Command {
 		Use:   "check [FILE]",
 		Short: "Check a policy file and report its errors as file:line:col: message",
 		Long: `Check parses and validates a policy (default: .parley/policy.hcl). Every problem is printed to
-stderr as file:line:col: message, and the command exits 1. A valid policy prints a summary.`,
+stderr as file:line:col: message, and the command exits 1. A valid policy prints a summary, and
+notes on whom it believes: trust_unsigned_git_authors = true (commit emails believed without a
+signature), or actors that match git_authors but list no signing_keys.`,
 		Example: `  parley policy check
   parley policy check path/to/policy.hcl`,
 		Args: cobra.MaximumNArgs(1),
@@ -47,6 +49,9 @@ stderr as file:line:col: message, and the command exits 1. A valid policy prints
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: ok (%d intents, %d motivations, %d actors, %d fields, %d rules, %d freezes)\n",
 				file, len(p.Intents), len(p.Motivations), len(p.Actors), len(p.Fields), len(p.Rules), len(p.Freezes))
+			for _, n := range p.TrustNotes() {
+				fmt.Fprintf(cmd.OutOrStdout(), "note: %s\n", n)
+			}
 			return nil
 		},
 	}

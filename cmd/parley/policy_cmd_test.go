@@ -346,3 +346,25 @@ func TestExplainRepoReadsPolicyFromDefaultBranch(t *testing.T) {
 		t.Fatalf("exit %d: %s\n%s", code, stderr, stdout)
 	}
 }
+
+// TestPolicyCheckSaysWhomItBelieves: a policy that believes unsigned commit authors says so, and
+// one whose actor matches emails but lists no key says that actor's commits will not count.
+func TestPolicyCheckSaysWhomItBelieves(t *testing.T) {
+	dir := t.TempDir()
+	noKeys := filepath.Join(dir, "nokeys.hcl")
+	writeFile(t, noKeys, "actor \"dev\" {\n  git_authors = [\"*@example.com\"]\n}\n")
+	trusting := filepath.Join(dir, "trusting.hcl")
+	writeFile(t, trusting, "trust_unsigned_git_authors = true\nactor \"dev\" {\n  git_authors = [\"*@example.com\"]\n}\n")
+	for file, want := range map[string]string{
+		noKeys:   "note: actor dev matches git_authors but lists no signing_keys: its commits count as an unverified identity",
+		trusting: "note: trust_unsigned_git_authors = true: commit author emails are believed without a signature",
+	} {
+		code, out, stderr := runCLI(t, "policy", "check", file)
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("%s: exit %d, output lacks %q:\n%s%s", filepath.Base(file), code, want, out, stderr)
+		}
+	}
+	if _, out, _ := runCLI(t, "policy", "check", "../../internal/demo/policy.hcl"); strings.Contains(out, "note:") {
+		t.Errorf("the demo policy lists a key for every actor with git_authors, yet:\n%s", out)
+	}
+}
