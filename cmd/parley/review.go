@@ -18,6 +18,7 @@ import (
 	"github.com/parleyhq/parley/policy/arbiter"
 	"github.com/parleyhq/parley/reconcile/tfplan"
 	"github.com/parleyhq/parley/trailers"
+	"github.com/parleyhq/parley/trailers/ledger"
 )
 
 func newReviewCmd() *cobra.Command {
@@ -25,12 +26,17 @@ func newReviewCmd() *cobra.Command {
 	var plan planFlags
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "review (--head REV [--base REV] | --plan PLAN.json) [--repo DIR]",
+		Use:   "review (--head REV [--base BRANCH] | --plan PLAN.json) [--repo DIR]",
 		Short: "Judge a branch as Parley judges a pull request, or a Terraform plan, offline",
 		Long: `Review gathers the claims a branch makes against its base (the fields it changes, Claim and
 Yield trailers, the intent and motivation of its commits), sets them against Git's claims on the
-default branch's ledger, and prints the verdict on every field under the default branch's policy
-(.parley/policy.hcl). It is the check the GitHub App runs on a pull request, without GitHub.
+base's ledger, and prints the verdict on every field under the base's policy (.parley/policy.hcl).
+It is the check the GitHub App runs on a pull request, without GitHub.
+
+The base is --base (a local or remote-tracking branch), else the branch origin/HEAD names (as
+origin/NAME), else a local main or master; with none of them review stops and asks for --base. The
+branch being judged never supplies its own policy or history. A commit counts as the actor its
+author email names only when a key the base policy lists for that actor signed it.
 
 Exit status: 0 when nothing is vetoed, 1 when a claim is vetoed, 2 for bad input.
 
@@ -75,14 +81,19 @@ run; 2 for bad input (a missing or malformed plan, an unsupported format_version
 			if head == "" {
 				return usageErr(fmt.Errorf("--head is required (the branch or commit to judge), or --plan (a Terraform plan to judge)"))
 			}
-			repo, err := openRepo(cmd, dir)
+			base, err := reviewBase(dir, base)
 			if err != nil {
+				return usageErr(err)
+			}
+			// The policy and the ledger come from the base, never from the branch being judged.
+			repo, err := openRepoAt(cmd, dir, base)
+			if err != nil {
+				if errors.Is(err, ledger.ErrNoBranch) {
+					return usageErr(fmt.Errorf("--base %s: the policy and the ledger are read from a branch: name a local or remote-tracking branch: %w", base, err))
+				}
 				return err
 			}
 			defer repo.Close()
-			if base == "" {
-				base = repo.branch
-			}
 			src, err := openReviewSource(cmd, dir, base, head)
 			if err != nil {
 				return usageErr(err)
@@ -138,7 +149,7 @@ run; 2 for bad input (a missing or malformed plan, an unsupported format_version
 	}
 	f := cmd.Flags()
 	f.StringVar(&dir, "repo", ".", "repository directory")
-	f.StringVar(&base, "base", "", "base revision (default: the default branch)")
+	f.StringVar(&base, "base", "", "the branch the changes merge into, whose policy and ledger judge them (default: origin/HEAD, else main, else master)")
 	f.StringVar(&head, "head", "", "the branch or commit to judge (required unless --plan)")
 	f.StringVar(&author, "author", "", "GitHub login to judge the claims as (default: the head commit's author email); with --plan, an identity SOURCE:ID such as git-author:alice@example.com or github-user:alice (default: the HEAD commit's author)")
 	f.StringVar(&at, "at", "", "judge at this RFC 3339 time (default: now); with --plan, also the time of the plan's and the drift's claims")

@@ -5,8 +5,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/parleyhq/parley/internal/demo"
+	"github.com/parleyhq/parley/internal/gittest"
 )
 
 // TestReviewBelievesOnlySignedAuthors: on the demo repository, a branch raises the Kafka alarm
@@ -61,5 +63,47 @@ func TestReviewBelievesOnlySignedAuthors(t *testing.T) {
 	code, out, stderr = runIn(t, "", "review", "--repo", dir, "--head", "signed-alarm", "--at", "2026-11-08T10:00:00Z")
 	if code != 0 || !strings.Contains(out, "conclusion: success") || strings.Contains(out, "unverified") {
 		t.Errorf("signed: exit %d: %s\n%s", code, stderr, out)
+	}
+}
+
+// TestReviewTakesPolicyAndLedgerFromTheBase: in a clone of a pull request's branch (git clone
+// --branch PR), the only local branch is the one being judged. Its change to the Kafka alarm (which
+// only on-call and the agent may write) must be judged under the base's policy and ledger: vetoed,
+// with --base origin/main and with origin/HEAD alone. Where no base can be found, review says so.
+func TestReviewTakesPolicyAndLedgerFromTheBase(t *testing.T) {
+	dir, git := demoRepo(t)
+	git.Run("checkout", "--quiet", "-b", "pr", "main")
+	tf := filepath.Join(dir, "infra/kafka/main.tf")
+	b, err := os.ReadFile(tf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, tf, strings.Replace(string(b), "threshold           = 5000", "threshold           = 50000", 1))
+	git.Run("commit", "--quiet", "-a", "-m", "Raise the lag alarm\n")
+	git.Run("checkout", "--quiet", "main")
+
+	clone := filepath.Join(t.TempDir(), "clone")
+	git.Run("clone", "--quiet", "--branch", "pr", "file://"+dir, clone)
+	if local := git.RunIn(clone, "branch", "--format=%(refname:short)"); local != "pr" {
+		t.Fatalf("the clone's local branches are %q, want only pr", local)
+	}
+	for _, args := range [][]string{
+		{"--base", "origin/main"},
+		nil, // origin/HEAD
+	} {
+		code, out, stderr := runIn(t, "", append([]string{"review", "--repo", clone, "--head", "pr", "--at", "2026-11-08T10:00:00Z"}, args...)...)
+		if code != exitFindings || !strings.Contains(out, "writers: vetoed") {
+			t.Errorf("review %v: exit %d, want %d (a writers veto): %s\n%s", args, code, exitFindings, stderr, out)
+		}
+	}
+
+	// A repository with neither origin/HEAD nor main nor master: no guessing.
+	lone := gittest.Init(t, time.Date(2026, 11, 20, 9, 0, 0, 0, time.UTC), time.Minute)
+	lone.Run("checkout", "--quiet", "-b", "trunk")
+	lone.Write("a.yaml", "x: 1\n")
+	lone.Commit("first\n")
+	code, _, stderr := runIn(t, "", "review", "--repo", lone.Dir, "--head", "trunk")
+	if code != exitUsage || !strings.Contains(stderr, "no base branch to judge against") || !strings.Contains(stderr, "--base") {
+		t.Errorf("no base: exit %d, want %d with a clear error: %s", code, exitUsage, stderr)
 	}
 }
