@@ -80,7 +80,7 @@ func (c *compiler) addDiags(diags hcl.Diagnostics) {
 	}
 }
 
-var rootSchema = &hcl.BodySchema{Attributes: attrs("trust_unsigned_git_authors"), Blocks: []hcl.BlockHeaderSchema{
+var rootSchema = &hcl.BodySchema{Attributes: attrs("trust_unsigned_git_authors", "policy_owners"), Blocks: []hcl.BlockHeaderSchema{
 	{Type: "intent", LabelNames: []string{"name"}},
 	{Type: "motivation", LabelNames: []string{"name"}},
 	{Type: "actor", LabelNames: []string{"name"}},
@@ -146,6 +146,15 @@ func (c *compiler) compile(body hcl.Body) {
 	content, diags := body.Content(rootSchema)
 	c.addDiags(diags)
 	c.p.TrustUnsignedGitAuthors = c.boolean(content.Attributes, "trust_unsigned_git_authors")
+	if vals, rngs, present := c.list(content.Attributes, "policy_owners"); present {
+		for i, v := range vals {
+			if v == "" || strings.HasPrefix(v, "@") || strings.Count(v, "/") > 1 {
+				c.errorf(rngs[i], "policy_owners: %q is neither a GitHub login nor an org/team slug (no @)", v)
+				continue
+			}
+			c.p.PolicyOwners = append(c.p.PolicyOwners, v)
+		}
+	}
 	pend := &c.pend
 	seen := map[string]hcl.Range{}
 	dup := func(b *hcl.Block) bool {

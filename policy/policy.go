@@ -36,6 +36,9 @@ type Policy struct {
 	// before commits had to prove who made them. Off by default: anyone who can push a branch can
 	// write any email.
 	TrustUnsignedGitAuthors bool
+	// PolicyOwners are the GitHub logins and org/team slugs whose approval a pull request that
+	// changes the policy needs (policy_owners); nil: anyone with maintain or admin on the repository.
+	PolicyOwners []string
 
 	actorsByName map[string]*Actor
 	base         *hcl.EvalContext // stdlib functions; parent of every evaluation context

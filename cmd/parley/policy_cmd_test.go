@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/parleyhq/parley/internal/demo"
+
 	"bytes"
 	"context"
 	"encoding/json"
@@ -366,5 +368,30 @@ func TestPolicyCheckSaysWhomItBelieves(t *testing.T) {
 	}
 	if _, out, _ := runCLI(t, "policy", "check", "../../internal/demo/policy.hcl"); strings.Contains(out, "note:") {
 		t.Errorf("the demo policy lists a key for every actor with git_authors, yet:\n%s", out)
+	}
+}
+
+// TestPolicyDiffShowsTheVerdictsANewPolicyFlips: on the demo repository, a policy that lets
+// anyone tune the Kafka lag alarm flips the verdict of the forged commit that tuned it (an
+// unverified identity, which the base's writers veto); the unchanged policy flips none.
+func TestPolicyDiffShowsTheVerdictsANewPolicyFlips(t *testing.T) {
+	dir, _ := demoRepo(t)
+	same := filepath.Join(t.TempDir(), "same.hcl")
+	writeFile(t, same, demo.Policy())
+	code, out, stderr := runCLI(t, "policy", "diff", same, "--repo", dir)
+	if code != 0 || !strings.Contains(out, "against main:.parley/policy.hcl") || !strings.Contains(out, "\n0 of ") {
+		t.Fatalf("unchanged policy: exit %d: %s\n%s", code, stderr, out)
+	}
+	open := filepath.Join(t.TempDir(), "open.hcl")
+	writeFile(t, open, strings.Replace(demo.Policy(), `writers = ["kafka-agent", "oncall"]`, "", 1))
+	code, out, stderr = runCLI(t, "policy", "diff", open, "--repo", dir)
+	if code != 0 || strings.Contains(out, "\n0 of ") || !strings.Contains(out, "\n1 of ") ||
+		!strings.Contains(out, "- tf:infra/kafka//aws_cloudwatch_metric_alarm.consumer_lag#/evaluation_periods: veto (rule writers) -> enforce-git (rule rank)") {
+		t.Fatalf("open policy: exit %d: %s\n%s", code, stderr, out)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.hcl")
+	writeFile(t, bad, "actor {")
+	if code, _, _ := runCLI(t, "policy", "diff", bad, "--repo", dir); code != exitFindings {
+		t.Errorf("invalid policy: exit %d, want %d", code, exitFindings)
 	}
 }

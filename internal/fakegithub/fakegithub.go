@@ -115,6 +115,7 @@ type Server struct {
 	bytes       int                       // response body bytes served
 	used        int                       // primary rate limit used (304s are free)
 	members     map[string]bool           // "org/team user" -> active member
+	reviews     map[string][]Review       // "owner/repo#n" -> reviews, oldest first
 	tokenTTL    time.Duration
 	throttle    []throttle
 	now         func() time.Time
@@ -142,7 +143,7 @@ func New(t testing.TB) *Server {
 	}
 	s := &Server{t: t, router: router, calls: map[string]int{}, nextID: 1000, comments: map[string][]*Comment{},
 		checkRuns: map[string][]*CheckRun{}, permissions: map[string]string{}, contents: map[string][]byte{},
-		tokens: map[string]int64{}, pulls: map[string]any{}, installs: map[string]int64{}, repos: map[string]map[string]any{}, members: map[string]bool{}, tokenTTL: time.Hour, now: time.Now,
+		tokens: map[string]int64{}, pulls: map[string]any{}, installs: map[string]int64{}, repos: map[string]map[string]any{}, members: map[string]bool{}, reviews: map[string][]Review{}, tokenTTL: time.Hour, now: time.Now,
 		codes: map[string]oauthCode{}, userTokens: map[string]userToken{}}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(s.Close)
@@ -161,6 +162,21 @@ func (s *Server) SetPullRequest(repo string, number int, pr any) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.pulls[fmt.Sprintf("%s#%d", repo, number)] = pr
+}
+
+// Review is a pull request review as the fake keeps it: who, what (APPROVED, CHANGES_REQUESTED,
+// COMMENTED, DISMISSED) and at which head commit.
+type Review struct {
+	User, State, CommitID string
+}
+
+// AddReview adds a review to a pull request ("owner/repo", n), as GET
+// /repos/{owner}/{repo}/pulls/{n}/reviews lists them, oldest first.
+func (s *Server) AddReview(repo string, number int, r Review) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := fmt.Sprintf("%s#%d", repo, number)
+	s.reviews[k] = append(s.reviews[k], r)
 }
 
 // SetInstallation says which installation of the App covers a repository ("owner/repo"), as
@@ -518,6 +534,7 @@ func (s *Server) handlers() map[string]handler {
 		"apps/get-repo-installation":              s.repoInstallation,
 		"repos/get":                               s.repository,
 		"pulls/get":                               s.pull,
+		"pulls/list-reviews":                      s.listReviews,
 		"teams/get-membership-for-user-in-org":    s.membership,
 		"users/get-authenticated":                 s.authenticatedUser,
 	}
@@ -735,6 +752,45 @@ func (s *Server) pull(w http.ResponseWriter, r *http.Request, op string, p map[s
 		return
 	}
 	s.answer(w, op, http.StatusOK, pr)
+}
+
+// listReviews answers with the pull request's reviews, each the description's example review with
+// its user, state and commit replaced.
+func (s *Server) listReviews(w http.ResponseWriter, r *http.Request, op string, p map[string]string, _ map[string]any) {
+	route, _, err := s.findRoute(r)
+	if err != nil {
+		s.fail(w, op, http.StatusInternalServerError, "route: %v", err)
+		return
+	}
+	_, ex, _ := successExample(route.Operation)
+	var template map[string]any
+	if list, ok := ex.([]any); ok && len(list) > 0 {
+		template, _ = list[0].(map[string]any)
+	}
+	s.mu.Lock()
+	reviews := append([]Review(nil), s.reviews[repoKey(p)+"#"+p["pull_number"]]...)
+	s.mu.Unlock()
+	out := []any{}
+	for _, rv := range reviews {
+		b, _ := json.Marshal(template) // a copy: the example belongs to the shared description
+		var m map[string]any
+		_ = json.Unmarshal(b, &m)
+		if m == nil {
+			m = map[string]any{}
+		}
+		s.mu.Lock()
+		s.nextID++
+		m["id"] = s.nextID
+		s.mu.Unlock()
+		user, _ := m["user"].(map[string]any)
+		if user == nil {
+			user = map[string]any{}
+		}
+		user["login"] = rv.User
+		m["user"], m["state"], m["commit_id"] = user, rv.State, rv.CommitID
+		out = append(out, m)
+	}
+	s.answer(w, op, http.StatusOK, out)
 }
 
 func (s *Server) listPulls(w http.ResponseWriter, r *http.Request, op string, p map[string]string, _ map[string]any) {
