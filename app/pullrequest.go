@@ -238,7 +238,8 @@ func (h *PullRequests) judge(ctx context.Context, t Target) (review.Result, erro
 			}
 			in.Commands = live.Claims
 		}
-		if res, err = review.Evaluate(ctx, in, src, pol, led, livestate.Live{Claims: live.Claims}, h.now()); err != nil {
+		git := &crediting{Ledger: led, ctx: ctx, vouch: commitVoucher(gh, t)}
+		if res, err = review.Evaluate(ctx, in, src, pol, git, livestate.Live{Claims: live.Claims}, h.now()); err != nil {
 			return review.Result{}, fmt.Errorf("%s: %w", id, err)
 		}
 		applyOverrides(&res, live.Overrides)

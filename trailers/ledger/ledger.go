@@ -339,6 +339,15 @@ CREATE TABLE problems (
 	message TEXT    NOT NULL
 );
 CREATE INDEX problems_by_commit ON problems (branch, seq);
+-- Who vouches for a commit's author besides its signature, looked up once per commit (the GitHub
+-- App: the merged pull request's author, or GitHub's verification of the signature). source and
+-- id are '' when the lookup found nobody. Not derived from Git: kept when branches are rebuilt.
+CREATE TABLE credits (
+	hash   TEXT PRIMARY KEY,
+	source TEXT NOT NULL,
+	id     TEXT NOT NULL,
+	how    TEXT NOT NULL
+) WITHOUT ROWID;
 `
 
 func openDB(path string) (*sql.DB, error) {
