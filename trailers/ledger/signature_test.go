@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
 
 	"github.com/parleyhq/parley/core"
 	"github.com/parleyhq/parley/internal/demo"
@@ -324,5 +325,38 @@ func TestLedgerRecordsEachCommitsVerification(t *testing.T) {
 	}
 	if len(seen) < 8 || unverified != 1 {
 		t.Errorf("%d commits seen, %d unverified; want every commit of main's history, one of them unverified", len(seen), unverified)
+	}
+}
+
+// BenchmarkVerifyCommit is what verification adds to indexing a commit: an SSH-signed demo commit
+// (ed25519, SHA-512) and an unsigned one.
+func BenchmarkVerifyCommit(b *testing.B) {
+	dir := filepath.Join(b.TempDir(), "demo")
+	if _, err := demo.Build(dir); err != nil {
+		b.Fatal(err)
+	}
+	repo, err := git.PlainOpen(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	head, err := repo.Head()
+	if err != nil {
+		b.Fatal(err)
+	}
+	signed, err := repo.CommitObject(head.Hash())
+	if err != nil {
+		b.Fatal(err)
+	}
+	unsigned := *signed
+	unsigned.PGPSignature = ""
+	for _, bc := range []struct {
+		name string
+		c    *object.Commit
+	}{{"ssh-signed", signed}, {"unsigned", &unsigned}} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				ledger.VerifyCommit(bc.c, "")
+			}
+		})
 	}
 }
