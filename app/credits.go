@@ -70,6 +70,39 @@ func (c *crediting) ensure(cl core.Claim) (bool, error) {
 	return who.ID != "", nil
 }
 
+// recordMerge credits the commit a merged pull request put on the default branch (its merge or
+// squash commit, or the last commit of a rebase) to the pull request's author, whom GitHub
+// authenticated: the ledger counts that commit's claims as theirs whatever its author email says,
+// unless its own signature verified. The other commits of a rebase are looked up when first judged
+// (commitVoucher).
+func (h *PullRequests) recordMerge(ctx context.Context, ev github.PullRequestEvent) error {
+	pr, repo := ev.GetPullRequest(), ev.GetRepo()
+	sha, login := pr.GetMergeCommitSHA(), pr.GetUser().GetLogin()
+	if repo == nil || pr.GetBase().GetRef() != repo.GetDefaultBranch() || sha == "" || login == "" {
+		return nil
+	}
+	id := fmt.Sprintf("%s#%d", repo.GetFullName(), pr.GetNumber())
+	token, err := h.Installations.Token(ctx, ev.GetInstallation().GetID())
+	if err != nil {
+		return fmt.Errorf("%s: installation token: %w", id, err)
+	}
+	dir, unlock, err := h.Repos.Sync(ctx, repo.GetFullName(), repo.GetCloneURL(), token)
+	if err != nil {
+		return fmt.Errorf("%s: %w", id, err)
+	}
+	defer unlock()
+	led, err := ledger.Open(dir, ledger.Options{})
+	if err != nil {
+		return fmt.Errorf("%s: open ledger: %w", id, err)
+	}
+	defer led.Close()
+	how := fmt.Sprintf("GitHub: merged to %s in pull request #%d, opened by %s", repo.GetDefaultBranch(), pr.GetNumber(), login)
+	if err := led.Credit(ctx, sha, core.Identity{Source: core.SourceGitHubUser, ID: login}, how); err != nil {
+		return fmt.Errorf("%s: %w", id, err)
+	}
+	return nil
+}
+
 // commitVoucher asks GitHub who vouches for a commit on t's default branch: the author of the
 // merged pull request that brought it there (GitHub authenticated them), else the GitHub user
 // whose signature GitHub verified on it, when that user both authored and committed it (GitHub

@@ -11,6 +11,7 @@ import (
 	"github.com/parleyhq/parley/app/review"
 	"github.com/parleyhq/parley/core"
 	"github.com/parleyhq/parley/internal/fakegithub"
+	"github.com/parleyhq/parley/webhooks/store"
 )
 
 // TestMergedCommitsAreCreditedToWhomGitHubVouchesFor: Git's value of the consumers' capacity comes
@@ -89,4 +90,54 @@ func stepDetails(v core.Verdict) []string {
 		out = append(out, "["+s.Rule+": "+s.Outcome+"] "+s.Detail)
 	}
 	return out
+}
+
+// TestMergeRecordsWhoMergedACommit: when GitHub says a pull request was merged into the default
+// branch (pull_request closed, merged), the commit it put there is credited to its author at once:
+// judging later asks GitHub nothing about it. A pull request merged into another branch credits
+// nothing.
+func TestMergeRecordsWhoMergedACommit(t *testing.T) {
+	dir, git := remote(t)
+	base, head := git("rev-parse", "main"), git("rev-parse", "refs/pull/7/head")
+	for _, into := range []string{"main", "release"} {
+		t.Run(into, func(t *testing.T) {
+			h, gh := handler(t)
+			closed := example(t, "pull_request", "closed", func(ev map[string]any) {
+				pointAt(ev, dir)
+				pr := ev["pull_request"].(map[string]any)
+				pr["number"], pr["merged"], pr["merge_commit_sha"] = 3, true, base
+				pr["base"].(map[string]any)["ref"] = into
+				pr["user"].(map[string]any)["login"] = "cost-optimizer[bot]"
+			})
+			if err := h.Handle(context.Background(), store.Delivery{ID: "merged", Event: "pull_request", Body: closed}); err != nil {
+				t.Fatal(err)
+			}
+			var ev github.PullRequestEvent
+			if err := json.Unmarshal(prEvent(t, dir, base, head, "opened"), &ev); err != nil {
+				t.Fatal(err)
+			}
+			res, err := h.Judge(context.Background(), Target{Installation: ev.GetInstallation().GetID(), Owner: "acme", Repo: "infra",
+				FullName: "acme/infra", CloneURL: dir, DefaultBranch: "main", PR: ev.GetPullRequest()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			lookups := gh.Calls()["repos/list-pull-requests-associated-with-commit 200"]
+			var by core.Identity
+			for _, c := range append([]core.Claim{*res.Verdicts[0].Winner}, res.Verdicts[0].Losers...) {
+				if c.Evidence.Commit == base {
+					by = c.Actor.Identity
+				}
+			}
+			switch into {
+			case "main":
+				if by.Source != core.SourceGitHubUser || by.ID != "cost-optimizer[bot]" || lookups != 0 {
+					t.Errorf("merged into main: Git's claim by %s after %d lookups; want github-user:cost-optimizer[bot], none", by, lookups)
+				}
+			default:
+				if by.Source != core.SourceGitAuthor || lookups != 1 {
+					t.Errorf("merged into %s: Git's claim by %s after %d lookups; want the unverified author, looked up", into, by, lookups)
+				}
+			}
+		})
+	}
 }

@@ -79,6 +79,9 @@ func (h *PullRequests) Handle(ctx context.Context, d store.Delivery) error {
 	if err := json.Unmarshal(d.Body, &ev); err != nil {
 		return webhooks.Permanent(fmt.Errorf("decode %s delivery %s: %w", d.Event, d.ID, err))
 	}
+	if d.Event == "pull_request" && ev.GetAction() == "closed" && ev.GetPullRequest().GetMerged() {
+		return h.recordMerge(ctx, ev)
+	}
 	actions := judgedActions
 	if d.Event == "pull_request_review" {
 		actions = reviewActions
