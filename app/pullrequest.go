@@ -66,7 +66,8 @@ type PullRequests struct {
 }
 
 // judgedActions are the pull_request actions that can change a verdict.
-var judgedActions = map[string]bool{"opened": true, "synchronize": true, "reopened": true, "edited": true, "ready_for_review": true}
+var judgedActions = map[string]bool{"opened": true, "synchronize": true, "reopened": true, "edited": true, "ready_for_review": true,
+	"labeled": true, "unlabeled": true}
 
 // reviewActions are the pull_request_review actions that can change a verdict: an approval (or
 // its dismissal) decides whether a change to the policy passes.
@@ -93,11 +94,51 @@ func (h *PullRequests) Handle(ctx context.Context, d store.Delivery) error {
 	if pr == nil || repo == nil || ev.GetInstallation().GetID() == 0 {
 		return webhooks.Permanent(fmt.Errorf("pull_request delivery %s lacks the pull request, repository or installation", d.ID))
 	}
+	if d.Event == "pull_request" {
+		if err := h.recordContribution(ctx, ev); err != nil {
+			return err
+		}
+	}
 	_, err := h.Judge(ctx, Target{
 		Installation: ev.GetInstallation().GetID(), Owner: repo.GetOwner().GetLogin(), Repo: repo.GetName(),
 		FullName: repo.GetFullName(), CloneURL: repo.GetCloneURL(), DefaultBranch: repo.GetDefaultBranch(), PR: pr,
 	})
 	return err
+}
+
+// recordContribution remembers who other than the opener shaped the pull request: the sender of a
+// push (synchronize), of an intent/ or motivation/ label (labeled), of an edit to the body
+// (edited). Only the delivery names them, so they are kept in the live state; the pull request's
+// claims are judged as each of them (review.PullRequest.Contributors).
+func (h *PullRequests) recordContribution(ctx context.Context, ev github.PullRequestEvent) error {
+	sender, opener := ev.GetSender().GetLogin(), ev.GetPullRequest().GetUser().GetLogin()
+	if h.Live == nil || sender == "" || strings.EqualFold(sender, opener) {
+		return nil
+	}
+	var what string
+	switch ev.GetAction() {
+	case "synchronize":
+		what = "pushed to the branch"
+	case "labeled":
+		name := ev.GetLabel().GetName()
+		if !strings.HasPrefix(name, "intent/") && !strings.HasPrefix(name, "motivation/") {
+			return nil
+		}
+		what = "added label " + name
+	case "edited":
+		if ev.GetChanges().GetBody() == nil {
+			return nil // a title or base change declares nothing
+		}
+		what = "edited the body"
+	default:
+		return nil
+	}
+	repo, n := ev.GetRepo().GetFullName(), ev.GetPullRequest().GetNumber()
+	if _, err := h.Live.Record(ctx, livestate.Command{Repo: repo, PR: n, Text: "contribution " + sender + " " + what,
+		Kind: livestate.KindContribution, Actor: sender, Reason: what, At: h.now()}); err != nil {
+		return fmt.Errorf("%s#%d: record %s's contribution: %w", repo, n, sender, err)
+	}
+	return nil
 }
 
 // Target is one pull request to judge.
@@ -240,6 +281,10 @@ func (h *PullRequests) judge(ctx context.Context, t Target) (review.Result, erro
 				return review.Result{}, fmt.Errorf("%s: %w", id, err)
 			}
 			in.Commands = live.Claims
+			for _, c := range live.Contributors {
+				in.Contributors = append(in.Contributors, review.Contributor{
+					Identity: core.Identity{Source: core.SourceGitHubUser, ID: c.Actor}, What: c.Reason})
+			}
 		}
 		git := &crediting{Ledger: led, ctx: ctx, vouch: commitVoucher(gh, t)}
 		if res, err = review.Evaluate(ctx, in, src, pol, git, livestate.Live{Claims: live.Claims}, h.now()); err != nil {

@@ -156,6 +156,10 @@ const (
 	KindOverride Kind = "override"
 	KindHold     Kind = "hold"
 	KindUnhold   Kind = "unhold"
+	// KindContribution records someone other than the opener acting on the pull request (pushing
+	// to it, adding an intent/ or motivation/ label, editing its body): Actor is their login,
+	// Reason what they did. The pull request's claims are judged as each of them too.
+	KindContribution Kind = "contribution"
 )
 
 // Command is one recorded command.
@@ -202,6 +206,9 @@ type PR struct {
 	Overrides map[core.Field]Command // the latest override per field
 	Held      bool
 	HeldBy    string
+	// Contributors are who besides the opener acted on the pull request, in order, each once
+	// per thing they did.
+	Contributors []Command
 }
 
 // ForPR replays the commands of a pull request in order.
@@ -246,6 +253,8 @@ func (d *DB) ForPR(ctx context.Context, repo string, pr int) (PR, error) {
 			out.Held, out.HeldBy = true, c.Actor
 		case KindUnhold:
 			out.Held, out.HeldBy = false, ""
+		case KindContribution:
+			out.Contributors = append(out.Contributors, c)
 		}
 	}
 	if err := rows.Err(); err != nil {
