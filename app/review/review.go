@@ -234,11 +234,11 @@ func Evaluate(ctx context.Context, pr PullRequest, src Source, pol *policy.Polic
 // returns the least favourable verdict (a veto before a hold or escalation, before anything
 // else; the opener's on a tie), with a step naming everyone judged.
 func judgeAsContributors(arb *arbiter.Arbiter, in arbiter.Input, pr PullRequest, opener core.Verdict) core.Verdict {
-	worst, as := opener, pr.Author.String()
-	seen := map[string]bool{pr.Author.String(): true}
+	worst, as := opener, identityLabel(pr.Author)
+	seen := map[string]bool{identityLabel(pr.Author): true}
 	var names []string
 	for _, c := range pr.Contributors {
-		key := c.Identity.String()
+		key := identityLabel(c.Identity)
 		names = append(names, fmt.Sprintf("%s (%s)", c.Identity.ID, c.What))
 		if seen[key] {
 			continue
@@ -256,6 +256,15 @@ func judgeAsContributors(arb *arbiter.Arbiter, in arbiter.Input, pr PullRequest,
 		pr.Author.ID, strings.Join(names, ", "), as)}
 	worst.Explanation = append([]core.Step{step}, worst.Explanation...)
 	return worst
+}
+
+// identityLabel names an identity for the explanation, telling a commit author whose commit
+// proves nothing from the same email signed.
+func identityLabel(id core.Identity) string {
+	if id.Source == core.SourceGitAuthor && !id.Proof.Proven() {
+		return id.String() + " (unverified)"
+	}
+	return id.String()
 }
 
 // severity orders decisions from the pull request's point of view: higher is worse for it.

@@ -36,7 +36,9 @@ It is the check the GitHub App runs on a pull request, without GitHub.
 The base is --base (a local or remote-tracking branch), else the branch origin/HEAD names (as
 origin/NAME), else a local main or master; with none of them review stops and asks for --base. The
 branch being judged never supplies its own policy or history. A commit counts as the actor its
-author email names only when a key the base policy lists for that actor signed it.
+author email names only when a key the base policy lists for that actor signed it, and the
+branch's claims are judged as the head commit's author and as every other commit's author: the
+least favourable verdict stands.
 
 Exit status: 0 when nothing is vetoed, 1 when a claim is vetoed, 2 for bad input.
 
@@ -112,6 +114,17 @@ run; 2 for bad input (a missing or malformed plan, an unsupported format_version
 				id = core.Identity{Source: core.SourceGitHubUser, ID: author}
 			}
 			pr := review.PullRequest{BaseSHA: src.BaseSHA(), MergeBaseSHA: src.MergeBaseSHA(), HeadSHA: src.HeadSHA(), Title: head, Author: id, Updated: last.Time}
+			// Every commit of the branch stands behind its claims: each author, as far as the
+			// commit's signature proves them, is judged too.
+			commits, err := src.Commits(cmd.Context())
+			if err != nil {
+				return err
+			}
+			for _, c := range commits {
+				if c.SHA != last.SHA {
+					pr.Contributors = append(pr.Contributors, review.Contributor{Identity: c.Author, What: "authored commit " + short(c.SHA)})
+				}
+			}
 			res, err := review.Evaluate(cmd.Context(), pr, src, pol, repo, nil, now)
 			if err != nil {
 				return err

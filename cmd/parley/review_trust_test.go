@@ -107,3 +107,37 @@ func TestReviewTakesPolicyAndLedgerFromTheBase(t *testing.T) {
 		t.Errorf("no base: exit %d, want %d with a clear error: %s", code, exitUsage, stderr)
 	}
 }
+
+// TestReviewJudgesEveryCommitsAuthor: a branch whose last commit Alice signed, but whose first
+// commit (raising the alarm with Motivation: incident) only carries her email, is judged as that
+// unverified author too: vetoed, naming the commit.
+func TestReviewJudgesEveryCommitsAuthor(t *testing.T) {
+	dir, git := demoRepo(t)
+	key, err := demo.PrivateKey("alice@parley.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyFile := filepath.Join(t.TempDir(), "alice")
+	if err := os.WriteFile(keyFile, key, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	alice := git.As("Alice Martin", "alice@parley.example")
+	alice.Run("checkout", "--quiet", "-b", "mixed", "main")
+	tf := filepath.Join(dir, "infra/kafka/main.tf")
+	b, err := os.ReadFile(tf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, tf, strings.Replace(string(b), "threshold           = 5000", "threshold           = 50000", 1))
+	alice.Run("commit", "--quiet", "-a", "-m", "Raise the lag alarm\n\nIntent: availability\nMotivation: incident INC-4400\n")
+	forged := alice.Run("rev-parse", "HEAD")
+	writeFile(t, filepath.Join(dir, "NOTES.md"), "incident notes\n")
+	alice.Run("add", "NOTES.md")
+	alice.Run("-c", "gpg.format=ssh", "-c", "user.signingkey="+keyFile, "commit", "--quiet", "-S", "-m", "Notes\n")
+	alice.Run("checkout", "--quiet", "main")
+
+	code, out, stderr := runIn(t, "", "review", "--repo", dir, "--head", "mixed", "--at", "2026-11-08T10:00:00Z")
+	if code != exitFindings || !strings.Contains(out, "alice@parley.example (authored commit "+forged[:8]+")") || !strings.Contains(out, "judged as git-author:alice@parley.example (unverified)") {
+		t.Errorf("exit %d, want %d and the forged commit's author judged: %s\n%s", code, exitFindings, stderr, out)
+	}
+}
