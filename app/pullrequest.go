@@ -73,23 +73,41 @@ type PullRequests struct {
 }
 
 // judgedActions are the pull_request actions that can change a verdict.
-var judgedActions = map[string]bool{"opened": true, "synchronize": true, "reopened": true, "edited": true, "ready_for_review": true}
+var judgedActions = map[string]bool{"opened": true, "synchronize": true, "reopened": true, "edited": true, "ready_for_review": true,
+	"labeled": true, "unlabeled": true}
 
-// Handle implements webhooks.Handler for pull_request deliveries.
+// reviewActions are the pull_request_review actions that can change a verdict: an approval (or
+// its dismissal) decides whether a change to the policy passes.
+var reviewActions = map[string]bool{"submitted": true, "dismissed": true, "edited": true}
+
+// Handle implements webhooks.Handler for pull_request and pull_request_review deliveries (both
+// carry the pull request, the repository and the installation).
 func (h *PullRequests) Handle(ctx context.Context, d store.Delivery) error {
 	var ev github.PullRequestEvent
 	if err := json.Unmarshal(d.Body, &ev); err != nil {
-		return webhooks.Permanent(fmt.Errorf("decode pull_request delivery %s: %w", d.ID, err))
+		return webhooks.Permanent(fmt.Errorf("decode %s delivery %s: %w", d.Event, d.ID, err))
 	}
-	if ev.GetAction() == "closed" {
+	if d.Event == "pull_request" && ev.GetAction() == "closed" {
+		if ev.GetPullRequest().GetMerged() {
+			return h.recordMerge(ctx, ev) // a merged proposal needs no word: the value is Git's
+		}
 		return h.proposalClosed(ctx, d.ID, &ev)
 	}
-	if !judgedActions[ev.GetAction()] {
+	actions := judgedActions
+	if d.Event == "pull_request_review" {
+		actions = reviewActions
+	}
+	if !actions[ev.GetAction()] {
 		return nil
 	}
 	pr, repo := ev.GetPullRequest(), ev.GetRepo()
 	if pr == nil || repo == nil || ev.GetInstallation().GetID() == 0 {
 		return webhooks.Permanent(fmt.Errorf("pull_request delivery %s lacks the pull request, repository or installation", d.ID))
+	}
+	if d.Event == "pull_request" {
+		if err := h.recordContribution(ctx, ev); err != nil {
+			return err
+		}
 	}
 	_, err := h.Judge(ctx, Target{
 		Installation: ev.GetInstallation().GetID(), Owner: repo.GetOwner().GetLogin(), Repo: repo.GetName(),
@@ -119,6 +137,41 @@ func (h *PullRequests) proposalClosed(ctx context.Context, delivery string, ev *
 		"over the live change; Parley does not propose this value again. To change the field, make a reviewed change to Git."
 	if _, _, err := gh.Issues.CreateComment(ctx, repo.GetOwner().GetLogin(), repo.GetName(), pr.GetNumber(), &github.IssueComment{Body: github.String(body)}); err != nil {
 		return fmt.Errorf("%s#%d: say the veto stands: %w", repo.GetFullName(), pr.GetNumber(), err)
+	}
+	return nil
+}
+
+// recordContribution remembers who other than the opener shaped the pull request: the sender of a
+// push (synchronize), of an intent/ or motivation/ label (labeled), of an edit to the body
+// (edited). Only the delivery names them, so they are kept in the live state; the pull request's
+// claims are judged as each of them (review.PullRequest.Contributors).
+func (h *PullRequests) recordContribution(ctx context.Context, ev github.PullRequestEvent) error {
+	sender, opener := ev.GetSender().GetLogin(), ev.GetPullRequest().GetUser().GetLogin()
+	if h.Live == nil || sender == "" || strings.EqualFold(sender, opener) {
+		return nil
+	}
+	var what string
+	switch ev.GetAction() {
+	case "synchronize":
+		what = "pushed to the branch"
+	case "labeled":
+		name := ev.GetLabel().GetName()
+		if !strings.HasPrefix(name, "intent/") && !strings.HasPrefix(name, "motivation/") {
+			return nil
+		}
+		what = "added label " + name
+	case "edited":
+		if ev.GetChanges().GetBody() == nil {
+			return nil // a title or base change declares nothing
+		}
+		what = "edited the body"
+	default:
+		return nil
+	}
+	repo, n := ev.GetRepo().GetFullName(), ev.GetPullRequest().GetNumber()
+	if _, err := h.Live.RecordContribution(ctx, livestate.Command{Repo: repo, PR: n, Text: "contribution " + sender + " " + what,
+		Kind: livestate.KindContribution, Actor: sender, Reason: what, At: h.now()}); err != nil {
+		return fmt.Errorf("%s#%d: record %s's contribution: %w", repo, n, sender, err)
 	}
 	return nil
 }
@@ -204,6 +257,32 @@ func (h *PullRequests) judge(ctx context.Context, t Target) (review.Result, erro
 	}
 	var res review.Result
 	var headTime time.Time
+	var gate *policyGate // set when the pull request changes the policy itself
+	policyPath := h.PolicyPath
+	if policyPath == "" {
+		policyPath = policy.DefaultFile
+	}
+	if pol == nil {
+		// Nothing is judged without a policy on the base, but a pull request that adds or mends one
+		// is a change to the policy all the same.
+		base := baseSHA
+		if ref := t.PR.GetBase().GetRef(); ref != "" && hasBranch(dir, ref) {
+			base = "refs/heads/" + ref
+		}
+		src, err := review.OpenGitSource(dir, base, headSHA)
+		if err != nil {
+			return review.Result{}, webhooks.Permanent(fmt.Errorf("%s: %w", id, err))
+		}
+		files, err := src.Files(ctx)
+		if err != nil {
+			return review.Result{}, fmt.Errorf("%s: %w", id, err)
+		}
+		if changesPolicy(files, policyPath) {
+			if gate, err = h.policyGateFor(ctx, gh, t, src, policyPath, nil, nil); err != nil {
+				return review.Result{}, fmt.Errorf("%s: policy change: %w", id, err)
+			}
+		}
+	}
 	if pol != nil {
 		led, err := reconcile.OpenLedger(dir, t.DefaultBranch, h.PolicyPath, ledger.Options{})
 		if err != nil {
@@ -237,11 +316,25 @@ func (h *PullRequests) judge(ctx context.Context, t Target) (review.Result, erro
 				return review.Result{}, fmt.Errorf("%s: %w", id, err)
 			}
 			in.Commands = live.Claims
+			for _, c := range live.Contributors {
+				in.Contributors = append(in.Contributors, review.Contributor{
+					Identity: core.Identity{Source: core.SourceGitHubUser, ID: c.Actor}, What: c.Reason})
+			}
 		}
-		if res, err = review.Evaluate(ctx, in, src, pol, led, livestate.Live{Claims: live.Claims}, h.now()); err != nil {
+		git := &crediting{Ledger: led, ctx: ctx, vouch: commitVoucher(gh, t)}
+		if res, err = review.Evaluate(ctx, in, src, pol, git, livestate.Live{Claims: live.Claims}, h.now()); err != nil {
 			return review.Result{}, fmt.Errorf("%s: %w", id, err)
 		}
 		applyOverrides(&res, live.Overrides, live.OtherHeads, headSHA)
+		files, err := src.Files(ctx)
+		if err != nil {
+			return review.Result{}, fmt.Errorf("%s: %w", id, err)
+		}
+		if changesPolicy(files, policyPath) {
+			if gate, err = h.policyGateFor(ctx, gh, t, src, policyPath, pol, led); err != nil {
+				return review.Result{}, fmt.Errorf("%s: policy change: %w", id, err)
+			}
+		}
 		if live.Held {
 			log.Info("pull request is held: nothing published", "held_by", live.HeldBy, "fields", len(res.Verdicts))
 			return res, nil
@@ -262,11 +355,11 @@ func (h *PullRequests) judge(ctx context.Context, t Target) (review.Result, erro
 	if err != nil {
 		return review.Result{}, fmt.Errorf("%s: %w", id, err)
 	}
-	wrote, err := publish(ctx, gh, login, t, headSHA, headTime, res, policyNote, details)
+	wrote, err := publish(ctx, gh, login, t, headSHA, headTime, res, policyNote, gate, details)
 	if err != nil {
 		return review.Result{}, fmt.Errorf("%s: publish: %w", id, err)
 	}
-	log.Info("judged pull request", "head", headSHA, "fields", len(res.Verdicts), "conclusion", conclusion(res, policyNote), "writes", wrote)
+	log.Info("judged pull request", "head", headSHA, "fields", len(res.Verdicts), "conclusion", conclusion(res, policyNote, gate), "writes", wrote)
 	return res, nil
 }
 
@@ -330,11 +423,23 @@ func optional(s string) *string {
 	return &s
 }
 
-func conclusion(res review.Result, note string) string {
+// conclusion is the check run's conclusion. A change to the policy is never neutral: it waits for
+// a policy owner's approval (action_required), and once approved its verdicts decide.
+func conclusion(res review.Result, note string, gate *policyGate) string {
+	if gate != nil && !gate.passes() {
+		return "action_required"
+	}
 	if note != "" {
+		if gate != nil {
+			return "success"
+		}
 		return "neutral"
 	}
-	return res.Conclusion()
+	c := res.Conclusion()
+	if c == "neutral" && gate != nil {
+		return "success" // an approved policy change that claims no field
+	}
+	return c
 }
 
 // maxCheckText is GitHub's limit on a check run's output summary.
@@ -342,9 +447,9 @@ const maxCheckText = 65535
 
 // publish writes the check run and the sticky comment if they differ from what GitHub shows; the
 // sticky comment is the one by login, the App's bot login. It returns how many writes it made.
-func publish(ctx context.Context, gh *github.Client, login string, t Target, headSHA string, headTime time.Time, res review.Result, note, detailsURL string) (int, error) {
+func publish(ctx context.Context, gh *github.Client, login string, t Target, headSHA string, headTime time.Time, res review.Result, note string, gate *policyGate, detailsURL string) (int, error) {
 	writes := 0
-	concl := conclusion(res, note)
+	concl := conclusion(res, note, gate)
 	title := strings.TrimPrefix(report.Headline(res.Verdicts), "### ")
 	runs, _, err := gh.Checks.ListCheckRunsForRef(ctx, t.Owner, t.Repo, headSHA, &github.ListCheckRunsOptions{CheckName: github.String(CheckName)})
 	if err != nil {
@@ -357,7 +462,11 @@ func publish(ctx context.Context, gh *github.Client, login string, t Target, hea
 	// The comment is rendered for the head commit's time, not the wall clock, so the same head
 	// always renders the same body and a redelivery writes nothing. It links the check run, which
 	// holds the full verdicts when the comment must be shortened.
-	in := report.Input{Head: headSHA, Generated: headTime.UTC(), Verdicts: res.Verdicts, Problems: res.Problems, Notes: nonEmpty(note)}
+	notes := nonEmpty(note)
+	if gate != nil {
+		notes = append([]string{gate.text()}, notes...)
+	}
+	in := report.Input{Head: headSHA, Generated: headTime.UTC(), Verdicts: res.Verdicts, Problems: res.Problems, Notes: notes}
 	summary := report.Comment(in) // the check run's own summary needs no link to itself
 	if existing != nil {
 		in.DetailsURL = existing.GetHTMLURL()
@@ -365,6 +474,15 @@ func publish(ctx context.Context, gh *github.Client, login string, t Target, hea
 	body := report.Comment(in)
 	if note != "" {
 		title, summary = "Parley: nothing judged", note
+		if gate != nil {
+			summary = gate.text() + "\n" + note
+		}
+	}
+	if gate != nil && !gate.passes() {
+		title = "Parley: the policy change awaits a policy owner's approval"
+		if gate.invalid != "" {
+			title = "Parley: the new policy is invalid"
+		}
 	}
 	if len(summary) > maxCheckText {
 		summary = summary[:maxCheckText]
@@ -389,7 +507,7 @@ func publish(ctx context.Context, gh *github.Client, login string, t Target, hea
 	if err != nil {
 		return writes, fmt.Errorf("write check run: %w", err)
 	}
-	if note != "" && len(res.Verdicts) == 0 {
+	if note != "" && len(res.Verdicts) == 0 && gate == nil {
 		return writes, nil // nothing judged: the check run says why; no comment to add noise
 	}
 

@@ -241,6 +241,7 @@ func NewServer(ctx context.Context, cfg config.Config, log *slog.Logger) (*Serve
 	route := func(event string) webhooks.Route { return webhooks.Route{Source: store.SourceGitHub, Event: event} }
 	handlers := map[webhooks.Route]webhooks.Handler{
 		route("pull_request"):              prs,
+		route("pull_request_review"):       prs,
 		route("check_run"):                 &Rerequests{PullRequests: prs},
 		route("check_suite"):               &Rerequests{PullRequests: prs},
 		route("push"):                      &Pushes{PullRequests: prs, Drift: drift},

@@ -127,7 +127,29 @@ type Identity struct {
 	ID     string   // e.g. "alice@example.com", "system:serviceaccount:kube-system:horizontal-pod-autoscaler"
 	Name   string   // display name where the source has one (commit author name, GitHub login)
 	Groups []string // groups or teams the source reports, if any
+	// Proof is how a git-author identity was proven. Git's author line is free text, so an email
+	// proves nothing by itself; the other sources are authenticated by the system that reports them
+	// (GitHub, the Kubernetes API server, CloudTrail) and need none.
+	Proof Proof
 }
+
+// Proof is what establishes a git-author identity: a verified signature, or someone who vouches for
+// it. The zero Proof proves nothing.
+type Proof struct {
+	// Key is the id of the key whose signature over the commit verified: "SHA256:..." for an SSH key
+	// (ssh-keygen's fingerprint), "openpgp:<FINGERPRINT>" for an OpenPGP key. Whether that key
+	// belongs to the actor the author email names is the policy's call (an actor's signing_keys).
+	Key string
+	// Vouched names who vouches for the identity without a signature: the person running parley
+	// who named the author with --author, say. Empty for identities read from commits.
+	Vouched string
+	// Problem says why a commit proves nothing when Key is empty: "it is unsigned", "its SSH
+	// signature does not verify: ...".
+	Problem string
+}
+
+// Proven reports whether the identity carries a verified key or someone's word for it.
+func (p Proof) Proven() bool { return p.Key != "" || p.Vouched != "" }
 
 // String renders source:id.
 func (id Identity) String() string { return string(id.Source) + ":" + id.ID }

@@ -264,7 +264,8 @@ func (c *Claim) unmarshalLegacy(b []byte) error {
 	if err := json.Unmarshal(b, &l); err != nil {
 		return fmt.Errorf("claim (v1 shape): %w", err)
 	}
-	nc := Claim{Field: l.Field, Actor: Actor{Name: l.Actor.Name, Identity: Identity(l.Actor.Identity)},
+	nc := Claim{Field: l.Field, Actor: Actor{Name: l.Actor.Name, Identity: Identity{Source: l.Actor.Identity.Source, ID: l.Actor.Identity.ID,
+		Name: l.Actor.Identity.Name, Groups: l.Actor.Identity.Groups}},
 		Yield: l.Yield, Intent: l.Intent, Motivation: l.Motivation, At: l.At, Expires: l.Expires, Evidence: l.Evidence}
 	switch {
 	case l.Value.Expr != nil:

@@ -80,7 +80,7 @@ func (c *compiler) addDiags(diags hcl.Diagnostics) {
 	}
 }
 
-var rootSchema = &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{
+var rootSchema = &hcl.BodySchema{Attributes: attrs("trust_unsigned_git_authors", "policy_owners"), Blocks: []hcl.BlockHeaderSchema{
 	{Type: "intent", LabelNames: []string{"name"}},
 	{Type: "motivation", LabelNames: []string{"name"}},
 	{Type: "actor", LabelNames: []string{"name"}},
@@ -107,7 +107,7 @@ var (
 	motivationSchema = &hcl.BodySchema{Attributes: attrs("urgency", "description", "default_lifetime",
 		"max_lifetime", "asserted_by")}
 	actorSchema = &hcl.BodySchema{Attributes: attrs("description", "intent", "intents", "motivation", "confined",
-		"git_authors", "github_users", "github_teams", "k8s_users", "field_managers", "aws_principals")}
+		"git_authors", "signing_keys", "github_users", "github_teams", "k8s_users", "field_managers", "aws_principals")}
 	fieldSchema = &hcl.BodySchema{Attributes: attrs("description", "match!", "owner", "owner_when",
 		"owner_gives_way_when", "immutable", "writers", "min", "max", "veto_ask_when", "veto_ask")}
 	ruleSchema   = &hcl.BodySchema{Attributes: attrs("description", "fields", "when!", "decision!", "veto_ask_when", "veto_ask")}
@@ -145,6 +145,16 @@ type ref struct {
 func (c *compiler) compile(body hcl.Body) {
 	content, diags := body.Content(rootSchema)
 	c.addDiags(diags)
+	c.p.TrustUnsignedGitAuthors = c.boolean(content.Attributes, "trust_unsigned_git_authors")
+	if vals, rngs, present := c.list(content.Attributes, "policy_owners"); present {
+		for i, v := range vals {
+			if v == "" || strings.HasPrefix(v, "@") || strings.Count(v, "/") > 1 {
+				c.errorf(rngs[i], "policy_owners: %q is neither a GitHub login nor an org/team slug (no @)", v)
+				continue
+			}
+			c.p.PolicyOwners = append(c.p.PolicyOwners, v)
+		}
+	}
 	pend := &c.pend
 	seen := map[string]hcl.Range{}
 	dup := func(b *hcl.Block) bool {
@@ -489,6 +499,16 @@ func (c *compiler) actor(b *hcl.Block, pend *pending) {
 	}
 	a.Motivation, _ = c.refStr(&pend.motivationRefs, blk, "motivation")
 	a.Confined = c.boolean(as, "confined")
+	if vals, rngs, present := c.list(as, "signing_keys"); present {
+		for i, v := range vals {
+			k, err := parseSigningKey(v)
+			if err != nil {
+				c.errorf(rngs[i], "actor %s: signing_keys[%d]: %v", name, i, err)
+				continue
+			}
+			a.SigningKeys = append(a.SigningKeys, k)
+		}
+	}
 	for _, ms := range matcherSources {
 		if vals, rngs, present := c.list(as, ms.attr); present {
 			for i, v := range vals {
@@ -762,4 +782,14 @@ func LedgerPaths(src []byte, filename string) core.PathFilter {
 		return core.PathFilter{}.WithDefaults()
 	}
 	return p.Ledger
+}
+
+// LedgerOpenPGPKeys returns the OpenPGP keys the ledger verifies commits against under the policy
+// source src (see Policy.OpenPGPKeyring), or none when src is not a valid policy.
+func LedgerOpenPGPKeys(src []byte, filename string) string {
+	p, err := Parse(src, filename)
+	if err != nil {
+		return ""
+	}
+	return p.OpenPGPKeyring()
 }

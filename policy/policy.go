@@ -32,6 +32,13 @@ type Policy struct {
 	Ledger core.PathFilter
 	// GitOps is what Parley may change in GitOps objects besides its gates (the gitops block).
 	GitOps GitOps
+	// TrustUnsignedGitAuthors believes a commit's author email without a signature, as Parley did
+	// before commits had to prove who made them. Off by default: anyone who can push a branch can
+	// write any email.
+	TrustUnsignedGitAuthors bool
+	// PolicyOwners are the GitHub logins and org/team slugs whose approval a pull request that
+	// changes the policy needs (policy_owners); nil: anyone with maintain or admin on the repository.
+	PolicyOwners []string
 
 	actorsByName map[string]*Actor
 	base         *hcl.EvalContext // stdlib functions; parent of every evaluation context
@@ -79,6 +86,23 @@ type Actor struct {
 	Confined bool
 	// Identity globs per source; * matches any run of characters.
 	Match map[core.IdentitySource][]string
+	// SigningKeys are the keys whose signatures prove a commit is the actor's (signing_keys): a
+	// commit whose author email matches git_authors counts as the actor only when one of them
+	// signed it, unless the policy sets trust_unsigned_git_authors.
+	SigningKeys []SigningKey
+}
+
+// SigningKey is a key an actor signs commits with.
+type SigningKey struct {
+	ID string // as core.Proof.Key: "SHA256:..." (SSH) or "openpgp:<FINGERPRINT>"
+	// Armored is the OpenPGP public key block, for OpenPGP keys; "" for SSH keys, which a
+	// signature carries itself.
+	Armored string
+}
+
+// HasKey reports whether the actor lists the key with id.
+func (a *Actor) HasKey(id string) bool {
+	return id != "" && slices.ContainsFunc(a.SigningKeys, func(k SigningKey) bool { return k.ID == id })
 }
 
 // MayAssertIntent reports whether the actor may assert intent i.
@@ -171,13 +195,49 @@ func (p *Policy) Actor(name string) *Actor { return p.actorsByName[name] }
 func (p *Policy) GitActor() *Actor { return p.actorsByName[GitActorName] }
 
 // ResolveActor returns the first declared actor (in declaration order) matching the identity, or nil.
+// A git-author identity matches an actor only when it is proven: signed by one of the actor's
+// signing_keys, or vouched for (core.Proof); or when the policy sets trust_unsigned_git_authors.
 func (p *Policy) ResolveActor(id core.Identity) *Actor {
+	for _, a := range p.Actors {
+		if a.matches(id) && p.proves(a, id) {
+			return a
+		}
+	}
+	return nil
+}
+
+// NamedActor returns the actor the identity names, proven or not: for a git-author identity, the
+// first actor whose git_authors match its email. Explanations use it to say whom an unproven
+// commit claims to be.
+func (p *Policy) NamedActor(id core.Identity) *Actor {
 	for _, a := range p.Actors {
 		if a.matches(id) {
 			return a
 		}
 	}
 	return nil
+}
+
+func (p *Policy) proves(a *Actor, id core.Identity) bool {
+	if id.Source != core.SourceGitAuthor || p.TrustUnsignedGitAuthors || id.Proof.Vouched != "" {
+		return true
+	}
+	return a.HasKey(id.Proof.Key)
+}
+
+// OpenPGPKeyring is the armored OpenPGP keys every actor lists, one after another: what the ledger
+// verifies OpenPGP commit signatures against.
+func (p *Policy) OpenPGPKeyring() string {
+	var b strings.Builder
+	for _, a := range p.Actors {
+		for _, k := range a.SigningKeys {
+			if k.Armored != "" {
+				b.WriteString(strings.TrimSpace(k.Armored))
+				b.WriteString("\n")
+			}
+		}
+	}
+	return b.String()
 }
 
 func (a *Actor) matches(id core.Identity) bool {
@@ -288,4 +348,21 @@ type GitOps struct {
 	// reverts nothing, so every other field of the release goes unenforced. The last resume puts the
 	// mode back as it was.
 	EnableHelmDriftDetection bool
+}
+
+// TrustNotes says what the policy believes of commit authors, for people checking it: that it
+// believes emails without signatures (trust_unsigned_git_authors), or which actors match commit
+// emails but list no key, so that none of their commits will count as theirs.
+func (p *Policy) TrustNotes() []string {
+	if p.TrustUnsignedGitAuthors {
+		return []string{"trust_unsigned_git_authors = true: commit author emails are believed without a signature; " +
+			"anyone who can push a branch can write any of them"}
+	}
+	var out []string
+	for _, a := range p.Actors {
+		if len(a.Match[core.SourceGitAuthor]) > 0 && len(a.SigningKeys) == 0 {
+			out = append(out, "actor "+a.Name+" matches git_authors but lists no signing_keys: its commits count as an unverified identity")
+		}
+	}
+	return out
 }

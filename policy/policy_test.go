@@ -8,7 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/ssh"
+
 	"github.com/parleyhq/parley/core"
+	"github.com/parleyhq/parley/internal/demo"
 )
 
 func TestParseValidPolicies(t *testing.T) {
@@ -196,6 +199,47 @@ func TestLoadFileErrors(t *testing.T) {
 	}
 }
 
+// demoKey is the id of the SSH key the demo signs email's commits with.
+func demoKey(t *testing.T, email string) string {
+	t.Helper()
+	line, err := demo.PublicKey(email)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, _, _, _, err := ssh.ParseAuthorizedKey([]byte(line))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ssh.FingerprintSHA256(k)
+}
+
+func TestTrustUnsignedGitAuthorsBelievesEmails(t *testing.T) {
+	src := "trust_unsigned_git_authors = true\n" + mustRead(t, "../internal/demo/policy.hcl")
+	p, err := Parse([]byte(src), "demo.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := p.ResolveActor(core.Identity{Source: core.SourceGitAuthor, ID: "alice@parley.example"}); a == nil || a.Name != "oncall" {
+		t.Errorf("with trust_unsigned_git_authors, alice's unsigned commit resolves to %v, want oncall", a)
+	}
+}
+
+func TestSigningKeysMustBeKeys(t *testing.T) {
+	for _, tc := range []struct{ keys, want string }{
+		{`["ssh-ed25519 AAAAnot-base64"]`, "signing_keys[0]: neither an SSH public key"},
+		{`[""]`, "signing_keys[0]: empty key"},
+		{`["-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nnope\n-----END PGP PUBLIC KEY BLOCK-----"]`, "not a readable OpenPGP public key block"},
+	} {
+		_, err := Parse([]byte(`actor "a" {
+  git_authors  = ["a@example.com"]
+  signing_keys = `+tc.keys+`
+}`), "p.hcl")
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("signing_keys = %s: error %v, want one containing %q", tc.keys, err, tc.want)
+		}
+	}
+}
+
 func TestResolveActor(t *testing.T) {
 	p, err := Parse([]byte(mustRead(t, "../internal/demo/policy.hcl")), "demo.hcl")
 	if err != nil {
@@ -212,8 +256,15 @@ func TestResolveActor(t *testing.T) {
 		{core.Identity{Source: core.SourceGitHubUser, ID: "zoe", Groups: []string{"parleyhq/sre"}}, "oncall"},
 		{core.Identity{Source: core.SourceGitHubTeam, ID: "parleyhq/sre"}, "oncall"},
 		{core.Identity{Source: core.SourceGitHubUser, ID: "zoe"}, ""},
-		{core.Identity{Source: core.SourceGitAuthor, ID: "alice@parley.example"}, "oncall"},
-		{core.Identity{Source: core.SourceGitAuthor, ID: "cost-optimizer@parley.example"}, "cost-optimizer"},
+		// A commit author email counts only when a key the actor lists signed the commit.
+		{core.Identity{Source: core.SourceGitAuthor, ID: "alice@parley.example"}, ""},
+		{core.Identity{Source: core.SourceGitAuthor, ID: "alice@parley.example", Proof: core.Proof{Problem: "it is unsigned"}}, ""},
+		{core.Identity{Source: core.SourceGitAuthor, ID: "alice@parley.example", Proof: core.Proof{Key: demoKey(t, "alice@parley.example")}}, "oncall"},
+		{core.Identity{Source: core.SourceGitAuthor, ID: "alice@parley.example", Proof: core.Proof{Key: demoKey(t, "scanner@parley.example")}}, ""},
+		{core.Identity{Source: core.SourceGitAuthor, ID: "alice@parley.example", Proof: core.Proof{Vouched: "--author"}}, "oncall"},
+		{core.Identity{Source: core.SourceGitAuthor, ID: "cost-optimizer@parley.example", Proof: core.Proof{Key: demoKey(t, "cost-optimizer@parley.example")}}, "cost-optimizer"},
+		// The key alone is not an identity: it proves the email the actor matches, not another.
+		{core.Identity{Source: core.SourceGitAuthor, ID: "mallory@parley.example", Proof: core.Proof{Key: demoKey(t, "alice@parley.example")}}, ""},
 		// The source matters: an email is not a Kubernetes user unless listed as one.
 		{core.Identity{Source: core.SourceKubeUser, ID: "cost-optimizer@parley.example"}, ""},
 	}

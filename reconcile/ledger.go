@@ -22,7 +22,8 @@ func OpenLedger(dir, branch, policyFile string, opts ledger.Options) (*ledger.Le
 }
 
 // UsePolicyPaths makes l read the files that the policy on branch (policyFile, policy.DefaultFile
-// when empty; "" branch is HEAD's) names in its ledger block, or the defaults without a policy.
+// when empty; "" branch is HEAD's) names in its ledger block, or the defaults without a policy,
+// and verify OpenPGP commit signatures against the keys its actors list.
 // Every caller that indexes a branch sets its paths this way, so that all read the same files and
 // none makes the index rebuild another's work.
 func UsePolicyPaths(l *ledger.Ledger, branch, policyFile string) error {
@@ -35,6 +36,7 @@ func UsePolicyPaths(l *ledger.Ledger, branch, policyFile string) error {
 	}
 	if ok {
 		l.SetPaths(policy.LedgerPaths(src, policyFile))
+		l.SetOpenPGPKeys(policy.LedgerOpenPGPKeys(src, policyFile))
 	}
 	return nil
 }

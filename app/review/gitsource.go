@@ -14,6 +14,7 @@ import (
 	"github.com/parleyhq/parley/core"
 	"github.com/parleyhq/parley/reconcile"
 	"github.com/parleyhq/parley/reconcile/depgraph"
+	"github.com/parleyhq/parley/trailers/ledger"
 )
 
 // GitSource reads a pull request from a local repository as GitHub shows it: the commits
@@ -23,6 +24,7 @@ import (
 type GitSource struct {
 	repo                  *git.Repository
 	base, head, mergeBase *object.Commit
+	openPGPKeys           string // what OpenPGP commit signatures are verified against
 
 	graphOnce sync.Once
 	graph     *depgraph.Graph
@@ -101,11 +103,22 @@ func (s *GitSource) MergeBaseSHA() string { return s.mergeBase.Hash.String() }
 // HeadSHA is the resolved head commit.
 func (s *GitSource) HeadSHA() string { return s.head.Hash.String() }
 
-// HeadCommit returns the head commit's author and time, for PullRequest.Author and Updated.
+// SetOpenPGPKeys gives the armored OpenPGP keys commits' OpenPGP signatures are verified against:
+// the base policy's (policy.Policy.OpenPGPKeyring). SSH signatures need none.
+func (s *GitSource) SetOpenPGPKeys(armored string) { s.openPGPKeys = armored }
+
+// HeadCommit returns the head commit's author and time, for PullRequest.Author and Updated. The
+// author carries what the commit's signature proves (ledger.VerifyCommit): an email alone proves
+// nothing.
 func (s *GitSource) HeadCommit() (core.Identity, Commit) {
 	c := s.head
-	id := core.Identity{Source: core.SourceGitAuthor, ID: c.Author.Email, Name: c.Author.Name}
+	id := s.author(c)
 	return id, Commit{SHA: c.Hash.String(), Message: c.Message, Author: id, Time: c.Author.When}
+}
+
+func (s *GitSource) author(c *object.Commit) core.Identity {
+	return core.Identity{Source: core.SourceGitAuthor, ID: c.Author.Email, Name: c.Author.Name,
+		Proof: ledger.VerifyCommit(c, s.openPGPKeys)}
 }
 
 // Commits lists the commits reachable from head but not from base, oldest first.
@@ -124,8 +137,7 @@ func (s *GitSource) Commits(ctx context.Context) ([]Commit, error) {
 		if inBase[c.Hash] {
 			return nil
 		}
-		out = append(out, Commit{SHA: c.Hash.String(), Message: c.Message,
-			Author: core.Identity{Source: core.SourceGitAuthor, ID: c.Author.Email, Name: c.Author.Name}, Time: c.Author.When})
+		out = append(out, Commit{SHA: c.Hash.String(), Message: c.Message, Author: s.author(c), Time: c.Author.When})
 		return ctx.Err()
 	})
 	if err != nil && !errors.Is(err, io.EOF) {

@@ -36,6 +36,17 @@ type PullRequest struct {
 	// Budget bounds what the judgement reads: a file, a file's changed fields, the pull request's
 	// changed fields and a value over it are problems, not judged. Zero: core.DefaultBudget.
 	Budget core.Budget
+	// Contributors are who besides Author made the pull request what it is: who pushed to it,
+	// added its intent/ and motivation/ labels, edited its body. Its claims are judged as Author
+	// and as each of them, and the least favourable verdict stands: nobody gains trust by riding
+	// on someone else's pull request.
+	Contributors []Contributor
+}
+
+// Contributor is someone who acted on a pull request, and what they did.
+type Contributor struct {
+	Identity core.Identity
+	What     string // "pushed to the branch", "added label motivation/incident", ...
 }
 
 // Commit is one commit of the pull request.
@@ -246,7 +257,8 @@ func Evaluate(ctx context.Context, pr PullRequest, src Source, pol *policy.Polic
 				return Result{}, fmt.Errorf("pull request #%d: dependents of %s: %w", pr.Number, f, err)
 			}
 		}
-		if own := claims[f]; own.Evidence.Source == "github-pull-request" {
+		own, isOwn := claims[f], claims[f].Evidence.Source == "github-pull-request"
+		if isOwn {
 			in.Live = append(in.Live, own)
 		}
 		in.Live = append(in.Live, commands[f]...)
@@ -270,9 +282,61 @@ func Evaluate(ctx context.Context, pr PullRequest, src Source, pol *policy.Polic
 			in.Live = append(in.Live, lc...)
 		}
 		res.Claims = append(res.Claims, claims[f])
-		res.Verdicts = append(res.Verdicts, arb.Decide(in))
+		v := arb.Decide(in)
+		if isOwn && len(pr.Contributors) > 0 {
+			v = judgeAsContributors(arb, in, pr, v)
+		}
+		res.Verdicts = append(res.Verdicts, v)
 	}
 	return res, nil
+}
+
+// judgeAsContributors judges the pull request's own claim (in.Live[0]) as each contributor and
+// returns the least favourable verdict (a veto before a hold or escalation, before anything
+// else; the opener's on a tie), with a step naming everyone judged.
+func judgeAsContributors(arb *arbiter.Arbiter, in arbiter.Input, pr PullRequest, opener core.Verdict) core.Verdict {
+	worst, as := opener, identityLabel(pr.Author)
+	seen := map[string]bool{identityLabel(pr.Author): true}
+	var names []string
+	for _, c := range pr.Contributors {
+		key := identityLabel(c.Identity)
+		names = append(names, fmt.Sprintf("%s (%s)", c.Identity.ID, c.What))
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		alt := in
+		alt.Live = append([]core.Claim(nil), in.Live...)
+		alt.Live[0].Actor = core.Actor{Identity: c.Identity}
+		if v := arb.Decide(alt); severity(v.Decision) > severity(worst.Decision) {
+			worst, as = v, key
+		}
+	}
+	step := core.Step{Rule: "contributors", Outcome: "judged as " + as, Detail: fmt.Sprintf(
+		"the pull request's claims come from its opener %s and from %s; each must pass, so the least favourable verdict stands: %s's",
+		pr.Author.ID, strings.Join(names, ", "), as)}
+	worst.Explanation = append([]core.Step{step}, worst.Explanation...)
+	return worst
+}
+
+// identityLabel names an identity for the explanation, telling a commit author whose commit
+// proves nothing from the same email signed.
+func identityLabel(id core.Identity) string {
+	if id.Source == core.SourceGitAuthor && !id.Proof.Proven() {
+		return id.String() + " (unverified)"
+	}
+	return id.String()
+}
+
+// severity orders decisions from the pull request's point of view: higher is worse for it.
+func severity(d core.Decision) int {
+	switch d {
+	case core.DecisionVeto:
+		return 2
+	case core.DecisionHold, core.DecisionEscalate:
+		return 1
+	}
+	return 0
 }
 
 // content reads a file at sha; nil when it is not expected or not there. A file over the budget is

@@ -280,6 +280,10 @@ func TestDemo(t *testing.T) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)
 		}
 	}
+	// The demo signs every commit but one, whose author line says Alice without her key.
+	if n := strings.Count(out, "(unverified)"); n != 1 || !strings.Contains(out, "alice@parley.example (unverified)") {
+		t.Errorf("demo output marks %d commits unverified, want the forged one by alice@parley.example:\n%s", n, out)
+	}
 	_, again, _ := runIn(t, "", "demo")
 	if again != out {
 		t.Errorf("demo output differs between runs")

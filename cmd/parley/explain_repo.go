@@ -22,6 +22,12 @@ type repoState struct {
 
 // openRepo opens dir's ledger and updates it from the default branch.
 func openRepo(cmd *cobra.Command, dir string) (*repoState, error) {
+	return openRepoAt(cmd, dir, "")
+}
+
+// openRepoAt opens dir's ledger and updates it from branch (a local or remote-tracking branch),
+// or from the default branch when branch is "".
+func openRepoAt(cmd *cobra.Command, dir, branch string) (*repoState, error) {
 	l, err := ledger.Open(dir, ledger.Options{})
 	if errors.Is(err, ledger.ErrNotRepository) {
 		return nil, usageErr(err)
@@ -29,10 +35,11 @@ func openRepo(cmd *cobra.Command, dir string) (*repoState, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open ledger of %s: %w", dir, err)
 	}
-	branch, err := defaultBranch(dir, l)
-	if err != nil {
-		l.Close()
-		return nil, usageErr(err)
+	if branch == "" {
+		if branch, err = defaultBranch(dir, l); err != nil {
+			l.Close()
+			return nil, usageErr(err)
+		}
 	}
 	if err := reconcile.UsePolicyPaths(l, branch, ""); err != nil {
 		l.Close()
@@ -73,6 +80,26 @@ func defaultBranch(dir string, l *ledger.Ledger) (string, error) {
 		}
 	}
 	return l.DefaultBranch()
+}
+
+// reviewBase is the branch a review's policy and ledger come from: --base, else the branch
+// origin/HEAD names (as origin/NAME), else a local main or master. It never falls back to the
+// branch checked out: in a clone of a pull request's branch that is the branch being judged, which
+// must not be judged under its own policy and history.
+func reviewBase(dir, base string) (string, error) {
+	if base != "" {
+		return base, nil
+	}
+	if out, err := explainGit(dir, "symbolic-ref", "--quiet", "--short", "refs/remotes/origin/HEAD"); err == nil {
+		return strings.TrimSpace(string(out)), nil
+	}
+	for _, b := range []string{"main", "master"} {
+		if _, err := explainGit(dir, "rev-parse", "--verify", "--quiet", "refs/heads/"+b); err == nil {
+			return b, nil
+		}
+	}
+	return "", errors.New("no base branch to judge against: origin/HEAD, main and master do not exist here; " +
+		"name the branch the changes merge into with --base (e.g. --base origin/main)")
 }
 
 func explainGit(dir string, args ...string) ([]byte, error) {

@@ -31,8 +31,9 @@ func newLedgerCmd() *cobra.Command {
 		Short: "Show every field's claim history and the claim Git holds now",
 		Long: `Update the repository's ledger index (<git dir>/parley/ledger.db; only commits after the last update
 are read) and print, for each field, its claim history on the branch's first-parent history: commit,
-time, author, value, intent, motivation, whether the claim was implicit (the commit changed the field)
-or explicit (a Claim trailer), expiry and pull request; then the claim Git holds now.
+time, author (marked "(unverified)" when no signature proves it), value, intent, motivation, whether
+the claim was implicit (the commit changed the field) or explicit (a Claim trailer), expiry and pull
+request; then the claim Git holds now.
 
 The files read are the policy's (.parley/policy.hcl on the branch, block ledger { include, exclude });
 without one, every manifest and .tf file except under testdata/, node_modules/ and vendor/. A first
@@ -384,6 +385,15 @@ func writeLedgerText(ctx context.Context, out io.Writer, b *ledger.Branch, head 
 	return w.Flush()
 }
 
+// authorText is a commit's author email, marked when the commit's signature proves nothing: such a
+// commit counts as no actor (docs/policy.md, "Commits prove who made them").
+func authorText(id core.Identity) string {
+	if id.Source == core.SourceGitAuthor && !id.Proof.Proven() {
+		return id.ID + " (unverified)"
+	}
+	return id.ID
+}
+
 // writeFieldText writes one field's history as a table and the claim Git holds now.
 func writeFieldText(out io.Writer, fr fieldReport) {
 	fmt.Fprintf(out, "\n%s\n", fr.Field)
@@ -397,7 +407,7 @@ func writeFieldText(out io.Writer, fr fieldReport) {
 		if c.Claim.Evidence.PR != 0 {
 			pr = fmt.Sprintf("#%d", c.Claim.Evidence.PR)
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", short(c.Claim.Evidence.Commit), c.Claim.At.Format(timeLayout), c.Claim.Actor.Identity.ID,
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", short(c.Claim.Evidence.Commit), c.Claim.At.Format(timeLayout), authorText(c.Claim.Actor.Identity),
 			c.value(), c.intent(), orDash(c.Claim.Motivation.String()), c.kind(), exp, pr)
 	}
 	tw.Flush()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/parleyhq/parley/core"
 	"github.com/parleyhq/parley/internal/codeowners"
+	"github.com/parleyhq/parley/app/review"
 	"github.com/parleyhq/parley/policy"
 	"github.com/parleyhq/parley/policy/arbiter"
 )
@@ -23,9 +24,68 @@ func newPolicyCmd() *cobra.Command {
 		Short: "Work with Parley policies",
 		Long:  "Commands for Parley's HCL policy (.parley/policy.hcl). The language is described in docs/policy.md.",
 		Example: `  parley policy check
-  parley policy check internal/demo/policy.hcl`,
+  parley policy check internal/demo/policy.hcl
+  parley policy diff .parley/policy.hcl --base origin/main`,
 	}
-	cmd.AddCommand(newPolicyCheckCmd())
+	cmd.AddCommand(newPolicyCheckCmd(), newPolicyDiffCmd())
+	return cmd
+}
+
+func newPolicyDiffCmd() *cobra.Command {
+	var dir, base string
+	cmd := &cobra.Command{
+		Use:   "diff [FILE] [--base BRANCH] [--repo DIR]",
+		Short: "Show which verdicts a new policy would flip",
+		Long: `Diff judges the latest change of every field in the base branch's ledger under the base's policy
+(.parley/policy.hcl on the base) and under FILE (default: .parley/policy.hcl in the work tree), and
+prints how many fields change their verdict, the ones that flip first with their decision and
+deciding rule before and after. It is what the GitHub App shows on a pull request that changes the
+policy. The base is --base, else origin/HEAD, else main or master, as for parley review.
+
+Exit status: 0 when the diff is printed, 1 when FILE is not a valid policy, 2 for bad input.`,
+		Example: `  parley policy diff
+  parley policy diff new-policy.hcl --repo ../infra --base origin/main`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			file := filepath.Join(dir, policy.DefaultFile)
+			if len(args) == 1 {
+				file = args[0]
+			}
+			next, err := loadPolicy(cmd, file)
+			if err != nil {
+				return err
+			}
+			base, err := reviewBase(dir, base)
+			if err != nil {
+				return usageErr(err)
+			}
+			repo, err := openRepoAt(cmd, dir, base)
+			if err != nil {
+				return err
+			}
+			defer repo.Close()
+			src, name, err := repo.policySource()
+			if err != nil {
+				return usageErr(err)
+			}
+			old, err := policy.Parse(src, name)
+			if err != nil {
+				return findingsErr(fmt.Errorf("the base's policy is invalid:\n%w", err))
+			}
+			changes, err := review.PolicyDiff(cmd.Context(), old, next, repo)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s against %s:\n", file, name)
+			for _, line := range review.RenderPolicyDiff(changes) {
+				fmt.Fprintln(cmd.OutOrStdout(), line)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&dir, "repo", ".", "the repository")
+	f.StringVar(&base, "base", "", "the branch whose policy and ledger the new policy is compared with (default: origin/HEAD, else main, else master)")
 	return cmd
 }
 
@@ -34,7 +94,9 @@ func newPolicyCheckCmd() *cobra.Command {
 		Use:   "check [FILE]",
 		Short: "Check a policy file and report its errors as file:line:col: message",
 		Long: `Check parses and validates a policy (default: .parley/policy.hcl). Every problem is printed to
-stderr as file:line:col: message, and the command exits 1. A valid policy prints a summary.`,
+stderr as file:line:col: message, and the command exits 1. A valid policy prints a summary, and
+notes on whom it believes: trust_unsigned_git_authors = true (commit emails believed without a
+signature), or actors that match git_authors but list no signing_keys.`,
 		Example: `  parley policy check
   parley policy check path/to/policy.hcl`,
 		Args: cobra.MaximumNArgs(1),
@@ -49,6 +111,9 @@ stderr as file:line:col: message, and the command exits 1. A valid policy prints
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: ok (%d intents, %d motivations, %d actors, %d fields, %d rules, %d freezes)\n",
 				file, len(p.Intents), len(p.Motivations), len(p.Actors), len(p.Fields), len(p.Rules), len(p.Freezes))
+			for _, n := range p.TrustNotes() {
+				fmt.Fprintf(cmd.OutOrStdout(), "note: %s\n", n)
+			}
 			return nil
 		},
 	}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/parleyhq/parley/internal/demo"
+
 	"bytes"
 	"context"
 	"encoding/json"
@@ -344,5 +346,52 @@ func TestExplainRepoReadsPolicyFromDefaultBranch(t *testing.T) {
 	code, stdout, stderr := runCLI(t, "explain", "k8s:apps/Deployment/prod/web#/spec/replicas", "--repo", dir)
 	if code != 0 || !strings.Contains(stdout, "decision: hold") {
 		t.Fatalf("exit %d: %s\n%s", code, stderr, stdout)
+	}
+}
+
+// TestPolicyCheckSaysWhomItBelieves: a policy that believes unsigned commit authors says so, and
+// one whose actor matches emails but lists no key says that actor's commits will not count.
+func TestPolicyCheckSaysWhomItBelieves(t *testing.T) {
+	dir := t.TempDir()
+	noKeys := filepath.Join(dir, "nokeys.hcl")
+	writeFile(t, noKeys, "actor \"dev\" {\n  git_authors = [\"*@example.com\"]\n}\n")
+	trusting := filepath.Join(dir, "trusting.hcl")
+	writeFile(t, trusting, "trust_unsigned_git_authors = true\nactor \"dev\" {\n  git_authors = [\"*@example.com\"]\n}\n")
+	for file, want := range map[string]string{
+		noKeys:   "note: actor dev matches git_authors but lists no signing_keys: its commits count as an unverified identity",
+		trusting: "note: trust_unsigned_git_authors = true: commit author emails are believed without a signature",
+	} {
+		code, out, stderr := runCLI(t, "policy", "check", file)
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("%s: exit %d, output lacks %q:\n%s%s", filepath.Base(file), code, want, out, stderr)
+		}
+	}
+	if _, out, _ := runCLI(t, "policy", "check", "../../internal/demo/policy.hcl"); strings.Contains(out, "note:") {
+		t.Errorf("the demo policy lists a key for every actor with git_authors, yet:\n%s", out)
+	}
+}
+
+// TestPolicyDiffShowsTheVerdictsANewPolicyFlips: on the demo repository, a policy that lets
+// anyone tune the Kafka lag alarm flips the verdict of the forged commit that tuned it (an
+// unverified identity, which the base's writers veto); the unchanged policy flips none.
+func TestPolicyDiffShowsTheVerdictsANewPolicyFlips(t *testing.T) {
+	dir, _ := demoRepo(t)
+	same := filepath.Join(t.TempDir(), "same.hcl")
+	writeFile(t, same, demo.Policy())
+	code, out, stderr := runCLI(t, "policy", "diff", same, "--repo", dir)
+	if code != 0 || !strings.Contains(out, "against main:.parley/policy.hcl") || !strings.Contains(out, "\n0 of ") {
+		t.Fatalf("unchanged policy: exit %d: %s\n%s", code, stderr, out)
+	}
+	open := filepath.Join(t.TempDir(), "open.hcl")
+	writeFile(t, open, strings.Replace(demo.Policy(), `writers = ["kafka-agent", "oncall"]`, "", 1))
+	code, out, stderr = runCLI(t, "policy", "diff", open, "--repo", dir)
+	if code != 0 || strings.Contains(out, "\n0 of ") || !strings.Contains(out, "\n1 of ") ||
+		!strings.Contains(out, "- tf:infra/kafka//aws_cloudwatch_metric_alarm.consumer_lag#/evaluation_periods: veto (rule writers) -> enforce-git (rule rank)") {
+		t.Fatalf("open policy: exit %d: %s\n%s", code, stderr, out)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.hcl")
+	writeFile(t, bad, "actor {")
+	if code, _, _ := runCLI(t, "policy", "diff", bad, "--repo", dir); code != exitFindings {
+		t.Errorf("invalid policy: exit %d, want %d", code, exitFindings)
 	}
 }

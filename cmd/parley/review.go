@@ -18,6 +18,7 @@ import (
 	"github.com/parleyhq/parley/policy/arbiter"
 	"github.com/parleyhq/parley/reconcile/tfplan"
 	"github.com/parleyhq/parley/trailers"
+	"github.com/parleyhq/parley/trailers/ledger"
 )
 
 func newReviewCmd() *cobra.Command {
@@ -26,12 +27,19 @@ func newReviewCmd() *cobra.Command {
 	var asJSON bool
 	var budget core.Budget
 	cmd := &cobra.Command{
-		Use:   "review (--head REV [--base REV] | --plan PLAN.json) [--repo DIR]",
+		Use:   "review (--head REV [--base BRANCH] | --plan PLAN.json) [--repo DIR]",
 		Short: "Judge a branch as Parley judges a pull request, or a Terraform plan, offline",
 		Long: `Review gathers the claims a branch makes against its base (the fields it changes, Claim and
 Yield trailers, the intent and motivation of its commits), sets them against Git's claims on the
-default branch's ledger, and prints the verdict on every field under the default branch's policy
-(.parley/policy.hcl). It is the check the GitHub App runs on a pull request, without GitHub.
+base's ledger, and prints the verdict on every field under the base's policy (.parley/policy.hcl).
+It is the check the GitHub App runs on a pull request, without GitHub.
+
+The base is --base (a local or remote-tracking branch), else the branch origin/HEAD names (as
+origin/NAME), else a local main or master; with none of them review stops and asks for --base. The
+branch being judged never supplies its own policy or history. A commit counts as the actor its
+author email names only when a key the base policy lists for that actor signed it, and the
+branch's claims are judged as the head commit's author and as every other commit's author: the
+least favourable verdict stands.
 
 Exit status: 0 when nothing is vetoed, 1 when a claim is vetoed, 2 for bad input.
 
@@ -84,14 +92,19 @@ run; 2 for bad input (a missing or malformed plan, an unsupported format_version
 			if head == "" {
 				return usageErr(fmt.Errorf("--head is required (the branch or commit to judge), or --plan (a Terraform plan to judge)"))
 			}
-			repo, err := openRepo(cmd, dir)
+			base, err := reviewBase(dir, base)
 			if err != nil {
+				return usageErr(err)
+			}
+			// The policy and the ledger come from the base, never from the branch being judged.
+			repo, err := openRepoAt(cmd, dir, base)
+			if err != nil {
+				if errors.Is(err, ledger.ErrNoBranch) {
+					return usageErr(fmt.Errorf("--base %s: the policy and the ledger are read from a branch: name a local or remote-tracking branch: %w", base, err))
+				}
 				return err
 			}
 			defer repo.Close()
-			if base == "" {
-				base = repo.branch
-			}
 			src, err := openReviewSource(cmd, dir, base, head)
 			if err != nil {
 				return usageErr(err)
@@ -104,11 +117,23 @@ run; 2 for bad input (a missing or malformed plan, an unsupported format_version
 			if err != nil {
 				return findingsErr(fmt.Errorf("the default branch's policy is invalid:\n%w", err))
 			}
+			src.SetOpenPGPKeys(pol.OpenPGPKeyring())
 			id, last := src.HeadCommit()
 			if author != "" {
 				id = core.Identity{Source: core.SourceGitHubUser, ID: author}
 			}
 			pr := review.PullRequest{BaseSHA: src.BaseSHA(), MergeBaseSHA: src.MergeBaseSHA(), HeadSHA: src.HeadSHA(), Title: head, Author: id, Updated: last.Time, Budget: budget}
+			// Every commit of the branch stands behind its claims: each author, as far as the
+			// commit's signature proves them, is judged too.
+			commits, err := src.Commits(cmd.Context())
+			if err != nil {
+				return err
+			}
+			for _, c := range commits {
+				if c.SHA != last.SHA {
+					pr.Contributors = append(pr.Contributors, review.Contributor{Identity: c.Author, What: "authored commit " + short(c.SHA)})
+				}
+			}
 			res, err := review.Evaluate(cmd.Context(), pr, src, pol, repo, nil, now)
 			if err != nil {
 				return err
@@ -149,7 +174,7 @@ run; 2 for bad input (a missing or malformed plan, an unsupported format_version
 	}
 	f := cmd.Flags()
 	f.StringVar(&dir, "repo", ".", "repository directory")
-	f.StringVar(&base, "base", "", "base revision (default: the default branch)")
+	f.StringVar(&base, "base", "", "the branch the changes merge into, whose policy and ledger judge them (default: origin/HEAD, else main, else master)")
 	f.StringVar(&head, "head", "", "the branch or commit to judge (required unless --plan)")
 	f.StringVar(&author, "author", "", "GitHub login to judge the claims as (default: the head commit's author email); with --plan, an identity SOURCE:ID such as git-author:alice@example.com or github-user:alice (default: the HEAD commit's author)")
 	f.StringVar(&at, "at", "", "judge at this RFC 3339 time (default: now); with --plan, also the time of the plan's and the drift's claims")
@@ -250,12 +275,13 @@ func reviewPlan(cmd *cobra.Command, dir, author string, pf planFlags, asJSON boo
 		return findingsErr(fmt.Errorf("the default branch's policy is invalid:\n%w", err))
 	}
 	if author == "" {
-		out, err := explainGit(dir, "log", "-1", "--format=%ae%x00%an", "HEAD")
+		// The HEAD commit's author, as far as its signature proves it.
+		src, err := review.OpenGitSource(dir, "HEAD", "HEAD")
 		if err != nil {
 			return usageErr(fmt.Errorf("the plan's author: read the HEAD commit's author (or give --author): %w", err))
 		}
-		email, name, _ := strings.Cut(strings.TrimRight(string(out), "\n"), "\x00")
-		opts.Author = core.Identity{Source: core.SourceGitAuthor, ID: email, Name: name}
+		src.SetOpenPGPKeys(pol.OpenPGPKeyring())
+		opts.Author, _ = src.HeadCommit()
 	}
 
 	js, err := tfplan.Judge(cmd.Context(), pol, res, repo, opts, now)
@@ -327,7 +353,13 @@ func parsePlanAuthor(s string) (core.Identity, error) {
 				if id == "" {
 					return core.Identity{}, fmt.Errorf("--author %q: no id after %s:", s, src)
 				}
-				return core.Identity{Source: k, ID: id}, nil
+				// Whoever runs parley names the author: their word stands in for a signature, as
+				// their choice of repository and policy does.
+				var proof core.Proof
+				if k == core.SourceGitAuthor {
+					proof.Vouched = "--author, given to parley review"
+				}
+				return core.Identity{Source: k, ID: id, Proof: proof}, nil
 			}
 		}
 		return core.Identity{}, fmt.Errorf("--author %q: unknown identity source %q (want one of git-author, github-user, github-team, k8s-user, field-manager, aws-principal)", s, src)

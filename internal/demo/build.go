@@ -24,6 +24,9 @@ type history struct {
 type person struct {
 	Name, Email string
 	Zone        *time.Location
+	// Unsigned marks a forged author: the commit carries the person's name and email but no
+	// signature, as anyone who can push may write.
+	Unsigned bool
 }
 
 func (p person) at(t time.Time) object.Signature {
@@ -42,6 +45,11 @@ func (h *history) commit(files map[string]string, parents []plumbing.Hash, autho
 		Message:      msg,
 		TreeHash:     tree,
 		ParentHashes: parents,
+	}
+	if !author.Unsigned {
+		if err := sign(c, author); err != nil {
+			return plumbing.ZeroHash, err
+		}
 	}
 	obj := h.repo.Storer.NewEncodedObject()
 	if err := c.Encode(obj); err != nil {

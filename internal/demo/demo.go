@@ -54,11 +54,14 @@ var (
 	utc       = time.UTC
 	berlin    = time.FixedZone("CET", 1*60*60)
 	newYork   = time.FixedZone("EST", -5*60*60)
-	dana      = person{"Dana Okafor", "dana@parley.example", berlin}   // platform engineer
-	bob       = person{"Bob Chen", "bob@parley.example", newYork}      // application team, on call this week
-	alice     = person{"Alice Martin", "alice@parley.example", berlin} // on-call engineer
-	optimizer = person{"Cost Optimizer", "cost-optimizer@parley.example", utc}
-	scanner   = person{"Security Scanner", "scanner@parley.example", utc}
+	dana      = person{Name: "Dana Okafor", Email: "dana@parley.example", Zone: berlin}   // platform engineer
+	bob       = person{Name: "Bob Chen", Email: "bob@parley.example", Zone: newYork}      // application team, on call this week
+	alice     = person{Name: "Alice Martin", Email: "alice@parley.example", Zone: berlin} // on-call engineer
+	optimizer = person{Name: "Cost Optimizer", Email: "cost-optimizer@parley.example", Zone: utc}
+	scanner   = person{Name: "Security Scanner", Email: "scanner@parley.example", Zone: utc}
+	// Someone who wrote Alice's name and email on a commit without her key: the ledger shows the
+	// commit as unverified, and it carries none of on-call's trust.
+	forgedAlice = person{Name: alice.Name, Email: alice.Email, Zone: berlin, Unsigned: true}
 )
 
 func day(d, h, m int) time.Time { return time.Date(2026, time.November, d, h, m, 0, 0, time.UTC) }
@@ -242,7 +245,7 @@ var mainBefore = []step{
 		add: map[string]string{kafkaFile: kafkaTF},
 	},
 	{
-		author: alice, when: day(3, 11, 40),
+		author: forgedAlice, when: day(3, 11, 40),
 		msg:   "Tune the consumer lag alarm\n\nThree minutes paged on every deploy.\n",
 		edits: [][3]string{{kafkaFile, "evaluation_periods  = 3", "evaluation_periods  = 5"}},
 	},

@@ -8,6 +8,11 @@
 // with and without Parley trailers, a merged pull request and a squash-style commit. The demo policy
 // (policy.hcl, embedded) is committed as .parley/policy.hcl.
 //
+// Every commit is signed as git signs with gpg.format=ssh, by an ed25519 key derived from its
+// author's email (PublicKey, PrivateKey; the policy lists them in signing_keys), except one: the
+// tuning of the lag alarm carries Alice's name and email without her signature, so the ledger shows
+// it as unverified and it counts as no actor.
+//
 // Everything is fixed (contents, authors, times), so commit hashes and the printed ledger are the
 // same on every run.
 package demo

@@ -35,7 +35,10 @@ motivation "maintenance" { urgency = 5 }
 motivation "rightsizing" { urgency = 10 }
 motivation "baseline"    { urgency = 0 }
 
-# Actors: who writes fields, recognised by identities of every source. First match wins.
+# Actors: who writes fields, recognised by identities of every source. First match wins. A commit
+# counts as an actor only when one of the actor's signing_keys signed it (git's gpg.format=ssh, or
+# OpenPGP): anyone can write any author email. The demo's keys are derived from the emails so that
+# the demo is reproducible; they protect nothing.
 actor "git" {
   description = "Git itself: the repository's standing configuration"
   intent      = "baseline"
@@ -44,6 +47,7 @@ actor "platform" {
   description = "The platform team"
   intent      = "consistency"
   git_authors = ["dana@parley.example"]
+  signing_keys = ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJ2uBDQOopYI4uqbe2SOzZ1Q+Tkgg8Ei/dnCgbNmPfjf dana@parley.example"]
   github_users = ["dana"]
 }
 actor "hpa" {
@@ -60,6 +64,7 @@ actor "cost-optimizer" {
   confined    = true
   github_users = ["cost-optimizer[bot]"]
   git_authors  = ["cost-optimizer@parley.example"]
+  signing_keys = ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIIzGetKzIOw2Z9Di1o1M2n4tSSFxaLfX7Bys7Qdt0pFb cost-optimizer@parley.example"]
   k8s_users    = ["system:serviceaccount:finops:cost-optimizer"]
 }
 actor "scanner" {
@@ -68,6 +73,7 @@ actor "scanner" {
   intents     = ["security"]
   github_users = ["security-scanner[bot]"]
   git_authors  = ["scanner@parley.example"]
+  signing_keys = ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGYr9+QbL9tJIcs80l+PQdbaxToA8s8xokyOsA+wi8XS scanner@parley.example"]
 }
 actor "kafka-agent" {
   description    = "The AI agent that scales the Kafka consumers"
@@ -81,6 +87,10 @@ actor "oncall" {
   intent       = "availability"
   github_teams = ["parleyhq/sre"]
   git_authors  = ["alice@parley.example", "bob@parley.example"]
+  signing_keys = [
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOdVVxmP91uVq8c4dWtrR81GBkh+FNNlaf3WWqwBMHan alice@parley.example",
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIF7j/YAI+xf+l+TtGhEOVFUMTZg4NkBhZ8oGOMLIX36C bob@parley.example",
+  ]
   k8s_users    = ["alice@parley.example", "bob@parley.example"]
   aws_principals = ["arn:aws:sts::*:assumed-role/oncall/*"]
 }

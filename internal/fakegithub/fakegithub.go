@@ -118,6 +118,8 @@ type Server struct {
 	bytes       int                       // response body bytes served
 	used        int                       // primary rate limit used (304s are free)
 	members     map[string]bool           // "org/team user" -> active member
+	reviews     map[string][]Review       // "owner/repo#n" -> reviews, oldest first
+	commits     map[string]Commit         // "owner/repo sha" -> what GitHub knows of the commit
 	tokenTTL    time.Duration
 	throttle    []throttle
 	now         func() time.Time
@@ -145,7 +147,7 @@ func New(t testing.TB) *Server {
 	}
 	s := &Server{t: t, router: router, calls: map[string]int{}, nextID: 1000, comments: map[string][]*Comment{},
 		checkRuns: map[string][]*CheckRun{}, permissions: map[string]string{}, contents: map[string][]byte{},
-		tokens: map[string]int64{}, pulls: map[string]any{}, installs: map[string]int64{}, repos: map[string]map[string]any{}, members: map[string]bool{}, tokenTTL: time.Hour, now: time.Now,
+		tokens: map[string]int64{}, pulls: map[string]any{}, installs: map[string]int64{}, repos: map[string]map[string]any{}, members: map[string]bool{}, reviews: map[string][]Review{}, commits: map[string]Commit{}, tokenTTL: time.Hour, now: time.Now,
 		codes: map[string]oauthCode{}, userTokens: map[string]userToken{}}
 	s.AppSlug = "parley"
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
@@ -176,6 +178,115 @@ func (s *Server) SetPullRequest(repo string, number int, pr any) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.pulls[fmt.Sprintf("%s#%d", repo, number)] = pr
+}
+
+// Commit is what the fake knows of a commit beyond Git: the GitHub user its author email belongs
+// to, whether GitHub verified its signature, and the pull requests it belongs to.
+type Commit struct {
+	AuthorLogin, CommitterLogin string
+	Verified                    bool
+	Pulls                       []CommitPull
+}
+
+// CommitPull is a pull request a commit belongs to.
+type CommitPull struct {
+	Number   int
+	OpenedBy string // the pull request's author
+	BaseRef  string
+	Merged   bool
+}
+
+// SetCommit sets what GET /repos/{owner}/{repo}/commits/{sha} and .../commits/{sha}/pulls answer.
+func (s *Server) SetCommit(repo, sha string, c Commit) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.commits[repo+" "+sha] = c
+}
+
+// exampleOf returns a copy of the description's example answer of r's operation: the object, or
+// the first element of a list.
+func (s *Server) exampleOf(r *http.Request) map[string]any {
+	route, _, err := s.findRoute(r)
+	if err != nil {
+		return map[string]any{}
+	}
+	_, ex, _ := successExample(route.Operation)
+	if list, ok := ex.([]any); ok && len(list) > 0 {
+		ex = list[0]
+	}
+	b, _ := json.Marshal(ex) // a copy: the example belongs to the shared description
+	var m map[string]any
+	if json.Unmarshal(b, &m) != nil || m == nil {
+		m = map[string]any{}
+	}
+	return m
+}
+
+func (s *Server) getCommit(w http.ResponseWriter, r *http.Request, op string, p map[string]string, _ map[string]any) {
+	s.mu.Lock()
+	c, ok := s.commits[repoKey(p)+" "+p["ref"]]
+	s.mu.Unlock()
+	if !ok {
+		s.fail(w, op, http.StatusNotFound, "No commit found for SHA: %s", p["ref"])
+		return
+	}
+	m := s.exampleOf(r)
+	m["sha"] = p["ref"]
+	for key, login := range map[string]string{"author": c.AuthorLogin, "committer": c.CommitterLogin} {
+		if login == "" {
+			m[key] = nil
+		} else if a, ok := m[key].(map[string]any); ok {
+			a["login"] = login
+		}
+	}
+	if commit, ok := m["commit"].(map[string]any); ok {
+		v, _ := commit["verification"].(map[string]any)
+		if v == nil {
+			v = map[string]any{}
+		}
+		v["verified"] = c.Verified
+		v["reason"] = map[bool]string{true: "valid", false: "unsigned"}[c.Verified]
+		commit["verification"] = v
+	}
+	s.answer(w, op, http.StatusOK, m)
+}
+
+func (s *Server) commitPulls(w http.ResponseWriter, r *http.Request, op string, p map[string]string, _ map[string]any) {
+	s.mu.Lock()
+	c := s.commits[repoKey(p)+" "+p["commit_sha"]]
+	s.mu.Unlock()
+	out := []any{}
+	for _, cp := range c.Pulls {
+		m := s.exampleOf(r)
+		m["number"] = cp.Number
+		if u, ok := m["user"].(map[string]any); ok {
+			u["login"] = cp.OpenedBy
+		}
+		if b, ok := m["base"].(map[string]any); ok {
+			b["ref"] = cp.BaseRef
+		}
+		m["merged_at"] = nil
+		if cp.Merged {
+			m["merged_at"], m["state"] = "2026-11-20T09:30:00Z", "closed"
+		}
+		out = append(out, m)
+	}
+	s.answer(w, op, http.StatusOK, out)
+}
+
+// Review is a pull request review as the fake keeps it: who, what (APPROVED, CHANGES_REQUESTED,
+// COMMENTED, DISMISSED) and at which head commit.
+type Review struct {
+	User, State, CommitID string
+}
+
+// AddReview adds a review to a pull request ("owner/repo", n), as GET
+// /repos/{owner}/{repo}/pulls/{n}/reviews lists them, oldest first.
+func (s *Server) AddReview(repo string, number int, r Review) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := fmt.Sprintf("%s#%d", repo, number)
+	s.reviews[k] = append(s.reviews[k], r)
 }
 
 // SetInstallation says which installation of the App covers a repository ("owner/repo"), as
@@ -533,9 +644,12 @@ func (s *Server) handlers() map[string]handler {
 		"apps/get-repo-installation":              s.repoInstallation,
 		"repos/get":                               s.repository,
 		"pulls/get":                               s.pull,
-		"teams/get-membership-for-user-in-org":    s.membership,
-		"users/get-authenticated":                 s.authenticatedUser,
-		"apps/get-authenticated":                  s.authenticatedApp,
+		"pulls/list-reviews":                      s.listReviews,
+		"repos/get-commit":                        s.getCommit,
+		"repos/list-pull-requests-associated-with-commit": s.commitPulls,
+		"teams/get-membership-for-user-in-org":            s.membership,
+		"users/get-authenticated":                         s.authenticatedUser,
+		"apps/get-authenticated":                 s.authenticatedApp,
 	}
 }
 
@@ -751,6 +865,45 @@ func (s *Server) pull(w http.ResponseWriter, r *http.Request, op string, p map[s
 		return
 	}
 	s.answer(w, op, http.StatusOK, pr)
+}
+
+// listReviews answers with the pull request's reviews, each the description's example review with
+// its user, state and commit replaced.
+func (s *Server) listReviews(w http.ResponseWriter, r *http.Request, op string, p map[string]string, _ map[string]any) {
+	route, _, err := s.findRoute(r)
+	if err != nil {
+		s.fail(w, op, http.StatusInternalServerError, "route: %v", err)
+		return
+	}
+	_, ex, _ := successExample(route.Operation)
+	var template map[string]any
+	if list, ok := ex.([]any); ok && len(list) > 0 {
+		template, _ = list[0].(map[string]any)
+	}
+	s.mu.Lock()
+	reviews := append([]Review(nil), s.reviews[repoKey(p)+"#"+p["pull_number"]]...)
+	s.mu.Unlock()
+	out := []any{}
+	for _, rv := range reviews {
+		b, _ := json.Marshal(template) // a copy: the example belongs to the shared description
+		var m map[string]any
+		_ = json.Unmarshal(b, &m)
+		if m == nil {
+			m = map[string]any{}
+		}
+		s.mu.Lock()
+		s.nextID++
+		m["id"] = s.nextID
+		s.mu.Unlock()
+		user, _ := m["user"].(map[string]any)
+		if user == nil {
+			user = map[string]any{}
+		}
+		user["login"] = rv.User
+		m["user"], m["state"], m["commit_id"] = user, rv.State, rv.CommitID
+		out = append(out, m)
+	}
+	s.answer(w, op, http.StatusOK, out)
 }
 
 func (s *Server) listPulls(w http.ResponseWriter, r *http.Request, op string, p map[string]string, _ map[string]any) {

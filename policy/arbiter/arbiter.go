@@ -143,10 +143,11 @@ type idKey struct {
 	src    core.IdentitySource
 	id     string
 	groups string
+	proof  core.Proof
 }
 
 func (a *Arbiter) resolve(id core.Identity) *policy.Actor {
-	k := idKey{src: id.Source, id: id.ID}
+	k := idKey{src: id.Source, id: id.ID, proof: id.Proof}
 	if len(id.Groups) > 0 {
 		k.groups = strings.Join(id.Groups, "\x00")
 	}
@@ -386,6 +387,7 @@ func (d *decision) normalise() {
 		*v = view{ClaimView: policy.ClaimView{Claim: *in.Git, Git: true, Dependents: in.Dependents}}
 		v.actor = d.p.GitActor()
 		author := d.a.resolve(in.Git.Actor.Identity)
+		d.identity(&v.Claim, author)
 		v.Claim.Actor.Name = policy.GitActorName
 		v.label = "git"
 		d.trust(v, author)
@@ -402,6 +404,7 @@ func (d *decision) normalise() {
 	slices.SortFunc(d.live, func(a, b *view) int { return compareClaims(&a.Claim, &b.Claim) })
 	for _, v := range d.live {
 		v.actor = d.a.resolve(v.Claim.Actor.Identity)
+		d.identity(&v.Claim, v.actor)
 		if v.actor != nil {
 			v.Claim.Actor.Name = v.actor.Name
 			v.label = v.actor.Name
@@ -442,6 +445,47 @@ func (d *decision) normalise() {
 	if d.git != nil {
 		d.git.profile = d.a.profileOf(d.git)
 	}
+}
+
+// identity says in the explanation when a git-author identity counts for other than its email: a
+// commit that names an actor's email but proves nothing (unsigned, a signature that does not
+// verify, a key the actor does not list) is judged as an unverified identity, and one believed
+// without a signature because the policy sets trust_unsigned_git_authors says so.
+func (d *decision) identity(c *core.Claim, resolved *policy.Actor) {
+	id := c.Actor.Identity
+	if id.Source != core.SourceGitAuthor {
+		return
+	}
+	commit := "the commit"
+	if c.Evidence.Commit != "" {
+		commit = "commit " + shortHash(c.Evidence.Commit)
+	}
+	switch {
+	case resolved == nil:
+		named := d.p.NamedActor(id)
+		if named == nil {
+			return
+		}
+		why := id.Proof.Problem
+		switch {
+		case id.Proof.Key != "":
+			why = "it is signed by key " + id.Proof.Key + ", which " + named.Name + " does not list in signing_keys"
+		case why == "":
+			why = "nothing proves it (no signature was checked)"
+		}
+		d.step("identity", "unverified", fmt.Sprintf("%s names author %s (%s), but %s: it is judged as an unverified identity, without %s's trust",
+			commit, id.ID, named.Name, why, named.Name))
+	case d.p.TrustUnsignedGitAuthors && id.Proof.Vouched == "" && !resolved.HasKey(id.Proof.Key):
+		d.step("identity", "believed unsigned", fmt.Sprintf("%s counts as %s on its author email %s alone, without a signature, because the policy sets trust_unsigned_git_authors = true",
+			commit, resolved.Name, id.ID))
+	}
+}
+
+func shortHash(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
 }
 
 func actorKey(v *view) string {

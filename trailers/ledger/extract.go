@@ -33,6 +33,7 @@ func extract(rc rawCommit) *record {
 		expires:     decl.Expires,
 		pr:          decl.PR,
 		parents:     len(c.ParentHashes),
+		proof:       rc.proof,
 		problems:    rc.problems,
 	}
 	rec.intentDeclared = rec.intent != ""

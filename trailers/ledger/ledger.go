@@ -53,6 +53,10 @@ type Options struct {
 	// MaxFileBytes bounds the size of a file the ledger parses; larger files are recorded as a
 	// problem. Default core.DefaultBudget's FileBytes (8 MiB), which review and discovery share.
 	MaxFileBytes int64
+	// OpenPGPKeys are the armored OpenPGP public keys commits are verified against (the policy's
+	// signing_keys; see VerifyCommit). SSH signatures need none. A branch verified against other
+	// keys is rebuilt by its next Update.
+	OpenPGPKeys string
 }
 
 func (o Options) withDefaults() Options {
@@ -149,6 +153,14 @@ func Open(repoDir string, opts Options) (*Ledger, error) {
 		return err
 	}
 	return l, nil
+}
+
+// SetOpenPGPKeys changes the keys the next Updates verify OpenPGP signatures against; see
+// Options.OpenPGPKeys.
+func (l *Ledger) SetOpenPGPKeys(armored string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.opts.OpenPGPKeys = armored
 }
 
 // SetPaths changes which files the next Updates read; see Options.Paths.
@@ -266,7 +278,7 @@ func isBare(d string) bool {
 
 // schemaVersion is the index layout this code writes. The index is derived from Git, so a database
 // with any other version is dropped and rebuilt instead of migrated.
-const schemaVersion = 3
+const schemaVersion = 4
 
 const schema = `
 CREATE TABLE schema_version (version INTEGER NOT NULL);
@@ -276,7 +288,8 @@ CREATE TABLE branches (
 	tip        TEXT    NOT NULL,        -- the checkpoint: the last commit indexed
 	commits    INTEGER NOT NULL,        -- commits indexed, = seq of tip
 	updated_at INTEGER NOT NULL,        -- unix seconds
-	paths      TEXT    NOT NULL         -- the PathFilter the branch was indexed with (its String)
+	paths      TEXT    NOT NULL,        -- the PathFilter the branch was indexed with (its String)
+	keyring    TEXT    NOT NULL         -- digest of the OpenPGP keys its commits were verified against
 );
 CREATE TABLE commits (
 	branch          INTEGER NOT NULL,
@@ -294,6 +307,8 @@ CREATE TABLE commits (
 	expires         INTEGER NOT NULL,  -- unix seconds, 0 = none
 	pr              INTEGER NOT NULL,
 	parents         INTEGER NOT NULL,
+	sig_key         TEXT    NOT NULL,  -- id of the key whose signature verified; '' when none did
+	sig_problem     TEXT    NOT NULL,  -- why the signature proves nothing, when sig_key is ''
 	PRIMARY KEY (branch, seq)
 ) WITHOUT ROWID;
 CREATE TABLE fields (
@@ -324,6 +339,15 @@ CREATE TABLE problems (
 	message TEXT    NOT NULL
 );
 CREATE INDEX problems_by_commit ON problems (branch, seq);
+-- Who vouches for a commit's author besides its signature, looked up once per commit (the GitHub
+-- App: the merged pull request's author, or GitHub's verification of the signature). source and
+-- id are '' when the lookup found nobody. Not derived from Git: kept when branches are rebuilt.
+CREATE TABLE credits (
+	hash   TEXT PRIMARY KEY,
+	source TEXT NOT NULL,
+	id     TEXT NOT NULL,
+	how    TEXT NOT NULL
+) WITHOUT ROWID;
 `
 
 func openDB(path string) (*sql.DB, error) {

@@ -212,6 +212,7 @@ func (b *Branch) EntriesContext(ctx context.Context, f core.Field) ([]Entry, err
 	rows, err := b.l.db.QueryContext(ctx, `SELECT `+entryColumns+`
 		FROM fields f JOIN claims c ON c.branch = ? AND c.field = f.id
 		JOIN commits m ON m.branch = c.branch AND m.seq = c.seq
+		LEFT JOIN credits k ON k.hash = m.hash
 		WHERE f.addr = ? ORDER BY c.seq, c.kind`, id, addr)
 	if err != nil {
 		return nil, fmt.Errorf("ledger %s: history of %s: %w", b.l.path, addr, err)
@@ -300,6 +301,7 @@ func (b *Branch) EachField(ctx context.Context, p core.FieldPattern, fn func(Fie
 	rows, err := b.l.db.QueryContext(ctx, `SELECT f.addr, `+entryColumns+`
 		FROM fields f CROSS JOIN claims c ON c.branch = ? AND c.field = f.id
 		JOIN commits m ON m.branch = c.branch AND m.seq = c.seq
+		LEFT JOIN credits k ON k.hash = m.hash
 		WHERE f.pattern = 0 ORDER BY f.addr, c.seq, c.kind`, id)
 	if err != nil {
 		return fmt.Errorf("ledger %s: read fields: %w", b.l.path, err)
@@ -352,7 +354,8 @@ func (b *Branch) EachField(ctx context.Context, p core.FieldPattern, fn func(Fie
 
 // entryColumns are the columns storedEntry.scan reads, from claims c joined to commits m.
 const entryColumns = `c.seq, c.kind, c.has_value, c.vjson, c.vexpr, m.hash, m.author_name, m.author_email, m.at,
-	m.subject, m.intent, m.intent_declared, m.mot_kind, m.mot_ref, m.mot_severity, m.expires, m.pr, m.parents`
+	m.subject, m.intent, m.intent_declared, m.mot_kind, m.mot_ref, m.mot_severity, m.expires, m.pr, m.parents, m.sig_key, m.sig_problem,
+	coalesce(k.source, ''), coalesce(k.id, ''), coalesce(k.how, '')`
 
 // storedEntry is one claim row as the index holds it, before the history it belongs to gives a
 // valueless Claim trailer the value Git held.
@@ -365,12 +368,12 @@ type storedEntry struct {
 }
 
 func (se *storedEntry) scan(rows *sql.Rows, addr *string) error {
-	var vjson, vexpr, hash, name, email, subj, intent, mkind, mref, msev string
+	var vjson, vexpr, hash, name, email, subj, intent, mkind, mref, msev, sigKey, sigProblem, crSource, crID, crHow string
 	var at, expires int64
 	var declared bool
 	var pr, parents int
 	dest := []any{&se.seq, &se.kind, &se.hasV, &vjson, &vexpr, &hash, &name, &email, &at, &subj, &intent, &declared,
-		&mkind, &mref, &msev, &expires, &pr, &parents}
+		&mkind, &mref, &msev, &expires, &pr, &parents, &sigKey, &sigProblem, &crSource, &crID, &crHow}
 	if addr != nil {
 		dest = append([]any{addr}, dest...)
 	}
@@ -384,7 +387,8 @@ func (se *storedEntry) scan(rows *sql.Rows, addr *string) error {
 	se.value = v
 	se.e = Entry{
 		Claim: core.Claim{
-			Actor:      core.Actor{Identity: core.Identity{Source: core.SourceGitAuthor, ID: email, Name: name}},
+			Actor: core.Actor{Identity: core.Identity{Source: core.SourceGitAuthor, ID: email, Name: name,
+				Proof: core.Proof{Key: sigKey, Problem: sigProblem}}},
 			Intent:     core.Intent(intent),
 			Motivation: core.Motivation{Kind: mkind, Ref: mref, Severity: core.Severity(msev)},
 			At:         time.Unix(at, 0).UTC(),
@@ -396,6 +400,10 @@ func (se *storedEntry) scan(rows *sql.Rows, addr *string) error {
 	}
 	if expires != 0 {
 		se.e.Expires = time.Unix(expires, 0).UTC()
+	}
+	if crID != "" && sigKey == "" {
+		// Someone vouches for the commit whose signature proves nothing: it is credited to them.
+		se.e.Actor.Identity = core.Identity{Source: core.IdentitySource(crSource), ID: crID, Name: name, Proof: core.Proof{Vouched: crHow}}
 	}
 	return nil
 }
@@ -465,6 +473,7 @@ func (b *Branch) yieldPatterns(ctx context.Context, branch int64) (yieldSet, err
 	rows, err := b.l.db.QueryContext(ctx, `SELECT f.addr, `+entryColumns+`
 		FROM fields f INDEXED BY fields_patterns CROSS JOIN claims c ON c.branch = ? AND c.field = f.id
 		JOIN commits m ON m.branch = c.branch AND m.seq = c.seq
+		LEFT JOIN credits k ON k.hash = m.hash
 		WHERE f.pattern = 1 ORDER BY f.addr, c.seq, c.kind`, branch)
 	if err != nil {
 		return nil, fmt.Errorf("ledger %s: read yield patterns: %w", b.l.path, err)

@@ -18,6 +18,7 @@ import (
 // output.
 type rawCommit struct {
 	c        *object.Commit
+	proof    core.Proof // what the commit's signature proves (VerifyCommit)
 	files    []rawFile
 	problems []Problem
 }

@@ -36,7 +36,10 @@ type UpdateStats struct {
 	// PathsChanged is true when the branch had been indexed with other Options.Paths (the
 	// policy's ledger block changed) and was rebuilt from its root.
 	PathsChanged bool
-	Duration     time.Duration
+	// KeysChanged is true when the branch's commits had been verified against other OpenPGP keys
+	// (Options.OpenPGPKeys) and the branch was rebuilt from its root.
+	KeysChanged bool
+	Duration    time.Duration
 }
 
 // parseJob is a raw commit handed to the parse workers; ready is closed when its files are parsed.
@@ -68,6 +71,7 @@ type record struct {
 	expires        time.Time
 	pr             int
 	parents        int
+	proof          core.Proof
 	claims         []claimRow
 	problems       []Problem
 }
@@ -105,15 +109,21 @@ func (l *Ledger) Update(ctx context.Context, branch string) (UpdateStats, error)
 	var cpID int64
 	var cpTip string
 	var cpCommits int
-	var builtWith string
+	var builtWith, builtKeys string
 	paths := l.opts.Paths.String()
-	err = tx.QueryRowContext(ctx, `SELECT id, tip, commits, paths FROM branches WHERE name = ?`, name).Scan(&cpID, &cpTip, &cpCommits, &builtWith)
+	keys := keyringDigest(l.opts.OpenPGPKeys)
+	err = tx.QueryRowContext(ctx, `SELECT id, tip, commits, paths, keyring FROM branches WHERE name = ?`, name).Scan(&cpID, &cpTip, &cpCommits, &builtWith, &builtKeys)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return stats, fmt.Errorf("ledger %s: read checkpoint of %s: %w", l.path, name, err)
 	}
 	if cpID != 0 && builtWith != paths {
 		// Indexed with other paths, the branch holds other fields: it starts over from its root.
 		stats.PathsChanged = true
+		cpTip = ""
+	}
+	if cpID != 0 && builtKeys != keys {
+		// Verified against other OpenPGP keys, the branch's commits may prove other authors.
+		stats.KeysChanged = true
 		cpTip = ""
 	}
 	stats.From = cpTip
@@ -132,6 +142,9 @@ func (l *Ledger) Update(ctx context.Context, branch string) (UpdateStats, error)
 		}
 	}
 	var todo []*object.Commit
+	// A shallow boundary commit is replayed without its parents, but its signature covers them:
+	// it is verified as it is stored.
+	stored := map[plumbing.Hash]*object.Commit{}
 	h := ref.Hash()
 	for {
 		if h.String() == cpTip {
@@ -147,6 +160,7 @@ func (l *Ledger) Update(ctx context.Context, branch string) (UpdateStats, error)
 			return stats, fmt.Errorf("ledger: update %s: read commit %s: %w", name, h, err)
 		}
 		if shallow[h] {
+			stored[h] = c
 			root := *c
 			root.ParentHashes = nil
 			c = &root
@@ -171,20 +185,20 @@ func (l *Ledger) Update(ctx context.Context, branch string) (UpdateStats, error)
 	defer func() { w.close() }()
 	seq := cpCommits
 	if cpID == 0 {
-		res, err := tx.ExecContext(ctx, `INSERT INTO branches (name, tip, commits, updated_at, paths) VALUES (?, '', 0, ?, ?)`, name, time.Now().Unix(), paths)
+		res, err := tx.ExecContext(ctx, `INSERT INTO branches (name, tip, commits, updated_at, paths, keyring) VALUES (?, '', 0, ?, ?, ?)`, name, time.Now().Unix(), paths, keys)
 		if err != nil {
 			return stats, fmt.Errorf("ledger %s: add branch %s: %w", l.path, name, err)
 		}
 		if cpID, err = res.LastInsertId(); err != nil {
 			return stats, fmt.Errorf("ledger %s: add branch %s: %w", l.path, name, err)
 		}
-	} else if stats.Rebuilt || stats.PathsChanged {
+	} else if stats.Rebuilt || stats.PathsChanged || stats.KeysChanged {
 		for _, table := range []string{"commits", "claims", "problems"} {
 			if _, err := tx.ExecContext(ctx, `DELETE FROM `+table+` WHERE branch = ?`, cpID); err != nil {
 				return stats, fmt.Errorf("ledger %s: clear branch %s to rebuild it: %w", l.path, name, err)
 			}
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE branches SET tip = '', commits = 0, paths = ? WHERE id = ?`, paths, cpID); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE branches SET tip = '', commits = 0, paths = ?, keyring = ? WHERE id = ?`, paths, keys, cpID); err != nil {
 			return stats, fmt.Errorf("ledger %s: clear branch %s to rebuild it: %w", l.path, name, err)
 		}
 		seq = 0
@@ -217,6 +231,11 @@ func (l *Ledger) Update(ctx context.Context, branch string) (UpdateStats, error)
 			if err != nil {
 				return fmt.Errorf("ledger: update %s: commit %s: %w", name, c.Hash, err)
 			}
+			signed := c
+			if s, ok := stored[c.Hash]; ok {
+				signed = s
+			}
+			rc.proof = VerifyCommit(signed, l.opts.OpenPGPKeys)
 			job := &parseJob{rc: rc, ready: make(chan struct{})}
 			// In order first, then to the workers: the extractor may wait on this job only after
 			// the workers can see it.
@@ -383,7 +402,7 @@ func newWriter(ctx context.Context, tx *sql.Tx, fields map[string]int64) (*write
 		return s
 	}
 	w.commit = prep(`INSERT INTO commits (branch, seq, hash, author_name, author_email, at, subject, intent, intent_declared,
-		mot_kind, mot_ref, mot_severity, expires, pr, parents) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+		mot_kind, mot_ref, mot_severity, expires, pr, parents, sig_key, sig_problem) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	w.claim = prep(`INSERT INTO claims (branch, field, seq, kind, has_value, vjson, vexpr) VALUES (?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT DO UPDATE SET has_value = excluded.has_value, vjson = excluded.vjson, vexpr = excluded.vexpr`)
 	w.problem = prep(`INSERT INTO problems (branch, seq, path, line, key, value, message) VALUES (?, ?, ?, ?, ?, ?, ?)`)
@@ -448,7 +467,7 @@ func unixOrZero(t time.Time) int64 {
 func (w *writer) write(ctx context.Context, branch int64, seq int, r *record) error {
 	if _, err := w.commit.ExecContext(ctx, branch, seq, r.hash, r.authorName, r.authorEmail, r.at.Unix(), r.subject,
 		string(r.intent), boolInt(r.intentDeclared), r.motivation.Kind, r.motivation.Ref, string(r.motivation.Severity),
-		unixOrZero(r.expires), r.pr, r.parents); err != nil {
+		unixOrZero(r.expires), r.pr, r.parents, r.proof.Key, r.proof.Problem); err != nil {
 		return fmt.Errorf("insert commit: %w", err)
 	}
 	for _, c := range r.claims {

@@ -170,6 +170,10 @@ const (
 	KindOverride Kind = "override"
 	KindHold     Kind = "hold"
 	KindUnhold   Kind = "unhold"
+	// KindContribution records someone other than the opener acting on the pull request (pushing
+	// to it, adding an intent/ or motivation/ label, editing its body): Actor is their login,
+	// Reason what they did. The pull request's claims are judged as each of them too.
+	KindContribution Kind = "contribution"
 )
 
 // Command is one recorded command.
@@ -313,6 +317,23 @@ func (d *DB) ApplyComment(ctx context.Context, c Comment, cmds []Command) (Appli
 	return out, nil
 }
 
+// RecordContribution stores that someone other than the opener acted on a pull request (c.Kind
+// KindContribution, from no comment); it reports false when the same contribution (same actor
+// and text) was recorded before. Contributions name no head commit: they apply to every head.
+func (d *DB) RecordContribution(ctx context.Context, c Command) (bool, error) {
+	if c.Kind != KindContribution || c.Comment != 0 {
+		return false, fmt.Errorf("record contribution on %s#%d: %q is a %s from comment %d, not a contribution", c.Repo, c.PR, c.Text, c.Kind, c.Comment)
+	}
+	res, err := d.db.ExecContext(ctx, sqldb.Rebind(d.engine, `INSERT INTO `+d.table()+` (repo, pr, comment, line, text, kind, field, claim, actor, reason, head, at)
+		VALUES (?, ?, 0, 0, ?, ?, '', '', ?, ?, '', ?) ON CONFLICT DO NOTHING`), c.Repo, c.PR, c.Text, string(c.Kind),
+		c.Actor, c.Reason, c.At.UTC().Format(time.RFC3339Nano))
+	if err != nil {
+		return false, fmt.Errorf("record contribution on %s#%d: %w", c.Repo, c.PR, err)
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}
+
 // CommentCommands returns the commands in force from comment c.
 func (d *DB) CommentCommands(ctx context.Context, c Comment) ([]Command, error) {
 	cmds, err := d.commentCommands(ctx, d.db, c)
@@ -388,6 +409,9 @@ type PR struct {
 	// OtherHeads are the latest override per field given for another head commit: they do not
 	// apply, and the verdict says which commit they were for.
 	OtherHeads map[core.Field]Command
+	// Contributors are who besides the opener acted on the pull request, in order, each once
+	// per thing they did.
+	Contributors []Command
 }
 
 // ForPR replays, in the order GitHub timestamped them, the commands of a pull request given for
@@ -400,6 +424,11 @@ func (d *DB) ForPR(ctx context.Context, repo string, pr int, head string) (PR, e
 	out := PR{Overrides: map[core.Field]Command{}, OtherHeads: map[core.Field]Command{}}
 	latest := map[string]int{}
 	for _, c := range cmds {
+		if c.Kind == KindContribution {
+			// Who pushed, labelled or edited stays behind the pull request whatever its head.
+			out.Contributors = append(out.Contributors, c)
+			continue
+		}
 		if c.Head != head {
 			if c.Kind == KindOverride {
 				out.OtherHeads[c.Field] = c

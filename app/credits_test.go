@@ -1,0 +1,143 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/google/go-github/v60/github"
+
+	"github.com/parleyhq/parley/app/review"
+	"github.com/parleyhq/parley/core"
+	"github.com/parleyhq/parley/internal/fakegithub"
+	"github.com/parleyhq/parley/webhooks/store"
+)
+
+// TestMergedCommitsAreCreditedToWhomGitHubVouchesFor: Git's value of the consumers' capacity comes
+// from an unsigned commit whose author email is the cost optimizer's. The App asks GitHub once per
+// commit who vouches for it and keeps the answer in the ledger: the author of the merged pull
+// request that brought it (the claim becomes github-user:cost-optimizer[bot], the cost-optimizer
+// actor), or the user whose signature GitHub verified when that user also committed it. A
+// verified signature by a committer other than the author, or no answer, leaves the commit an
+// unverified identity.
+func TestMergedCommitsAreCreditedToWhomGitHubVouchesFor(t *testing.T) {
+	dir, git := remote(t)
+	base, head := git("rev-parse", "main"), git("rev-parse", "refs/pull/7/head")
+	for _, tc := range []struct {
+		name   string
+		commit *fakegithub.Commit
+		want   core.Identity
+	}{
+		{"merged pull request", &fakegithub.Commit{Pulls: []fakegithub.CommitPull{
+			{Number: 2, OpenedBy: "mallory", BaseRef: "feature", Merged: true}, // not to the default branch
+			{Number: 3, OpenedBy: "cost-optimizer[bot]", BaseRef: "main", Merged: true},
+		}}, core.Identity{Source: core.SourceGitHubUser, ID: "cost-optimizer[bot]"}},
+		{"verified by GitHub", &fakegithub.Commit{AuthorLogin: "cost-optimizer[bot]", CommitterLogin: "cost-optimizer[bot]", Verified: true},
+			core.Identity{Source: core.SourceGitHubUser, ID: "cost-optimizer[bot]"}},
+		{"verified, but signed by another committer", &fakegithub.Commit{AuthorLogin: "cost-optimizer[bot]", CommitterLogin: "mallory", Verified: true},
+			core.Identity{Source: core.SourceGitAuthor, ID: "cost-optimizer@parley.example"}},
+		{"unknown to GitHub", nil, core.Identity{Source: core.SourceGitAuthor, ID: "cost-optimizer@parley.example"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, gh := handler(t)
+			if tc.commit != nil {
+				gh.SetCommit("acme/infra", base, *tc.commit)
+			}
+			var ev github.PullRequestEvent
+			if err := json.Unmarshal(prEvent(t, dir, base, head, "opened"), &ev); err != nil {
+				t.Fatal(err)
+			}
+			target := Target{Installation: ev.GetInstallation().GetID(), Owner: "acme", Repo: "infra", FullName: "acme/infra",
+				CloneURL: dir, DefaultBranch: "main", PR: ev.GetPullRequest()}
+			var res review.Result
+			for range 2 {
+				var err error
+				if res, err = h.Judge(context.Background(), target); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if n := gh.Calls()["repos/list-pull-requests-associated-with-commit 200"]; n != 1 {
+				t.Errorf("GitHub was asked %d times about the commit, want once (the ledger keeps the answer)", n)
+			}
+			if len(res.Verdicts) != 1 {
+				t.Fatalf("verdicts: %+v", res.Verdicts)
+			}
+			var gitClaim *core.Claim
+			v := res.Verdicts[0]
+			for _, c := range append([]core.Claim{*v.Winner}, v.Losers...) {
+				if c.Evidence.Commit == base {
+					gitClaim = &c
+				}
+			}
+			if gitClaim == nil {
+				t.Fatalf("no claim from the base commit in %+v", v)
+			}
+			if got := gitClaim.Actor.Identity; got.Source != tc.want.Source || got.ID != tc.want.ID {
+				t.Errorf("Git's claim is by %s, want %s", got, tc.want)
+			}
+			text := strings.Join(stepDetails(v), "\n")
+			if unverified := strings.Contains(text, "unverified identity"); unverified != (tc.want.Source == core.SourceGitAuthor) {
+				t.Errorf("explanation says unverified = %v:\n%s", unverified, text)
+			}
+		})
+	}
+}
+
+func stepDetails(v core.Verdict) []string {
+	var out []string
+	for _, s := range v.Explanation {
+		out = append(out, "["+s.Rule+": "+s.Outcome+"] "+s.Detail)
+	}
+	return out
+}
+
+// TestMergeRecordsWhoMergedACommit: when GitHub says a pull request was merged into the default
+// branch (pull_request closed, merged), the commit it put there is credited to its author at once:
+// judging later asks GitHub nothing about it. A pull request merged into another branch credits
+// nothing.
+func TestMergeRecordsWhoMergedACommit(t *testing.T) {
+	dir, git := remote(t)
+	base, head := git("rev-parse", "main"), git("rev-parse", "refs/pull/7/head")
+	for _, into := range []string{"main", "release"} {
+		t.Run(into, func(t *testing.T) {
+			h, gh := handler(t)
+			closed := example(t, "pull_request", "closed", func(ev map[string]any) {
+				pointAt(ev, dir)
+				pr := ev["pull_request"].(map[string]any)
+				pr["number"], pr["merged"], pr["merge_commit_sha"] = 3, true, base
+				pr["base"].(map[string]any)["ref"] = into
+				pr["user"].(map[string]any)["login"] = "cost-optimizer[bot]"
+			})
+			if err := h.Handle(context.Background(), store.Delivery{ID: "merged", Event: "pull_request", Body: closed}); err != nil {
+				t.Fatal(err)
+			}
+			var ev github.PullRequestEvent
+			if err := json.Unmarshal(prEvent(t, dir, base, head, "opened"), &ev); err != nil {
+				t.Fatal(err)
+			}
+			res, err := h.Judge(context.Background(), Target{Installation: ev.GetInstallation().GetID(), Owner: "acme", Repo: "infra",
+				FullName: "acme/infra", CloneURL: dir, DefaultBranch: "main", PR: ev.GetPullRequest()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			lookups := gh.Calls()["repos/list-pull-requests-associated-with-commit 200"]
+			var by core.Identity
+			for _, c := range append([]core.Claim{*res.Verdicts[0].Winner}, res.Verdicts[0].Losers...) {
+				if c.Evidence.Commit == base {
+					by = c.Actor.Identity
+				}
+			}
+			switch into {
+			case "main":
+				if by.Source != core.SourceGitHubUser || by.ID != "cost-optimizer[bot]" || lookups != 0 {
+					t.Errorf("merged into main: Git's claim by %s after %d lookups; want github-user:cost-optimizer[bot], none", by, lookups)
+				}
+			default:
+				if by.Source != core.SourceGitAuthor || lookups != 1 {
+					t.Errorf("merged into %s: Git's claim by %s after %d lookups; want the unverified author, looked up", into, by, lookups)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,108 @@
+package app
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/parleyhq/parley/internal/fakegithub"
+	"github.com/parleyhq/parley/internal/gittest"
+	"github.com/parleyhq/parley/webhooks/store"
+)
+
+// TestPolicyChangeNeedsAPolicyOwnersApprovalAtHead: a pull request that changes only
+// .parley/policy.hcl (it lets anyone write the Kafka consumers' capacity) concludes
+// action_required, never neutral, and shows the verdicts it flips; approvals by someone who is not
+// a policy owner, or by an owner at an earlier head, do not count; an owner's approval at the head
+// (pull_request_review submitted) makes it pass.
+func TestPolicyChangeNeedsAPolicyOwnersApprovalAtHead(t *testing.T) {
+	dir := t.TempDir()
+	r := gittest.New(t, dir).As("Dana Okafor", "dana@parley.example")
+	r.Env = append(r.Env, "GIT_AUTHOR_DATE=2026-11-20T10:00:00Z", "GIT_COMMITTER_DATE=2026-11-20T10:00:00Z")
+	pol, err := os.ReadFile(filepath.Join("..", "internal", "demo", "policy.hcl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := "policy_owners = [\"policy-lead\", \"acme/platform\"]\n" + string(pol)
+	write := func(p, s string) {
+		os.MkdirAll(filepath.Dir(filepath.Join(dir, p)), 0o755)
+		if err := os.WriteFile(filepath.Join(dir, p), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.Run("init", "-q", "-b", "main")
+	write(".parley/policy.hcl", base)
+	write("infra/kafka/main.tf", kafkaTF)
+	r.Run("add", ".")
+	r.Run("commit", "-q", "-m", "Baseline")
+	r.Run("checkout", "-q", "-b", "policy")
+	writers := `writers = ["kafka-agent", "oncall", "cost-optimizer"]`
+	write(".parley/policy.hcl", strings.Replace(base, writers, `writers = ["kafka-agent", "oncall", "cost-optimizer", "platform"]`, 1))
+	r.Run("commit", "-q", "-am", "Let the platform team write the consumers' capacity")
+	first := r.Run("rev-parse", "HEAD")
+	write(".parley/policy.hcl", strings.Replace(base, writers, "", 1))
+	r.Run("commit", "-q", "-am", "Let anyone write the consumers' capacity")
+	r.Run("update-ref", "refs/pull/7/head", "HEAD")
+	r.Run("checkout", "-q", "main")
+	baseSHA, head := r.Run("rev-parse", "main"), r.Run("rev-parse", "refs/pull/7/head")
+
+	h, gh := handler(t)
+	gh.SetTeamMember("acme", "platform", "dana")
+	judge := func(event, action string) fakegithub.CheckRun {
+		t.Helper()
+		var body []byte
+		if event == "pull_request" {
+			body = prEvent(t, dir, baseSHA, head, action)
+		} else {
+			body = example(t, "pull_request_review", "submitted", func(ev map[string]any) {
+				pointAt(ev, dir)
+				ev["action"] = action
+				pr := ev["pull_request"].(map[string]any)
+				pr["number"] = 7
+				pr["head"].(map[string]any)["sha"] = head
+				pr["base"].(map[string]any)["sha"] = baseSHA
+				pr["base"].(map[string]any)["ref"] = "main"
+			})
+		}
+		if err := h.Handle(context.Background(), store.Delivery{ID: "d-" + event + action, Event: event, Body: body}); err != nil {
+			t.Fatal(err)
+		}
+		runs := gh.CheckRuns("acme/infra")
+		if len(runs) != 1 {
+			t.Fatalf("check runs: %+v", runs)
+		}
+		return runs[0]
+	}
+
+	run := judge("pull_request", "opened")
+	if run.Conclusion != "action_required" {
+		t.Fatalf("opened: conclusion %q, want action_required (a policy change is never neutral): %s", run.Conclusion, run.Summary)
+	}
+	comments := gh.Comments("acme/infra#7")
+	if len(comments) != 1 {
+		t.Fatalf("comments: %+v", comments)
+	}
+	for _, want := range []string{
+		"This pull request changes the policy (.parley/policy.hcl)",
+		"approval of one of the policy owners (policy-lead, acme/platform) at its head commit",
+		"Under the new policy: 1 of 3 fields in the ledger change their verdict under the new policy.",
+		// Git's capacity was written by an unverified author, whom only the new policy lets write it.
+		"- tf:infra/kafka//aws_autoscaling_group.consumer#/desired_capacity: hold (rule no-claims) -> adopt (rule uncontested)",
+	} {
+		if !strings.Contains(comments[0].Body, want) {
+			t.Errorf("comment lacks %q:\n%s", want, comments[0].Body)
+		}
+	}
+
+	gh.AddReview("acme/infra", 7, fakegithub.Review{User: "mallory", State: "APPROVED", CommitID: head})
+	gh.AddReview("acme/infra", 7, fakegithub.Review{User: "policy-lead", State: "APPROVED", CommitID: first})
+	if run := judge("pull_request_review", "submitted"); run.Conclusion != "action_required" {
+		t.Fatalf("approved by a non-owner and by an owner at an earlier head: %q, want action_required", run.Conclusion)
+	}
+	gh.AddReview("acme/infra", 7, fakegithub.Review{User: "dana", State: "APPROVED", CommitID: head})
+	if run := judge("pull_request_review", "submitted"); run.Conclusion != "success" || !strings.Contains(run.Summary, "Approved at the head commit by dana") {
+		t.Fatalf("approved at head by dana of acme/platform: %q, want success:\n%s", run.Conclusion, run.Summary)
+	}
+}
