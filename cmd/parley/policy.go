@@ -10,9 +10,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/parleyhq/parley/app/review"
 	"github.com/parleyhq/parley/core"
 	"github.com/parleyhq/parley/internal/codeowners"
-	"github.com/parleyhq/parley/app/review"
 	"github.com/parleyhq/parley/policy"
 	"github.com/parleyhq/parley/policy/arbiter"
 )

@@ -649,7 +649,7 @@ func (s *Server) handlers() map[string]handler {
 		"repos/list-pull-requests-associated-with-commit": s.commitPulls,
 		"teams/get-membership-for-user-in-org":            s.membership,
 		"users/get-authenticated":                         s.authenticatedUser,
-		"apps/get-authenticated":                 s.authenticatedApp,
+		"apps/get-authenticated":                          s.authenticatedApp,
 	}
 }
 
