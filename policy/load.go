@@ -109,7 +109,7 @@ var (
 	actorSchema = &hcl.BodySchema{Attributes: attrs("description", "intent", "intents", "motivation", "confined",
 		"git_authors", "github_users", "github_teams", "k8s_users", "field_managers", "aws_principals")}
 	fieldSchema = &hcl.BodySchema{Attributes: attrs("description", "match!", "owner", "owner_when",
-		"owner_gives_way_when", "immutable", "writers", "min", "max")}
+		"owner_gives_way_when", "immutable", "writers", "min", "max", "admission")}
 	ruleSchema   = &hcl.BodySchema{Attributes: attrs("description", "fields", "when!", "decision!")}
 	freezeSchema = &hcl.BodySchema{Attributes: attrs("description", "start!", "end!", "repeat",
 		"allow_intents", "allow_when", "fields")}
@@ -541,6 +541,14 @@ func (c *compiler) field(b *hcl.Block, pend *pending) {
 	}
 	if fr.Immutable && (fr.Owner != "" || fr.Writers != nil) {
 		c.errorf(b.DefRange, "field %s: an immutable field has no owner or writers", name)
+	}
+	if m, ok := c.str(as, "admission"); ok {
+		switch m {
+		case AdmissionWarn, AdmissionDeny:
+			fr.Admission = m
+		default:
+			c.errorf(as["admission"].Expr.Range(), "field %s: admission %q: want %q or %q", name, m, AdmissionWarn, AdmissionDeny)
+		}
 	}
 	c.p.Fields = append(c.p.Fields, fr)
 }

@@ -103,7 +103,18 @@ type FieldRule struct {
 	// Writers is the allow-list of actors that may write the field (besides Git); nil: anyone.
 	Writers  []string
 	Min, Max *Expr // bounds on numeric values; nil: unbounded
+	// Admission is what Parley's admission webhook does with a live write to these fields that the
+	// policy refuses: AdmissionDeny denies it, AdmissionWarn lets it through with a warning; ""
+	// leaves it to the cluster's setting. Per block, so a team can enforce one field while the
+	// rest of the cluster is still watched in warn mode.
+	Admission string
 }
+
+// Admission modes of a field block (FieldRule.Admission) and of a cluster.
+const (
+	AdmissionWarn = "warn"
+	AdmissionDeny = "deny"
+)
 
 // MatchesField reports whether one of the block's patterns matches f.
 func (fr *FieldRule) MatchesField(f core.Field) bool {
