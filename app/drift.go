@@ -829,6 +829,15 @@ var ErrUnknownRepository = errors.New("unknown repository")
 // before it makes them, under that repository's policy and standing claims (reconcile.Propose).
 // The branch is read as fetched at most maxAge ago. It returns the repository judged in.
 func (d *Drift) Propose(ctx context.Context, repository string, maxAge time.Duration, id string, claims []core.Claim) (string, []reconcile.Proposed, error) {
+	return d.propose(ctx, repository, maxAge, id, claims, true)
+}
+
+// Judge is Propose that records nothing (reconcile.Reconciler.Judge): a dry run.
+func (d *Drift) Judge(ctx context.Context, repository string, maxAge time.Duration, id string, claims []core.Claim) (string, []reconcile.Proposed, error) {
+	return d.propose(ctx, repository, maxAge, id, claims, false)
+}
+
+func (d *Drift) propose(ctx context.Context, repository string, maxAge time.Duration, id string, claims []core.Claim, record bool) (string, []reconcile.Proposed, error) {
 	var out []reconcile.Proposed
 	repo, err := d.withRepoView(ctx, repository, maxAge, func(rd *repoDrift, snap reconcile.Snapshot) error {
 		unlock, err := rd.lock(ctx)
@@ -836,10 +845,14 @@ func (d *Drift) Propose(ctx context.Context, repository string, maxAge time.Dura
 			return err
 		}
 		defer unlock()
+		if !record {
+			out, err = rd.rec.Judge(ctx, snap, id, claims)
+			return err
+		}
 		out, err = rd.rec.Propose(ctx, snap, id, claims)
 		return err
 	})
-	if err == nil {
+	if err == nil && record {
 		d.poke() // an accepted proposal sets a timer
 	}
 	return repo, out, err

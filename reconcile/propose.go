@@ -33,6 +33,16 @@ type Proposed struct {
 // (in one transaction, before Propose returns); a refused claim is not recorded as a claim, so it
 // weighs on no later verdict. id names the proposal: it is the accepted claims' evidence.
 func (r *Reconciler) Propose(ctx context.Context, snap Snapshot, id string, claims []core.Claim) ([]Proposed, error) {
+	return r.propose(ctx, snap, id, claims, true)
+}
+
+// Judge is Propose that records nothing: the verdicts the claims would get, for a dry run (an
+// admission request with dryRun set, which the API server will not persist either).
+func (r *Reconciler) Judge(ctx context.Context, snap Snapshot, id string, claims []core.Claim) ([]Proposed, error) {
+	return r.propose(ctx, snap, id, claims, false)
+}
+
+func (r *Reconciler) propose(ctx context.Context, snap Snapshot, id string, claims []core.Claim, record bool) ([]Proposed, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if snap.Policy == nil {
@@ -83,7 +93,7 @@ func (r *Reconciler) Propose(ctx context.Context, snap Snapshot, id string, clai
 		}
 		out = append(out, p)
 	}
-	if len(batch.Claims) > 0 {
+	if record && len(batch.Claims) > 0 {
 		if err := r.State.Apply(ctx, batch); err != nil {
 			return nil, err
 		}

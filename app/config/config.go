@@ -110,6 +110,13 @@ type Config struct {
 	KubeAuditToken  Secret
 	CloudTrailToken Secret
 	LogLevel        slog.Level
+	// Admission configures the admission webhook per cluster (/admission/<cluster>);
+	// AdmissionListen, with AdmissionTLSCertFile and AdmissionTLSKeyFile, serves it over HTTPS on its
+	// own address, as the API server requires.
+	Admission            map[string]Admission
+	AdmissionListen      string
+	AdmissionTLSCertFile string
+	AdmissionTLSKeyFile  string
 }
 
 // StoreIsPostgres reports whether the store is a PostgreSQL database rather than a SQLite file.
@@ -206,6 +213,10 @@ func Keys() []Key {
 		{"", "PARLEY_KUBE_AUDIT_TOKEN", "", "bearer token of the audit webhook backend for POST /events/k8s-audit"},
 		{"", "PARLEY_CLOUDTRAIL_TOKEN", "", "bearer token for POST /events/cloudtrail"},
 		{"log_level", "PARLEY_LOG_LEVEL", "info", "debug, info, warn or error"},
+		{`admission "CLUSTER" {...}`, "", "(none)", `the validating admission webhook for cluster CLUSTER at /admission/CLUSTER (docs/admission.md): mode (warn, the default, or deny), token_file or client_ca_file (how its API server authenticates) or authentication = "none", gitops_users (default: Argo CD's and Flux's controllers)`},
+		{"admission_listen", "", "(none: on listen)", "separate HTTPS address for /admission/...; needs the two TLS files"},
+		{"admission_tls_cert_file", "", "(none)", "PEM certificate (chain) the admission listener serves; the API server checks it against the webhook's caBundle"},
+		{"admission_tls_key_file", "", "(none)", "its PEM private key"},
 	}
 }
 
@@ -226,32 +237,36 @@ func Help() string {
 // file is the HCL shape of the configuration file. Secrets other than the webhook secrets have no file
 // key on purpose: they belong in the environment (a Kubernetes Secret), not in a file.
 type file struct {
-	AppID                      *int64      `hcl:"app_id,optional"`
-	PrivateKeyFile             *string     `hcl:"private_key_file,optional"`
-	WebhookSecrets             []string    `hcl:"webhook_secrets,optional"`
-	Listen                     *string     `hcl:"listen,optional"`
-	MetricsListen              *string     `hcl:"metrics_listen,optional"`
-	Store                      *string     `hcl:"store,optional"`
-	DataDir                    *string     `hcl:"data_dir,optional"`
-	GitHubURL                  *string     `hcl:"github_url,optional"`
-	Workers                    *int        `hcl:"workers,optional"`
-	PerInstallationConcurrency *int        `hcl:"per_installation_concurrency,optional"`
-	MaxAttempts                *int        `hcl:"max_attempts,optional"`
-	ShutdownGrace              *string     `hcl:"shutdown_grace,optional"`
-	Lease                      *string     `hcl:"lease,optional"`
-	PolicyPath                 *string     `hcl:"policy_path,optional"`
-	WriteMode                  *string     `hcl:"write_mode,optional"`
-	GitOpsRepository           *string     `hcl:"gitops_repository,optional"`
-	GitOpsBranch               *string     `hcl:"gitops_branch,optional"`
-	CommitAuthor               *string     `hcl:"commit_author,optional"`
-	PublicURL                  *string     `hcl:"public_url,optional"`
-	OAuthClientID              *string     `hcl:"oauth_client_id,optional"`
-	DriftState                 *string     `hcl:"drift_state,optional"`
-	LogLevel                   *string     `hcl:"log_level,optional"`
-	ProposalsRate              *float64    `hcl:"proposals_rate,optional"`
-	ProposalsMaxAge            *string     `hcl:"proposals_max_age,optional"`
-	Clusters                   []repoBlock `hcl:"cluster,block"`
-	AWSAccounts                []repoBlock `hcl:"aws_account,block"`
+	AppID                      *int64           `hcl:"app_id,optional"`
+	PrivateKeyFile             *string          `hcl:"private_key_file,optional"`
+	WebhookSecrets             []string         `hcl:"webhook_secrets,optional"`
+	Listen                     *string          `hcl:"listen,optional"`
+	MetricsListen              *string          `hcl:"metrics_listen,optional"`
+	Store                      *string          `hcl:"store,optional"`
+	DataDir                    *string          `hcl:"data_dir,optional"`
+	GitHubURL                  *string          `hcl:"github_url,optional"`
+	Workers                    *int             `hcl:"workers,optional"`
+	PerInstallationConcurrency *int             `hcl:"per_installation_concurrency,optional"`
+	MaxAttempts                *int             `hcl:"max_attempts,optional"`
+	ShutdownGrace              *string          `hcl:"shutdown_grace,optional"`
+	Lease                      *string          `hcl:"lease,optional"`
+	PolicyPath                 *string          `hcl:"policy_path,optional"`
+	WriteMode                  *string          `hcl:"write_mode,optional"`
+	GitOpsRepository           *string          `hcl:"gitops_repository,optional"`
+	GitOpsBranch               *string          `hcl:"gitops_branch,optional"`
+	CommitAuthor               *string          `hcl:"commit_author,optional"`
+	PublicURL                  *string          `hcl:"public_url,optional"`
+	OAuthClientID              *string          `hcl:"oauth_client_id,optional"`
+	DriftState                 *string          `hcl:"drift_state,optional"`
+	LogLevel                   *string          `hcl:"log_level,optional"`
+	ProposalsRate              *float64         `hcl:"proposals_rate,optional"`
+	ProposalsMaxAge            *string          `hcl:"proposals_max_age,optional"`
+	Clusters                   []repoBlock      `hcl:"cluster,block"`
+	AWSAccounts                []repoBlock      `hcl:"aws_account,block"`
+	Admission                  []admissionBlock `hcl:"admission,block"`
+	AdmissionListen            *string          `hcl:"admission_listen,optional"`
+	AdmissionTLSCertFile       *string          `hcl:"admission_tls_cert_file,optional"`
+	AdmissionTLSKeyFile        *string          `hcl:"admission_tls_key_file,optional"`
 }
 
 // repoBlock is a cluster or aws_account block: its label is the cluster name or account ID.
@@ -359,6 +374,11 @@ func Load(path string, getenv func(string) string) (Config, error) {
 		errs = append(errs, dupErrs...)
 		c.AWSAccounts, dupErrs = repoMap("aws_account", f.AWSAccounts)
 		errs = append(errs, dupErrs...)
+		c.Admission, dupErrs = admissionMap(f.Admission)
+		errs = append(errs, dupErrs...)
+		setP(&c.AdmissionListen, f.AdmissionListen)
+		setP(&c.AdmissionTLSCertFile, f.AdmissionTLSCertFile)
+		setP(&c.AdmissionTLSKeyFile, f.AdmissionTLSKeyFile)
 		setP(&c.ProposalsRate, f.ProposalsRate)
 		if f.ProposalsMaxAge != nil {
 			d, err := time.ParseDuration(*f.ProposalsMaxAge)
@@ -568,6 +588,7 @@ func (c *Config) validate() []error {
 		branches[key] = r.Branch
 	}
 	errs = append(errs, c.validatePages()...)
+	errs = append(errs, c.validateAdmission()...)
 	if a, err := mail.ParseAddress(c.CommitAuthor); err != nil || a.Name == "" {
 		errs = append(errs, fmt.Errorf("commit_author = %q: want \"Name <email>\"", c.CommitAuthor))
 	}
