@@ -829,15 +829,6 @@ var ErrUnknownRepository = errors.New("unknown repository")
 // before it makes them, under that repository's policy and standing claims (reconcile.Propose).
 // The branch is read as fetched at most maxAge ago. It returns the repository judged in.
 func (d *Drift) Propose(ctx context.Context, repository string, maxAge time.Duration, id string, claims []core.Claim) (string, []reconcile.Proposed, error) {
-	return d.propose(ctx, repository, maxAge, id, claims, true)
-}
-
-// Judge is Propose that records nothing (reconcile.Reconciler.Judge): a dry run.
-func (d *Drift) Judge(ctx context.Context, repository string, maxAge time.Duration, id string, claims []core.Claim) (string, []reconcile.Proposed, error) {
-	return d.propose(ctx, repository, maxAge, id, claims, false)
-}
-
-func (d *Drift) propose(ctx context.Context, repository string, maxAge time.Duration, id string, claims []core.Claim, record bool) (string, []reconcile.Proposed, error) {
 	var out []reconcile.Proposed
 	repo, err := d.withRepoView(ctx, repository, maxAge, func(rd *repoDrift, snap reconcile.Snapshot) error {
 		unlock, err := rd.lock(ctx)
@@ -845,14 +836,10 @@ func (d *Drift) propose(ctx context.Context, repository string, maxAge time.Dura
 			return err
 		}
 		defer unlock()
-		if !record {
-			out, err = rd.rec.Judge(ctx, snap, id, claims)
-			return err
-		}
 		out, err = rd.rec.Propose(ctx, snap, id, claims)
 		return err
 	})
-	if err == nil && record {
+	if err == nil {
 		d.poke() // an accepted proposal sets a timer
 	}
 	return repo, out, err
@@ -869,19 +856,22 @@ func (d *Drift) WithBranch(ctx context.Context, repository string, maxAge time.D
 // plus the time that refresh takes.
 func (rd *repoDrift) proposalSnapshot(ctx context.Context, maxAge time.Duration) (reconcile.Snapshot, func(), error) {
 	v := &rd.view
+	refreshed := time.Time{} // when this call refreshed the view: that view is fresh for it, even with maxAge 0
 	for {
 		v.mu.RLock()
-		have, fresh := v.led != nil, v.led != nil && time.Since(v.at) < maxAge
+		have, fresh := v.led != nil, v.led != nil && (time.Since(v.at) < maxAge || !refreshed.IsZero() && !v.at.Before(refreshed))
 		if fresh {
 			return v.snap, v.mu.RUnlock, nil
 		}
 		if v.refreshing.CompareAndSwap(false, true) {
 			v.mu.RUnlock()
+			started := time.Now()
 			err := rd.refreshView(ctx, maxAge)
 			v.refreshing.Store(false)
 			if err != nil {
 				return reconcile.Snapshot{}, nil, err
 			}
+			refreshed = started
 			continue
 		}
 		if have {
