@@ -166,14 +166,7 @@ func (r *Reconciler) Ingest(ctx context.Context, snap Snapshot, b events.Batch) 
 		}
 		return ""
 	}
-	gitValue := func(f core.Field) (core.Value, bool) {
-		c, ok, err := snap.gitClaim(f)
-		if err != nil || !ok || c.Value.Absent() {
-			return core.Value{}, false
-		}
-		return c.Value, true
-	}
-	claims := events.Claims(b, name, gitValue)
+	claims := events.Claims(b, name, snap.GitValue)
 	// A change its actor proposed first carries the intent, motivation and expiry it declared
 	// then: it is the claimed change, not a surprise.
 	proposals := map[core.Field]string{}

@@ -282,3 +282,13 @@ func (s Snapshot) inventory() *gitops.Inventory {
 	s.derive.once.Do(func() { s.derive.inv, _ = gitops.DiscoverFrom(s.Files, s.Origin) })
 	return s.derive.inv
 }
+
+// GitValue is Git's value of f and whether Git sets it (a value Git removes counts as not set):
+// what a restated observation is compared with (events.Claims).
+func (s Snapshot) GitValue(f core.Field) (core.Value, bool) {
+	c, ok, err := s.gitClaim(f)
+	if err != nil || !ok || c.Value.Absent() {
+		return core.Value{}, false
+	}
+	return c.Value, true
+}
