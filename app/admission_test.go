@@ -346,3 +346,12 @@ func TestAdmittedChangeIsRecognisedWhenItsAuditEventArrives(t *testing.T) {
 
 // clockStart is the drift tests' clock.
 var clockStart = time.Date(2026, 11, 20, 10, 6, 0, 0, time.UTC)
+
+func TestAdmissionWarmLoadsEachClustersRepository(t *testing.T) {
+	_, h, d := admissionSetup(t, "deny")
+	h.Warm(context.Background())
+	rd := d.repos["acme/infra"]
+	if rd == nil || rd.view.led == nil {
+		t.Fatal("the cluster's repository view is not loaded")
+	}
+}
