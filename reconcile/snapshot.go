@@ -223,6 +223,7 @@ type derived struct {
 	graph      *depgraph.Graph
 	mu         sync.Mutex
 	dependents map[core.Field][]core.Dependent // by field, as computed
+	gitFields  map[string][]core.Field         // GitFields by pattern, as asked
 }
 
 // dependents returns the fields that depend on f in the snapshot's repository (its dependency
