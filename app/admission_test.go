@@ -322,10 +322,15 @@ func TestAdmissionFailsOpenAndCountsIt(t *testing.T) {
 // An on-call patch admitted first is, when its audit event arrives, the claimed change: the
 // claim from the audit event carries the admission it carried out.
 func TestAdmittedChangeIsRecognisedWhenItsAuditEventArrives(t *testing.T) {
-	srv, _, d := admissionSetup(t, "deny")
+	srv, h, d := admissionSetup(t, "deny")
+	// The review comes before the write, whose audit event (examples/drift) is stamped 10:05:00.
+	later := d.Now
+	asked := func() time.Time { return time.Date(2026, 11, 20, 10, 4, 59, 0, time.UTC) }
+	h.Now, d.Now = asked, asked
 	if _, resp, raw := admit(t, srv, admissionToken, deploymentReview("oncall-1", "alice@parley.example", "1.41.4-hotfix", hotfix)); resp == nil || !resp.Allowed {
 		t.Fatalf("on-call: %s", raw)
 	}
+	h.Now, d.Now = later, later
 	// The audit batch of examples/drift holds alice's hotfix patch (and an HPA scale).
 	if err := d.Handle(context.Background(), auditDelivery(t, "batch-1")); err != nil {
 		t.Fatal(err)
