@@ -32,6 +32,7 @@ require (
 	golang.org/x/sync v0.24.0
 	golang.org/x/time v0.15.0
 	helm.sh/helm/v3 v3.22.0
+	k8s.io/api v0.37.2
 	k8s.io/apiserver v0.37.2
 	modernc.org/sqlite v1.61.1
 	sigs.k8s.io/kustomize/api v0.21.2
@@ -134,7 +135,6 @@ require (
 	gopkg.in/evanphx/json-patch.v4 v4.13.0 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	gopkg.in/warnings.v0 v0.1.2 // indirect
-	k8s.io/api v0.37.2 // indirect
 	k8s.io/apiextensions-apiserver v0.37.0 // indirect
 	k8s.io/apimachinery v0.37.2 // indirect
 	k8s.io/client-go v0.37.2 // indirect

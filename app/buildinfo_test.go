@@ -37,7 +37,7 @@ func (l *lockedBuffer) String() string {
 func TestServeSaysWhichBuildItIs(t *testing.T) {
 	_, _, pemKey := fakeApp(t)
 	logs := &lockedBuffer{}
-	_, base, stop := runServeLogged(t, map[string]string{"PARLEY_APP_ID": "99", "PARLEY_PRIVATE_KEY": string(pemKey),
+	_, base, stop := runServeLogged(t, "", map[string]string{"PARLEY_APP_ID": "99", "PARLEY_PRIVATE_KEY": string(pemKey),
 		"PARLEY_WEBHOOK_SECRETS": "hook", "PARLEY_STORE": filepath.Join(t.TempDir(), "parley.db"), "PARLEY_LISTEN": "127.0.0.1:0"},
 		slog.New(slog.NewJSONHandler(logs, nil)))
 	info := version.Get()

@@ -873,19 +873,22 @@ func (d *Drift) WithBranch(ctx context.Context, repository string, maxAge time.D
 // plus the time that refresh takes.
 func (rd *repoDrift) proposalSnapshot(ctx context.Context, maxAge time.Duration) (reconcile.Snapshot, func(), error) {
 	v := &rd.view
+	refreshed := time.Time{} // when this call refreshed the view: that view is fresh for it, even with maxAge 0
 	for {
 		v.mu.RLock()
-		have, fresh := v.led != nil, v.led != nil && time.Since(v.at) < maxAge
+		have, fresh := v.led != nil, v.led != nil && (time.Since(v.at) < maxAge || !refreshed.IsZero() && !v.at.Before(refreshed))
 		if fresh {
 			return v.snap, v.mu.RUnlock, nil
 		}
 		if v.refreshing.CompareAndSwap(false, true) {
 			v.mu.RUnlock()
+			started := time.Now()
 			err := rd.refreshView(ctx, maxAge)
 			v.refreshing.Store(false)
 			if err != nil {
 				return reconcile.Snapshot{}, nil, err
 			}
+			refreshed = started
 			continue
 		}
 		if have {

@@ -216,3 +216,22 @@ func TestAgentTokensActOnlyOnTheirRepositories(t *testing.T) {
 		}
 	}
 }
+
+// proposals_max_age = 0 fetches for every proposal: the view the proposal refreshed is the one it
+// is judged against, however old it is by the time it is read (it looped, refreshing, forever).
+func TestProposalWithMaxAgeZeroIsAnswered(t *testing.T) {
+	srv, h, _, token := proposalsSetup(t)
+	h.MaxAge = 0
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+ProposalsPath,
+		strings.NewReader(`{"claims":[{"field":"`+capacityField+`","value":12,"intent":"performance"}]}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := (&http.Client{Timeout: time.Minute}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+}

@@ -13,13 +13,19 @@ import (
 // base URL and the function that stops it (and returns Run's error); the test's end stops it too.
 func runServe(tb testing.TB, env map[string]string) (srv *Server, base string, stop func() error) {
 	tb.Helper()
-	return runServeLogged(tb, env, slog.New(slog.DiscardHandler))
+	return runServeFile(tb, "", env)
 }
 
-// runServeLogged is runServe with serve's log written to log.
-func runServeLogged(tb testing.TB, env map[string]string, log *slog.Logger) (srv *Server, base string, stop func() error) {
+// runServeFile is runServe with a configuration file too.
+func runServeFile(tb testing.TB, path string, env map[string]string) (srv *Server, base string, stop func() error) {
 	tb.Helper()
-	cfg, err := config.Load("", func(k string) string { return env[k] })
+	return runServeLogged(tb, path, env, slog.New(slog.DiscardHandler))
+}
+
+// runServeLogged is runServeFile with serve's log written to log.
+func runServeLogged(tb testing.TB, path string, env map[string]string, log *slog.Logger) (srv *Server, base string, stop func() error) {
+	tb.Helper()
+	cfg, err := config.Load(path, func(k string) string { return env[k] })
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -106,7 +106,10 @@ type Server struct {
 	drift    *Drift
 	agents   *agentstore.DB
 	props    *Proposals
-	draining atomic.Bool
+	// admission is the admission webhook (/admission/<cluster>); nil without admission blocks.
+	admission     *Admission
+	admissionAddr atomic.Value // string: the admission listener's address, once listening
+	draining      atomic.Bool
 	// shared is the PostgreSQL pool the live state, agent store and drift states share (the
 	// delivery queue has its own); nil with SQLite.
 	shared   *pgxpool.Pool
@@ -238,6 +241,9 @@ func NewServer(ctx context.Context, cfg config.Config, log *slog.Logger) (*Serve
 	}
 	s.props = &Proposals{Drift: drift, Agents: s.agents, Served: served, Rate: rate.Limit(cfg.ProposalsRate), Burst: max(1, int(2*cfg.ProposalsRate)),
 		MaxAge: cfg.ProposalsMaxAge, Log: log, Metrics: propMetrics, Failures: failures}
+	if s.admission, err = newAdmission(cfg, drift, s.reg, log); err != nil {
+		return fail(err)
+	}
 	route := func(event string) webhooks.Route { return webhooks.Route{Source: store.SourceGitHub, Event: event} }
 	handlers := map[webhooks.Route]webhooks.Handler{
 		route("pull_request"):              prs,
@@ -556,6 +562,9 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle(ProposalsPath, s.props) // any method: it answers 405 with Allow itself
 	mux.Handle(PlansPath, &Plans{Proposals: s.props})
 	mux.Handle(MCPPath, &MCP{Proposals: s.props, Version: buildVersion()})
+	if s.admission != nil && s.cfg.AdmissionListen == "" {
+		mux.Handle(AdmissionPrefix, s.admission) // behind a proxy that terminates TLS
+	}
 	if s.details != nil {
 		s.auth.Register(mux)
 		s.details.Register(mux)
@@ -630,10 +639,25 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 		s.operations(mux)
 		msrv = guard.Server(mux, guard.Limits{ReadHeaderTimeout: limits.ReadHeaderTimeout, WriteTimeout: limits.WriteTimeout, IdleTimeout: limits.IdleTimeout})
 	}
+	var asrv *http.Server
+	var aln net.Listener
+	if s.admission != nil && s.cfg.AdmissionListen != "" {
+		if asrv, err = admissionServer(s.cfg, s.admission); err == nil {
+			aln, err = net.Listen("tcp", s.cfg.AdmissionListen)
+		}
+		if err != nil {
+			ln.Close()
+			if mln != nil {
+				mln.Close()
+			}
+			s.closeStores()
+			return fmt.Errorf("admission listener %s: %w", s.cfg.AdmissionListen, err)
+		}
+	}
 	poolCtx, stopPool := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopPool()
 	var wg sync.WaitGroup
-	errs := make(chan error, 3)
+	errs := make(chan error, 4)
 	wg.Add(1)
 	go func() { // owned by Run; ends when stopPool is called and in-flight work has drained
 		defer wg.Done()
@@ -663,6 +687,24 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 		wg.Add(1)
 		go serve(msrv, mln)
 	}
+	if s.admission != nil {
+		wg.Add(1)
+		go func() { // owned by Run; ends with the pool's context
+			defer wg.Done()
+			s.admission.Warm(poolCtx)
+		}()
+	}
+	if asrv != nil {
+		wg.Add(1)
+		go func() { // owned by Run; ends when asrv is shut down
+			defer wg.Done()
+			if err := asrv.ServeTLS(aln, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errs <- fmt.Errorf("admission listener: %w", err)
+			}
+		}()
+		s.admissionAddr.Store(aln.Addr().String())
+		s.log.Info("admission webhook serving", "addr", aln.Addr().String(), "clusters", len(s.cfg.Admission))
+	}
 	build := version.Get()
 	s.log.Info("parley serving", "addr", ln.Addr().String(), "store", s.cfg.StoreName(), "workers", s.cfg.Workers,
 		"version", build.Version, "revision", build.ShortRevision(), "goversion", build.GoVersion)
@@ -685,6 +727,9 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 	if msrv != nil {
 		_ = msrv.Shutdown(shutCtx)
 	}
+	if asrv != nil {
+		_ = asrv.Shutdown(shutCtx)
+	}
 	stopPool()
 	wg.Wait()
 	if err := s.closeStores(); err != nil && runErr == nil {
@@ -698,6 +743,12 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 // started; "" without one.
 func (s *Server) MetricsAddr() string {
 	a, _ := s.metricsAddr.Load().(string)
+	return a
+}
+
+// AdmissionAddr is the address admission_listen listens on, once Run listens; "" without one.
+func (s *Server) AdmissionAddr() string {
+	a, _ := s.admissionAddr.Load().(string)
 	return a
 }
 

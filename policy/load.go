@@ -109,7 +109,7 @@ var (
 	actorSchema = &hcl.BodySchema{Attributes: attrs("description", "intent", "intents", "motivation", "confined",
 		"git_authors", "signing_keys", "github_users", "github_teams", "k8s_users", "field_managers", "aws_principals")}
 	fieldSchema = &hcl.BodySchema{Attributes: attrs("description", "match!", "owner", "owner_when",
-		"owner_gives_way_when", "immutable", "writers", "min", "max", "veto_ask_when", "veto_ask")}
+		"owner_gives_way_when", "immutable", "writers", "min", "max", "veto_ask_when", "veto_ask", "admission")}
 	ruleSchema   = &hcl.BodySchema{Attributes: attrs("description", "fields", "when!", "decision!", "veto_ask_when", "veto_ask")}
 	freezeSchema = &hcl.BodySchema{Attributes: attrs("description", "start!", "end!", "repeat",
 		"allow_intents", "allow_when", "fields")}
@@ -565,6 +565,14 @@ func (c *compiler) field(b *hcl.Block, pend *pending) {
 	// The vetoed claim is claim, seen after trust (as rules see it): a motivation its actor may
 	// not assert is gone, so veto_ask_when = claim.motivation == "cve" asks only for trusted ones.
 	fr.VetoAsk = c.vetoAsk(blk, "field "+name, exprScope{claim: true, field: true, now: true, want: cty.Bool, what: "veto_ask_when"})
+	if m, ok := c.str(as, "admission"); ok {
+		switch m {
+		case AdmissionWarn, AdmissionDeny:
+			fr.Admission = m
+		default:
+			c.errorf(as["admission"].Expr.Range(), "field %s: admission %q: want %q or %q", name, m, AdmissionWarn, AdmissionDeny)
+		}
+	}
 	c.p.Fields = append(c.p.Fields, fr)
 }
 

@@ -130,6 +130,11 @@ type FieldRule struct {
 	// VetoAsk, when set, puts the block's vetoes (confinement, immutability, writers, bounds) to
 	// people where its condition holds for the vetoed claim.
 	VetoAsk *VetoAsk
+	// Admission is what Parley's admission webhook does with a live write to these fields that the
+	// policy refuses: AdmissionDeny denies it, AdmissionWarn lets it through with a warning; ""
+	// leaves it to the cluster's setting. Per block, so a team can enforce one field while the
+	// rest of the cluster is still watched in warn mode.
+	Admission string
 }
 
 // VetoAsk says when a veto is put to people rather than only refused: Git's value stands, and a
@@ -141,6 +146,12 @@ type VetoAsk struct {
 	// Ask names the people or teams asked; nil: the escalation block's ask.
 	Ask []string
 }
+
+// Admission modes of a field block (FieldRule.Admission) and of a cluster.
+const (
+	AdmissionWarn = "warn"
+	AdmissionDeny = "deny"
+)
 
 // MatchesField reports whether one of the block's patterns matches f.
 func (fr *FieldRule) MatchesField(f core.Field) bool {

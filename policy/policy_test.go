@@ -84,6 +84,17 @@ func TestGitOpsBlock(t *testing.T) {
 	}
 }
 
+func TestFieldAdmissionMode(t *testing.T) {
+	p, err := Parse([]byte("field \"r\" {\n match = [\"k8s:apps/Deployment/*/*#/spec/replicas\"]\n admission = \"deny\"\n}\n"+
+		"field \"i\" {\n match = [\"k8s:apps/Deployment/*/*#/spec/template/**\"]\n}\n"), "p.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Fields[0].Admission != AdmissionDeny || p.Fields[1].Admission != "" {
+		t.Fatalf("admission modes %q, %q", p.Fields[0].Admission, p.Fields[1].Admission)
+	}
+}
+
 func TestParseErrors(t *testing.T) {
 	tests := []struct {
 		name string
@@ -113,6 +124,7 @@ func TestParseErrors(t *testing.T) {
 		{"bad pattern", "field \"f\" {\n match = [\"k8s:apps/Deployment\"]\n}", `p.hcl:2:11: match: field address "k8s:apps/Deployment": want k8s:<group>/<Kind>/[<namespace>/]<name>, got 2 segments`},
 		{"bad duration", "motivation \"m\" {\n default_lifetime = \"4 hours\"\n}", `p.hcl:2:21: default_lifetime: duration "4 hours"`},
 		{"bad ledger pattern", "ledger {\n include = [\"clusters/**\", \"apps/[prod\"]\n}", `p.hcl:2:28: ledger include: path pattern "apps/[prod" is not a valid glob`},
+		{"bad admission mode", "field \"f\" {\n match = [\"k8s:apps/Deployment/*/*#/spec/replicas\"]\n admission = \"block\"\n}", `p.hcl:3:14: field f: admission "block": want "warn" or "deny"`},
 		{"two gitops blocks", "gitops {}\ngitops {}\n", `p.hcl:2:1: duplicate gitops block`},
 		{"unknown gitops setting", "gitops {\n enable_argo = true\n}\n", `p.hcl:2:2: Unsupported argument; An argument named "enable_argo" is not expected here`},
 		{"gitops setting of the wrong type", "gitops {\n enable_helm_drift_detection = \"yes\"\n}\n", `p.hcl:2`},

@@ -33,6 +33,16 @@ type Proposed struct {
 // (in one transaction, before Propose returns); a refused claim is not recorded as a claim, so it
 // weighs on no later verdict. id names the proposal: it is the accepted claims' evidence.
 func (r *Reconciler) Propose(ctx context.Context, snap Snapshot, id string, claims []core.Claim) ([]Proposed, error) {
+	return r.propose(ctx, snap, id, claims, true)
+}
+
+// Judge is Propose that records nothing: the verdicts the claims would get, for a dry run (an
+// admission request with dryRun set, which the API server will not persist either).
+func (r *Reconciler) Judge(ctx context.Context, snap Snapshot, id string, claims []core.Claim) ([]Proposed, error) {
+	return r.propose(ctx, snap, id, claims, false)
+}
+
+func (r *Reconciler) propose(ctx context.Context, snap Snapshot, id string, claims []core.Claim, record bool) ([]Proposed, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if snap.Policy == nil {
@@ -49,9 +59,6 @@ func (r *Reconciler) Propose(ctx context.Context, snap Snapshot, id string, clai
 		seen[c.Field] = true
 	}
 	now := r.now()
-	// The proposal is recorded as an event: a proposal sent again under the same id records its
-	// claims once.
-	batch := driftstate.Batch{At: now, Events: []string{eventKey(EvidenceProposal, id)}}
 	out := make([]Proposed, 0, len(claims))
 	for _, c := range claims {
 		if a := snap.Policy.ResolveActor(c.Actor.Identity); a != nil {
@@ -73,22 +80,46 @@ func (r *Reconciler) Propose(ctx context.Context, snap Snapshot, id string, clai
 		case v.Winner != nil && v.Winner.Actor.Identity.Source == c.Actor.Identity.Source && v.Winner.Actor.Identity.ID == c.Actor.Identity.ID &&
 			(v.Decision == core.DecisionYield || v.Decision == core.DecisionAdopt):
 			p.Accepted = true
-			batch.Claims = append(batch.Claims, c)
-			batch.Verdicts = append(batch.Verdicts, driftstate.Record{Verdict: v, At: now, Evidence: []string{eventKey(EvidenceProposal, id)},
-				Note: "proposed and accepted; nothing is written to Git until the change is made"})
-			batch.Timers = append(batch.Timers, timerFor(v, now))
 		case v.Winner != nil:
 			w := *v.Winner
 			p.Holder = &w
 		}
 		out = append(out, p)
 	}
-	if len(batch.Claims) > 0 {
-		if err := r.State.Apply(ctx, batch); err != nil {
+	if record {
+		if err := r.record(ctx, id, out, now); err != nil {
 			return nil, err
 		}
 	}
 	return out, nil
+}
+
+// Record records the accepted claims of a proposal Judge judged, as Propose would have: for a
+// caller that decides between judging and recording (an admission review is allowed or denied as
+// a whole, so the accepted fields of a denied write are not claims).
+func (r *Reconciler) Record(ctx context.Context, id string, judged []Proposed) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.record(ctx, id, judged, r.now())
+}
+
+func (r *Reconciler) record(ctx context.Context, id string, judged []Proposed, now time.Time) error {
+	// The proposal is recorded as an event: a proposal sent again under the same id records its
+	// claims once.
+	batch := driftstate.Batch{At: now, Events: []string{eventKey(EvidenceProposal, id)}}
+	for _, p := range judged {
+		if !p.Accepted {
+			continue
+		}
+		batch.Claims = append(batch.Claims, p.Claim)
+		batch.Verdicts = append(batch.Verdicts, driftstate.Record{Verdict: p.Verdict, At: now, Evidence: []string{eventKey(EvidenceProposal, id)},
+			Note: "proposed and accepted; nothing is written to Git until the change is made"})
+		batch.Timers = append(batch.Timers, timerFor(p.Verdict, now))
+	}
+	if len(batch.Claims) == 0 {
+		return nil
+	}
+	return r.State.Apply(ctx, batch)
 }
 
 // asProposed completes the claims a drift event makes with what their actor proposed for the same

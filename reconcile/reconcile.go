@@ -170,14 +170,7 @@ func (r *Reconciler) Ingest(ctx context.Context, snap Snapshot, b events.Batch) 
 		}
 		return ""
 	}
-	gitValue := func(f core.Field) (core.Value, bool) {
-		c, ok, err := snap.gitClaim(f)
-		if err != nil || !ok || c.Value.Absent() {
-			return core.Value{}, false
-		}
-		return c.Value, true
-	}
-	claims := events.Claims(b, name, gitValue)
+	claims := events.Claims(b, name, snap.GitValue)
 	// A change its actor proposed first carries the intent, motivation and expiry it declared
 	// then: it is the claimed change, not a surprise.
 	proposals := map[core.Field]string{}
@@ -361,7 +354,7 @@ func (r *Reconciler) judge(ctx context.Context, snap Snapshot, f core.Field, fre
 		return core.Verdict{}, err
 	}
 	live := latestPerActor(append(standing, fresh...))
-	in := arbiter.Input{Field: f, Live: live, Now: now, Lookup: gitLookup{snap.Git}, Dependents: snap.dependents(f),
+	in := arbiter.Input{Field: f, Live: live, Now: now, Lookup: gitLookup{g: snap.Git, d: snap.derive}, Dependents: snap.dependents(f),
 		Owners: func() arbiter.Owners { return snap.owners(f) }}
 	if c, ok, err := snap.gitClaim(f); err != nil {
 		return core.Verdict{}, fmt.Errorf("Git's claim on %s: %w", f, err)
@@ -416,7 +409,11 @@ func applyActorDefaults(p *policy.Policy, cs []core.Claim) {
 	}
 }
 
-type gitLookup struct{ g GitState }
+// gitLookup answers the policy's git() and git_values() from the snapshot's ledger.
+type gitLookup struct {
+	g GitState
+	d *derived // the commit's memo; nil keeps nothing
+}
 
 func (l gitLookup) GitValue(f core.Field) (core.Value, bool, error) {
 	c, ok, err := l.g.Current(f)
@@ -426,7 +423,31 @@ func (l gitLookup) GitValue(f core.Field) (core.Value, bool, error) {
 	return c.Value, !c.Value.Absent(), nil
 }
 
-func (l gitLookup) GitFields(p core.FieldPattern) ([]core.Field, error) { return l.g.Fields(p) }
+// GitFields lists the fields Git sets that match p, kept per commit: a pattern such as the demo
+// policy's owner_when (every HPA's scaleTargetRef in the namespace) walks every address of the
+// ledger, and at admission rates each judgement of a replicas field asked it again.
+func (l gitLookup) GitFields(p core.FieldPattern) ([]core.Field, error) {
+	if l.d == nil {
+		return l.g.Fields(p)
+	}
+	l.d.mu.Lock()
+	fs, ok := l.d.gitFields[p.String()]
+	l.d.mu.Unlock()
+	if ok {
+		return slices.Clone(fs), nil
+	}
+	fs, err := l.g.Fields(p)
+	if err != nil {
+		return nil, err
+	}
+	l.d.mu.Lock()
+	if l.d.gitFields == nil {
+		l.d.gitFields = map[string][]core.Field{}
+	}
+	l.d.gitFields[p.String()] = fs
+	l.d.mu.Unlock()
+	return slices.Clone(fs), nil
+}
 
 func batchSource(b events.Batch) string {
 	for _, o := range b.Observations {

@@ -257,6 +257,7 @@ type derived struct {
 	graph      *depgraph.Graph
 	mu         sync.Mutex
 	dependents map[core.Field][]core.Dependent // by field, as computed
+	gitFields  map[string][]core.Field         // GitFields by pattern, as asked
 }
 
 // dependents returns the fields that depend on f in the snapshot's repository (its dependency
@@ -348,4 +349,14 @@ func (s Snapshot) inventory() *gitops.Inventory {
 	}
 	s.derive.once.Do(func() { s.derive.inv = discover() })
 	return s.derive.inv
+}
+
+// GitValue is Git's value of f and whether Git sets it (a value Git removes counts as not set):
+// what a restated observation is compared with (events.Claims).
+func (s Snapshot) GitValue(f core.Field) (core.Value, bool) {
+	c, ok, err := s.gitClaim(f)
+	if err != nil || !ok || c.Value.Absent() {
+		return core.Value{}, false
+	}
+	return c.Value, true
 }

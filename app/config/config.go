@@ -140,6 +140,13 @@ type Config struct {
 	// memory budget (gitops.HelmProcess): `parley render-worker helm`, set by parley serve, not
 	// by the file. Empty renders charts in the server's own process, which nothing stops.
 	HelmWorker []string
+	// Admission configures the admission webhook per cluster (/admission/<cluster>);
+	// AdmissionListen, with AdmissionTLSCertFile and AdmissionTLSKeyFile, serves it over HTTPS on its
+	// own address, as the API server requires.
+	Admission            map[string]Admission
+	AdmissionListen      string
+	AdmissionTLSCertFile string
+	AdmissionTLSKeyFile  string
 }
 
 // StoreIsPostgres reports whether the store is a PostgreSQL database rather than a SQLite file.
@@ -245,6 +252,10 @@ func Keys() []Key {
 		{"event_max_age", "PARLEY_EVENT_MAX_AGE", "24h", "drift events (POST /events/...) older than this are refused (400 stale_event): a replayed old body is not news; parley ingest still replays old events on purpose (0: no bound)"},
 		{"event_max_future", "PARLEY_EVENT_MAX_FUTURE", "5m", "drift events dated further than this ahead of the server's clock are refused (0: no bound)"},
 		{"auth_failures_per_minute", "PARLEY_AUTH_FAILURES_PER_MINUTE", "30", "failed authentications (webhook signatures, event secrets and tokens, agent tokens) one client address may make a minute, in bursts of as many; over it every request from that address is answered 429 with Retry-After, before its credentials are checked (0: no limit)"},
+		{`admission "CLUSTER" {...}`, "", "(none)", `the validating admission webhook for cluster CLUSTER at /admission/CLUSTER (docs/admission.md): mode (warn, the default, or deny), token_file or client_ca_file (how its API server authenticates) or authentication = "none", gitops_users (default: Argo CD's and Flux's controllers)`},
+		{"admission_listen", "", "(none: on listen)", "separate HTTPS address for /admission/...; needs the two TLS files"},
+		{"admission_tls_cert_file", "", "(none)", "PEM certificate (chain) the admission listener serves; the API server checks it against the webhook's caBundle"},
+		{"admission_tls_key_file", "", "(none)", "its PEM private key"},
 	}
 }
 
@@ -265,43 +276,47 @@ func Help() string {
 // file is the HCL shape of the configuration file. Secrets other than the webhook secrets have no file
 // key on purpose: they belong in the environment (a Kubernetes Secret), not in a file.
 type file struct {
-	AppID                      *int64      `hcl:"app_id,optional"`
-	PrivateKeyFile             *string     `hcl:"private_key_file,optional"`
-	WebhookSecrets             []string    `hcl:"webhook_secrets,optional"`
-	Listen                     *string     `hcl:"listen,optional"`
-	MetricsListen              *string     `hcl:"metrics_listen,optional"`
-	Store                      *string     `hcl:"store,optional"`
-	DataDir                    *string     `hcl:"data_dir,optional"`
-	GitHubURL                  *string     `hcl:"github_url,optional"`
-	Workers                    *int        `hcl:"workers,optional"`
-	PerInstallationConcurrency *int        `hcl:"per_installation_concurrency,optional"`
-	MaxAttempts                *int        `hcl:"max_attempts,optional"`
-	ShutdownGrace              *string     `hcl:"shutdown_grace,optional"`
-	Lease                      *string     `hcl:"lease,optional"`
-	PolicyPath                 *string     `hcl:"policy_path,optional"`
-	WriteMode                  *string     `hcl:"write_mode,optional"`
-	GitOpsRepository           *string     `hcl:"gitops_repository,optional"`
-	GitOpsBranch               *string     `hcl:"gitops_branch,optional"`
-	CommitAuthor               *string     `hcl:"commit_author,optional"`
-	PublicURL                  *string     `hcl:"public_url,optional"`
-	OAuthClientID              *string     `hcl:"oauth_client_id,optional"`
-	DriftState                 *string     `hcl:"drift_state,optional"`
-	LogLevel                   *string     `hcl:"log_level,optional"`
-	ProposalsRate              *float64    `hcl:"proposals_rate,optional"`
-	ProposalsMaxAge            *string     `hcl:"proposals_max_age,optional"`
-	ReadHeaderTimeout          *string     `hcl:"read_header_timeout,optional"`
-	BodyTimeout                *string     `hcl:"body_timeout,optional"`
-	WriteTimeout               *string     `hcl:"write_timeout,optional"`
-	IdleTimeout                *string     `hcl:"idle_timeout,optional"`
-	MaxConnections             *int        `hcl:"max_connections,optional"`
-	MaxConnectionsPerClient    *int        `hcl:"max_connections_per_client,optional"`
-	AuthFailuresPerMinute      *float64    `hcl:"auth_failures_per_minute,optional"`
-	DeliveryRetention          *string     `hcl:"delivery_retention,optional"`
-	DeadLetterRetention        *string     `hcl:"dead_letter_retention,optional"`
-	EventMaxAge                *string     `hcl:"event_max_age,optional"`
-	EventMaxFuture             *string     `hcl:"event_max_future,optional"`
-	Clusters                   []repoBlock `hcl:"cluster,block"`
-	AWSAccounts                []repoBlock `hcl:"aws_account,block"`
+	AppID                      *int64           `hcl:"app_id,optional"`
+	PrivateKeyFile             *string          `hcl:"private_key_file,optional"`
+	WebhookSecrets             []string         `hcl:"webhook_secrets,optional"`
+	Listen                     *string          `hcl:"listen,optional"`
+	MetricsListen              *string          `hcl:"metrics_listen,optional"`
+	Store                      *string          `hcl:"store,optional"`
+	DataDir                    *string          `hcl:"data_dir,optional"`
+	GitHubURL                  *string          `hcl:"github_url,optional"`
+	Workers                    *int             `hcl:"workers,optional"`
+	PerInstallationConcurrency *int             `hcl:"per_installation_concurrency,optional"`
+	MaxAttempts                *int             `hcl:"max_attempts,optional"`
+	ShutdownGrace              *string          `hcl:"shutdown_grace,optional"`
+	Lease                      *string          `hcl:"lease,optional"`
+	PolicyPath                 *string          `hcl:"policy_path,optional"`
+	WriteMode                  *string          `hcl:"write_mode,optional"`
+	GitOpsRepository           *string          `hcl:"gitops_repository,optional"`
+	GitOpsBranch               *string          `hcl:"gitops_branch,optional"`
+	CommitAuthor               *string          `hcl:"commit_author,optional"`
+	PublicURL                  *string          `hcl:"public_url,optional"`
+	OAuthClientID              *string          `hcl:"oauth_client_id,optional"`
+	DriftState                 *string          `hcl:"drift_state,optional"`
+	LogLevel                   *string          `hcl:"log_level,optional"`
+	ProposalsRate              *float64         `hcl:"proposals_rate,optional"`
+	ProposalsMaxAge            *string          `hcl:"proposals_max_age,optional"`
+	ReadHeaderTimeout          *string          `hcl:"read_header_timeout,optional"`
+	BodyTimeout                *string          `hcl:"body_timeout,optional"`
+	WriteTimeout               *string          `hcl:"write_timeout,optional"`
+	IdleTimeout                *string          `hcl:"idle_timeout,optional"`
+	MaxConnections             *int             `hcl:"max_connections,optional"`
+	MaxConnectionsPerClient    *int             `hcl:"max_connections_per_client,optional"`
+	AuthFailuresPerMinute      *float64         `hcl:"auth_failures_per_minute,optional"`
+	DeliveryRetention          *string          `hcl:"delivery_retention,optional"`
+	DeadLetterRetention        *string          `hcl:"dead_letter_retention,optional"`
+	EventMaxAge                *string          `hcl:"event_max_age,optional"`
+	EventMaxFuture             *string          `hcl:"event_max_future,optional"`
+	Clusters                   []repoBlock      `hcl:"cluster,block"`
+	AWSAccounts                []repoBlock      `hcl:"aws_account,block"`
+	Admission                  []admissionBlock `hcl:"admission,block"`
+	AdmissionListen            *string          `hcl:"admission_listen,optional"`
+	AdmissionTLSCertFile       *string          `hcl:"admission_tls_cert_file,optional"`
+	AdmissionTLSKeyFile        *string          `hcl:"admission_tls_key_file,optional"`
 }
 
 // repoBlock is a cluster or aws_account block: its label is the cluster name or account ID.
@@ -510,6 +525,11 @@ func Load(path string, getenv func(string) string) (Config, error) {
 		c.AWSAccounts, dupErrs = repoMap("aws_account", f.AWSAccounts)
 		errs = append(errs, dupErrs...)
 		c.clusterSecretFiles, c.accountSecretFiles = secretFiles(f.Clusters), secretFiles(f.AWSAccounts)
+		c.Admission, dupErrs = admissionMap(f.Admission)
+		errs = append(errs, dupErrs...)
+		setP(&c.AdmissionListen, f.AdmissionListen)
+		setP(&c.AdmissionTLSCertFile, f.AdmissionTLSCertFile)
+		setP(&c.AdmissionTLSKeyFile, f.AdmissionTLSKeyFile)
 		setP(&c.ProposalsRate, f.ProposalsRate)
 		if f.ProposalsMaxAge != nil {
 			d, err := time.ParseDuration(*f.ProposalsMaxAge)
@@ -788,6 +808,7 @@ func (c *Config) validate() []error {
 		branches[key] = r.Branch
 	}
 	errs = append(errs, c.validatePages()...)
+	errs = append(errs, c.validateAdmission()...)
 	if a, err := mail.ParseAddress(c.CommitAuthor); err != nil || a.Name == "" {
 		errs = append(errs, fmt.Errorf("commit_author = %q: want \"Name <email>\"", c.CommitAuthor))
 	}

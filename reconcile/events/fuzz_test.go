@@ -115,3 +115,33 @@ func FuzzOriginOf(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecodeAdmissionReview: an AdmissionReview is outside input (anyone who reaches the webhook
+// can send one). Decoding never panics; an error leaves nothing half read; a decoded review has a
+// uid, well-formed fields, each change of it, and either changes or the reason it has none.
+func FuzzDecodeAdmissionReview(f *testing.F) {
+	seedFiles(f, "admission")
+	f.Fuzz(func(t *testing.T, body []byte) {
+		a, err := DecodeAdmissionReview(body, admissionAt)
+		if err != nil {
+			if a.UID != "" || len(a.Changes) != 0 || a.Skipped != "" {
+				t.Fatalf("error %v with a partial admission %+v", err, a)
+			}
+			return
+		}
+		if a.UID == "" {
+			t.Fatal("decoded without a uid")
+		}
+		if (len(a.Changes) == 0) == (a.Skipped == "") {
+			t.Fatalf("changes %d, skipped %q", len(a.Changes), a.Skipped)
+		}
+		for _, c := range a.Changes {
+			if _, perr := core.ParseField(c.Field.String()); perr != nil {
+				t.Fatalf("malformed field %#v: %v", c.Field, perr)
+			}
+			if c.EventID != a.UID || c.Source != SourceAdmission || c.Field.Object() != a.Object {
+				t.Fatalf("change %+v of admission %s on %s", c, a.UID, a.Object)
+			}
+		}
+	})
+}

@@ -280,17 +280,38 @@ func writeFile(t *testing.T, path, content string) {
 // pointed at an in-test server, and waits until /readyz answers ok.
 func startCluster(t *testing.T, bins binaries) *cluster {
 	t.Helper()
-	return startClusterWithPolicy(t, bins, auditPolicy)
+	return startClusterWith(t, bins, clusterOptions{})
 }
 
 // startClusterWithPolicy is startCluster with the given audit policy.
 func startClusterWithPolicy(t *testing.T, bins binaries, auditPolicy string) *cluster {
 	t.Helper()
+	return startClusterWith(t, bins, clusterOptions{auditPolicy: auditPolicy})
+}
+
+// clusterOptions change what startClusterWith starts.
+type clusterOptions struct {
+	// auditPolicy replaces the harness's own audit policy.
+	auditPolicy string
+	// auditURL and auditToken send the audit events to Parley instead of the in-test sink.
+	auditURL, auditToken string
+	// tokens are more lines of the static token file (token,user,uid,"groups").
+	tokens string
+	// args are more kube-apiserver flags.
+	args []string
+}
+
+func startClusterWith(t *testing.T, bins binaries, opt clusterOptions) *cluster {
+	t.Helper()
 	dir := t.TempDir()
 	c := &cluster{dir: dir, audit: &auditSink{}}
 
-	auditSrv := httptest.NewServer(c.audit)
-	t.Cleanup(auditSrv.Close)
+	auditURL := opt.auditURL
+	if auditURL == "" {
+		auditSrv := httptest.NewServer(c.audit)
+		t.Cleanup(auditSrv.Close)
+		auditURL = auditSrv.URL
+	}
 
 	// etcd
 	etcdPort, peerPort := freePort(t), freePort(t)
@@ -314,45 +335,49 @@ func startClusterWithPolicy(t *testing.T, bins binaries, auditPolicy string) *cl
 
 	tokens := filepath.Join(dir, "tokens.csv")
 	writeFile(t, tokens, fmt.Sprintf("%s,admin,admin,system:masters\n%s,%s,hpa,\"system:serviceaccounts,system:serviceaccounts:kube-system,system:masters\"\n",
-		adminToken, hpaToken, hpaUser))
+		adminToken, hpaToken, hpaUser)+opt.tokens)
 	policy := filepath.Join(dir, "audit-policy.yaml")
-	writeFile(t, policy, auditPolicy)
+	if opt.auditPolicy == "" {
+		opt.auditPolicy = auditPolicy
+	}
+	writeFile(t, policy, opt.auditPolicy)
 	webhook := filepath.Join(dir, "audit-webhook.kubeconfig")
 	writeFile(t, webhook, fmt.Sprintf(`apiVersion: v1
 kind: Config
 clusters:
 - name: audit
-  cluster: {server: %s}
+  cluster: {server: %s, insecure-skip-tls-verify: true}
 users:
 - name: apiserver
+  user: {token: %q}
 contexts:
 - name: audit
   context: {cluster: audit, user: apiserver}
 current-context: audit
-`, auditSrv.URL))
+`, auditURL, opt.auditToken))
 
 	port := freePort(t)
 	c.host = fmt.Sprintf("https://127.0.0.1:%d", port)
-	c.apiserver = start(t, dir, "kube-apiserver", nil, bins.apiserver,
-		"--etcd-servers=http://127.0.0.1:"+fmt.Sprint(etcdPort),
+	c.apiserver = start(t, dir, "kube-apiserver", nil, bins.apiserver, append([]string{
+		"--etcd-servers=http://127.0.0.1:" + fmt.Sprint(etcdPort),
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
-		"--secure-port="+fmt.Sprint(port),
-		"--cert-dir="+filepath.Join(dir, "certs"),
-		"--token-auth-file="+tokens,
-		"--service-account-key-file="+keyPath,
-		"--service-account-signing-key-file="+keyPath,
+		"--secure-port=" + fmt.Sprint(port),
+		"--cert-dir=" + filepath.Join(dir, "certs"),
+		"--token-auth-file=" + tokens,
+		"--service-account-key-file=" + keyPath,
+		"--service-account-signing-key-file=" + keyPath,
 		"--service-account-issuer=https://kubernetes.default.svc",
 		"--authorization-mode=RBAC",
 		"--service-cluster-ip-range=10.96.0.0/12",
 		"--disable-admission-plugins=ServiceAccount",
-		"--audit-policy-file="+policy,
-		"--audit-webhook-config-file="+webhook,
+		"--audit-policy-file=" + policy,
+		"--audit-webhook-config-file=" + webhook,
 		"--audit-webhook-mode=batch",
 		"--audit-webhook-batch-max-wait=1s",
 		"--audit-webhook-initial-backoff=1s",
 		"--profiling=false",
-	)
+	}, opt.args...)...)
 
 	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 	waitFor(t, 120*time.Second, "kube-apiserver /readyz", func() (bool, error) {

@@ -1,0 +1,381 @@
+package app
+
+import (
+	"context"
+	"crypto/subtle"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/parleyhq/parley/app/config"
+	"github.com/parleyhq/parley/core"
+	"github.com/parleyhq/parley/policy"
+	"github.com/parleyhq/parley/policy/arbiter"
+	"github.com/parleyhq/parley/reconcile"
+	"github.com/parleyhq/parley/reconcile/events"
+)
+
+// AdmissionPrefix is where a cluster's API server sends its admission reviews:
+// /admission/<cluster>, the cluster named as in its cluster and admission blocks.
+const AdmissionPrefix = "/admission/"
+
+// maxAdmissionBody bounds a review's body before it is decoded (events.DecodeAdmissionReview
+// checks the same bound): two objects of etcd's 1.5 MiB limit and the envelope.
+const maxAdmissionBody = 4 << 20
+
+// Admission is the validating admission webhook (docs/admission.md): the API server asks before
+// it stores a write, and Parley judges the fields the write changes as a proposal by the writer,
+// against Git and the standing live claims. An accepted change is allowed and recorded as a live
+// claim (the audit, Flux or Argo CD event that follows is then the claimed change); a refused one
+// is denied with the verdict's explanation, or allowed with a warning in warn mode.
+//
+// It fails open: a review Parley cannot judge in time (the repository unreachable, no policy) is
+// allowed and counted, as the webhook's failurePolicy: Ignore does for a Parley that does not
+// answer at all.
+type Admission struct {
+	Drift *Drift
+	// Clusters is each cluster's admission block; Routes its cluster block (the repository).
+	Clusters map[string]config.Admission
+	Routes   map[string]config.RepoRef
+	// MaxAge is how old the branch a review is judged against may be (as for proposals).
+	MaxAge time.Duration
+	// Budget is how long judging one review may take before it is allowed unjudged (fail open):
+	// shorter than the webhook's timeoutSeconds, so that Parley answers and counts it rather than
+	// the API server giving up. Default 2 s.
+	Budget time.Duration
+	// ClientCAs are the CA pools of the clusters whose API servers authenticate with a client
+	// certificate (client_ca_file), by cluster.
+	ClientCAs map[string]*x509.CertPool
+	Log       *slog.Logger
+	Now       func() time.Time
+	Metrics   *AdmissionMetrics
+}
+
+// AdmissionMetrics are the admission webhook's metrics.
+type AdmissionMetrics struct {
+	decisions *prometheus.CounterVec
+	failOpen  *prometheus.CounterVec
+	latency   prometheus.Histogram
+}
+
+// Admission decisions, the decision label of parley_admission_reviews_total.
+const (
+	admAllowed   = "allowed"   // judged and accepted (recorded unless a dry run)
+	admDenied    = "denied"    // refused in deny mode
+	admWarned    = "warned"    // refused in warn mode: allowed with warnings
+	admGitOps    = "gitops"    // a GitOps controller's own write: Git's claim
+	admUncovered = "uncovered" // no field block covers what the write changes
+	admSkipped   = "skipped"   // nothing Parley judges (a delete, the status subresource, ...)
+	admFailOpen  = "fail-open" // allowed unjudged: Parley could not judge it in time
+	admRejected  = "rejected"  // not answered with a review: unauthenticated or unreadable
+)
+
+// NewAdmissionMetrics registers the admission webhook's metrics.
+func NewAdmissionMetrics(reg prometheus.Registerer) (*AdmissionMetrics, error) {
+	m := &AdmissionMetrics{
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "parley_admission_reviews_total",
+			Help: "Admission reviews answered, by cluster and decision (allowed, denied, warned, gitops, uncovered, skipped, fail-open, rejected)."},
+			[]string{"cluster", "decision", "dry_run"}),
+		failOpen: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "parley_admission_fail_open_total",
+			Help: "Admission reviews allowed without a judgement because Parley could not judge them, by cluster and reason (timeout, no-policy, error)."},
+			[]string{"cluster", "reason"}),
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "parley_admission_seconds",
+			Help:    "From an admission review's arrival to its answer.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5}}),
+	}
+	for _, c := range []prometheus.Collector{m.decisions, m.failOpen, m.latency} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+func (h *Admission) now() time.Time {
+	if h.Now != nil {
+		return h.Now().UTC()
+	}
+	return time.Now().UTC()
+}
+
+func (h *Admission) log() *slog.Logger {
+	if h.Log != nil {
+		return h.Log
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+func (h *Admission) count(cluster, decision string, dryRun bool, start time.Time) {
+	if h.Metrics == nil {
+		return
+	}
+	h.Metrics.decisions.WithLabelValues(cluster, decision, fmt.Sprint(dryRun)).Inc()
+	h.Metrics.latency.Observe(time.Since(start).Seconds())
+}
+
+func (h *Admission) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	cluster := strings.TrimPrefix(r.URL.Path, AdmissionPrefix)
+	fail := func(code int, format string, args ...any) {
+		writeJSON(w, code, proposalError{Error: fmt.Sprintf(format, args...)})
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		fail(http.StatusMethodNotAllowed, "method %s not allowed, use POST", r.Method)
+		return
+	}
+	cfg, ok := h.Clusters[cluster]
+	route, routed := h.Routes[cluster]
+	if !ok || !routed {
+		// An unknown name is not counted: the label's values stay the configured clusters.
+		fail(http.StatusNotFound, "no admission block for cluster %q", cluster)
+		return
+	}
+	if why := h.authenticate(r, cluster, cfg); why != "" {
+		h.count(cluster, admRejected, false, start)
+		w.Header().Set("WWW-Authenticate", `Bearer realm="parley"`)
+		fail(http.StatusUnauthorized, "%s", why)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxAdmissionBody))
+	if err != nil {
+		h.count(cluster, admRejected, false, start)
+		fail(http.StatusRequestEntityTooLarge, "body: %v", err)
+		return
+	}
+	adm, err := events.DecodeAdmissionReview(body, h.now())
+	if err != nil {
+		// Without a uid there is no review to answer: the API server treats this as a call that
+		// failed and applies the failurePolicy (Ignore: the write goes through).
+		h.count(cluster, admRejected, false, start)
+		fail(http.StatusBadRequest, "%v", err)
+		return
+	}
+	resp, decision := h.review(r.Context(), cluster, cfg, route, adm)
+	h.count(cluster, decision, adm.DryRun, start)
+	if decision != admSkipped && decision != admUncovered {
+		h.log().Info("admission review", "cluster", cluster, "uid", adm.UID, "object", adm.Object.String(), "user", adm.Identity.ID,
+			"decision", decision, "dry_run", adm.DryRun, "fields", len(adm.Changes))
+	}
+	writeJSON(w, http.StatusOK, admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{Kind: "AdmissionReview", APIVersion: admissionv1.SchemeGroupVersion.String()},
+		Response: resp,
+	})
+}
+
+// authenticate checks the API server's credentials for the cluster: its bearer token, or a client
+// certificate chaining to the cluster's CA. It returns why the request is refused, "" if not.
+func (h *Admission) authenticate(r *http.Request, cluster string, cfg config.Admission) string {
+	if cfg.Unauthenticated {
+		return ""
+	}
+	if !cfg.Token.IsZero() {
+		scheme, tok, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+		if strings.EqualFold(scheme, "Bearer") && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(tok)), []byte(cfg.Token.Reveal())) == 1 {
+			return ""
+		}
+	}
+	if pool := h.ClientCAs[cluster]; pool != nil && r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
+		inter := x509.NewCertPool()
+		for _, c := range r.TLS.PeerCertificates[1:] {
+			inter.AddCert(c)
+		}
+		if _, err := r.TLS.PeerCertificates[0].Verify(x509.VerifyOptions{Roots: pool, Intermediates: inter,
+			KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err == nil {
+			return ""
+		}
+	}
+	return fmt.Sprintf("cluster %s: the API server's credentials are missing or wrong (its admission kubeconfig's token or client certificate)", cluster)
+}
+
+// review judges one decoded review and answers it; decision labels the answer.
+func (h *Admission) review(ctx context.Context, cluster string, cfg config.Admission, route config.RepoRef, adm events.Admission) (*admissionv1.AdmissionResponse, string) {
+	resp := &admissionv1.AdmissionResponse{UID: admissionUID(adm.UID), Allowed: true}
+	if adm.Skipped != "" {
+		return resp, admSkipped
+	}
+	if gitOpsUser(cfg.GitOpsUsers, adm.Identity.ID) {
+		return resp, admGitOps
+	}
+	budget := h.Budget
+	if budget <= 0 {
+		budget = 2 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
+
+	var pol *policy.Policy
+	covered := 0
+	pick := func(snap reconcile.Snapshot) []core.Claim {
+		pol = snap.Policy
+		if !covers(pol, adm.Object) {
+			return nil
+		}
+		covered = len(adm.Changes)
+		// A created object's fields that equal Git's are Git's claim, restated: not the writer's.
+		return events.Claims(events.Batch{Observations: adm.Changes}, nil, snap.GitValue)
+	}
+	id := "admission/" + cluster + "/" + adm.UID
+	var denied []string
+	warned := 0
+	decide := func(judged []reconcile.Proposed) bool {
+		for _, p := range judged {
+			if p.Accepted {
+				continue
+			}
+			mode := cfg.Mode
+			if fr := pol.FieldRuleFor(p.Claim.Field); fr != nil && fr.Admission != "" {
+				mode = fr.Admission
+			}
+			if mode == policy.AdmissionDeny {
+				denied = append(denied, arbiter.Explain(p.Verdict))
+				continue
+			}
+			owner := ""
+			if fr := pol.FieldRuleFor(p.Claim.Field); fr != nil {
+				owner = fr.Owner
+			}
+			resp.Warnings = append(resp.Warnings, warning(p, owner))
+			warned++
+		}
+		return len(denied) == 0 && !adm.DryRun
+	}
+	err := h.Drift.admit(ctx, route.Repository, h.MaxAge, id, pick, decide)
+	if err != nil {
+		reason := "error"
+		switch {
+		case errors.Is(err, context.DeadlineExceeded):
+			reason = "timeout"
+		case errors.Is(err, reconcile.ErrNoPolicy):
+			reason = "no-policy"
+		}
+		if h.Metrics != nil {
+			h.Metrics.failOpen.WithLabelValues(cluster, reason).Inc()
+		}
+		h.log().Error("admission review not judged; allowed (fail open)", "cluster", cluster, "uid", adm.UID, "object", adm.Object.String(),
+			"reason", reason, "error", err.Error())
+		resp.Warnings = []string{"Parley could not judge this change (" + reason + "); allowed unjudged"}
+		return resp, admFailOpen
+	}
+	if covered == 0 {
+		resp.Warnings = nil
+		return resp, admUncovered
+	}
+	for _, o := range adm.Changes {
+		for _, p := range o.Problems {
+			resp.Warnings = append(resp.Warnings, "parley: "+p)
+		}
+		if len(o.Problems) > 0 {
+			break // every change of a review carries the same declaration
+		}
+	}
+	switch {
+	case len(denied) > 0:
+		resp.Allowed = false
+		resp.Result = &metav1.Status{Status: metav1.StatusFailure, Code: http.StatusForbidden, Reason: metav1.StatusReasonForbidden,
+			Message: "Parley's policy refuses this change (the verdict on each field follows; propose it in Git, or ask who holds the field):\n" +
+				strings.Join(denied, "\n")}
+		return resp, admDenied
+	case warned > 0:
+		return resp, admWarned
+	}
+	return resp, admAllowed
+}
+
+// warning is one refused field in warn mode, as kubectl prints it: short (the API server's advice
+// is under 120 characters), the full verdict being on the field's page and in parley explain.
+func warning(p reconcile.Proposed, owner string) string {
+	v := p.Verdict
+	s := "parley: " + v.Field.Path + " of " + v.Field.Kind + " " + v.Field.Namespace + "/" + v.Field.Name + ": " + string(v.Decision)
+	if v.Rule != "" {
+		s += " (" + v.Rule + ")"
+	}
+	if p.Holder != nil {
+		who := p.Holder.Actor.Name
+		if who == "" {
+			who = p.Holder.Actor.Identity.ID
+		}
+		s += ", held by " + who
+		if !p.Holder.Expires.IsZero() {
+			s += " until " + p.Holder.Expires.UTC().Format(time.RFC3339)
+		}
+	} else if owner != "" && strings.HasPrefix(v.Rule, "owner.") {
+		s += ", held by its owner " + owner
+	}
+	return s
+}
+
+// covers reports whether a field block of the policy can match a field of obj: then every field
+// the write changes is judged, as the drift loop would judge each of them from an audit event.
+// Rules without fields apply everywhere and do not count: they would make every object covered.
+func covers(pol *policy.Policy, obj core.Field) bool {
+	for _, fr := range pol.Fields {
+		for _, p := range fr.Match {
+			if p.MatchObject(obj) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// gitOpsUser reports whether username is one of the GitOps controllers' (globs: * matches within
+// a name).
+func gitOpsUser(globs []string, username string) bool {
+	for _, g := range globs {
+		if ok, _ := path.Match(g, username); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// admit judges, on a repository's proposals' view, the claims pick takes from the snapshot, and
+// records the accepted ones as Propose would when decide, given the verdicts, says the write
+// goes ahead. No claims: nothing is judged and no lock is taken, so a review of fields no policy
+// covers costs a policy lookup.
+func (d *Drift) admit(ctx context.Context, repository string, maxAge time.Duration, id string,
+	pick func(reconcile.Snapshot) []core.Claim, decide func([]reconcile.Proposed) (record bool)) error {
+	recorded := false
+	_, err := d.withRepoView(ctx, repository, maxAge, func(rd *repoDrift, snap reconcile.Snapshot) error {
+		if snap.Policy == nil {
+			return reconcile.ErrNoPolicy
+		}
+		claims := pick(snap)
+		if len(claims) == 0 {
+			return nil
+		}
+		unlock, err := rd.lock(ctx)
+		if err != nil {
+			return err
+		}
+		defer unlock()
+		judged, err := rd.rec.Judge(ctx, snap, id, claims)
+		if err != nil {
+			return err
+		}
+		if !decide(judged) {
+			return nil
+		}
+		recorded = true
+		return rd.rec.Record(ctx, id, judged)
+	})
+	if err == nil && recorded {
+		d.poke() // an accepted change sets a timer
+	}
+	return err
+}
+
+// admissionUID is the response's uid: the request's, echoed.
+func admissionUID(uid string) types.UID { return types.UID(uid) }

@@ -1,0 +1,362 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	admissionv1 "k8s.io/api/admission/v1"
+	authnv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/parleyhq/parley/app/config"
+	"github.com/parleyhq/parley/core"
+	"github.com/parleyhq/parley/internal/gittest"
+	"github.com/parleyhq/parley/reconcile"
+)
+
+const (
+	admissionToken = "apiserver-admission-token-0123456789"
+	hpaSA          = "system:serviceaccount:kube-system:horizontal-pod-autoscaler"
+	costSA         = "system:serviceaccount:finops:cost-optimizer"
+	fluxSA         = "system:serviceaccount:flux-system:kustomize-controller"
+)
+
+var webReplicas = core.K8sField("apps", "Deployment", "prod", "web", "/spec/replicas")
+
+// admissionSetup serves /admission/prod over the demo repository (acme/infra), in mode.
+func admissionSetup(t *testing.T, mode string) (*httptest.Server, *Admission, *Drift) {
+	t.Helper()
+	srv, h, d, _ := admissionSetupRemote(t, mode)
+	return srv, h, d
+}
+
+// admissionSetupRemote is admissionSetup with the repository's bare remote.
+func admissionSetupRemote(t *testing.T, mode string) (*httptest.Server, *Admission, *Drift, *gittest.Runner) {
+	t.Helper()
+	d, _, remote, clk := driftSetup(t, reconcile.ModeDirect)
+	m, err := NewAdmissionMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &Admission{Drift: d, Now: clk.now, Metrics: m, Budget: time.Minute, MaxAge: time.Minute, // the first review clones the repository
+		Clusters: map[string]config.Admission{"prod": {Mode: mode, Token: config.NewSecret(admissionToken), GitOpsUsers: config.DefaultGitOpsUsers}},
+		Routes:   map[string]config.RepoRef{"prod": {Repository: "acme/infra"}}}
+	mux := http.NewServeMux()
+	mux.Handle(AdmissionPrefix, h)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv, h, d, remote
+}
+
+// reviewOf builds an AdmissionReview as the API server sends it.
+func reviewOf(uid, user, sub string, obj, old string, dryRun bool) string {
+	req := &admissionv1.AdmissionRequest{UID: types.UID("uid-" + uid), Operation: admissionv1.Update, Name: "web", Namespace: "prod",
+		Kind:     metav1.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"},
+		Resource: metav1.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, SubResource: sub,
+		UserInfo: authnv1.UserInfo{Username: user, Groups: []string{"system:authenticated"}},
+		Object:   runtime.RawExtension{Raw: []byte(obj)}, OldObject: runtime.RawExtension{Raw: []byte(old)}, DryRun: &dryRun}
+	if sub == "scale" {
+		req.Kind = metav1.GroupVersionKind{Group: "autoscaling", Version: "v1", Kind: "Scale"}
+	}
+	b, _ := json.Marshal(admissionv1.AdmissionReview{TypeMeta: metav1.TypeMeta{Kind: "AdmissionReview", APIVersion: "admission.k8s.io/v1"}, Request: req})
+	return string(b)
+}
+
+func scaleReview(uid, user string, from, to int, dryRun bool) string {
+	sc := `{"kind":"Scale","apiVersion":"autoscaling/v1","metadata":{"name":"web","namespace":"prod","resourceVersion":"41"},"spec":{"replicas":%d}}`
+	return reviewOf(uid, user, "scale", fmt.Sprintf(sc, to), fmt.Sprintf(sc, from), dryRun)
+}
+
+// deploymentReview is an update of prod/web's image (from Git's 1.41.0) with the given annotations.
+func deploymentReview(uid, user, image, annotations string) string {
+	dep := `{"kind":"Deployment","apiVersion":"apps/v1","metadata":{"name":"web","namespace":"prod","resourceVersion":"41","annotations":{%s}},` +
+		`"spec":{"replicas":3,"template":{"spec":{"containers":[{"name":"web","image":"registry.example.com/shop/web:%s"}]}}}}`
+	return reviewOf(uid, user, "", fmt.Sprintf(dep, annotations, image), fmt.Sprintf(dep, "", "1.41.0"), false)
+}
+
+var webImage = core.K8sField("apps", "Deployment", "prod", "web", "/spec/template/spec/containers/0/image")
+
+const hotfix = `"parley.dev/intent":"availability","parley.dev/motivation":"incident INC-4300 severity=high","parley.dev/expires":"2h"`
+
+func admit(t *testing.T, srv *httptest.Server, token, body string) (int, *admissionv1.AdmissionResponse, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+AdmissionPrefix+"prod", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var b bytes.Buffer
+	b.ReadFrom(resp.Body)
+	var rev admissionv1.AdmissionReview
+	if resp.StatusCode == http.StatusOK {
+		if err := json.Unmarshal(b.Bytes(), &rev); err != nil {
+			t.Fatalf("answer %s: %v", b.String(), err)
+		}
+		if rev.Kind != "AdmissionReview" || rev.APIVersion != "admission.k8s.io/v1" || rev.Response == nil {
+			t.Fatalf("answer %s", b.String())
+		}
+	}
+	return resp.StatusCode, rev.Response, b.String()
+}
+
+func standing(t *testing.T, d *Drift, f core.Field) []core.Claim {
+	t.Helper()
+	st, err := d.State.Standing(context.Background(), f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func decisions(h *Admission, decision string) float64 {
+	return testutil.ToFloat64(h.Metrics.decisions.WithLabelValues("prod", decision, "false"))
+}
+
+func TestAdmissionDeniesTheCostOptimizerDuringAnIncident(t *testing.T) {
+	srv, h, d := admissionSetup(t, "deny")
+
+	// On call rolls out a hotfix for an incident, declared in the write's annotations: allowed,
+	// and recorded as a live claim until its expiry.
+	code, resp, raw := admit(t, srv, admissionToken, deploymentReview("oncall-1", "alice@parley.example", "1.41.4-hotfix", hotfix))
+	if code != http.StatusOK || !resp.Allowed || string(resp.UID) != "uid-oncall-1" || len(resp.Warnings) != 0 {
+		t.Fatalf("on-call: %d %s", code, raw)
+	}
+	st := standing(t, d, webImage)
+	if len(st) != 1 || st[0].Actor.Name != "oncall" || st[0].Motivation.Kind != "incident" || !st[0].Expires.Equal(clockStart.Add(2*time.Hour)) ||
+		st[0].Evidence.Source != reconcile.EvidenceProposal || st[0].Evidence.EventIDs[0] != "admission/prod/uid-oncall-1" {
+		t.Fatalf("standing after on-call's patch: %+v", st)
+	}
+
+	// The cost optimizer scales prod/web down meanwhile: denied, and the message says who holds
+	// the field and why (the HPA owns it; the cost optimizer is confined).
+	code, resp, raw = admit(t, srv, admissionToken, scaleReview("cost-1", costSA, 3, 2, false))
+	if code != http.StatusOK || resp.Allowed || resp.Result == nil || resp.Result.Code != http.StatusForbidden {
+		t.Fatalf("cost optimizer: %d %s", code, raw)
+	}
+	msg := resp.Result.Message
+	for _, want := range []string{"k8s:apps/Deployment/prod/web#/spec/replicas", "cost-optimizer <k8s-user:" + costSA + "> wants 2", "hpa is the standing owner"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("denial message lacks %q:\n%s", want, msg)
+		}
+	}
+	if st := standing(t, d, webReplicas); len(st) != 0 {
+		t.Fatalf("a denied write was recorded: %+v", st)
+	}
+	if decisions(h, admDenied) != 1 || decisions(h, admAllowed) != 1 {
+		t.Fatalf("counted: denied %v, allowed %v", decisions(h, admDenied), decisions(h, admAllowed))
+	}
+}
+
+func TestAdmissionWarnModeAllowsWithAWarning(t *testing.T) {
+	srv, h, d := admissionSetup(t, "warn")
+	code, resp, raw := admit(t, srv, admissionToken, scaleReview("cost-1", costSA, 3, 2, false))
+	if code != http.StatusOK || !resp.Allowed || resp.Result != nil || len(resp.Warnings) != 1 {
+		t.Fatalf("cost optimizer in warn mode: %d %s", code, raw)
+	}
+	if w := resp.Warnings[0]; w != "parley: /spec/replicas of Deployment prod/web: yield (owner.replicas), held by its owner hpa" {
+		t.Fatalf("warning %q", w)
+	}
+	if st := standing(t, d, webReplicas); len(st) != 0 {
+		t.Fatalf("a refused write was recorded as a claim: %+v", st)
+	}
+	if decisions(h, admWarned) != 1 {
+		t.Fatalf("warned: %v", decisions(h, admWarned))
+	}
+}
+
+func TestAdmissionFieldBlockModeOverridesTheClusters(t *testing.T) {
+	srv, h, _, remote := admissionSetupRemote(t, "warn")
+	h.MaxAge = 0 // read the policy as pushed
+	if _, resp, raw := admit(t, srv, admissionToken, scaleReview("cost-1", costSA, 3, 2, false)); resp == nil || !resp.Allowed {
+		t.Fatalf("warn mode: %s", raw)
+	}
+	// The replicas block says deny: the cluster still warns elsewhere, this field is enforced.
+	work := filepath.Join(t.TempDir(), "work")
+	remote.Run("clone", "-q", remote.Dir, work)
+	w := gittest.New(t, work)
+	pol := filepath.Join(work, ".parley/policy.hcl")
+	src, _ := os.ReadFile(pol)
+	edited := strings.Replace(string(src), "  owner      = \"hpa\"\n", "  owner      = \"hpa\"\n  admission  = \"deny\"\n", 1)
+	if edited == string(src) {
+		t.Fatal("the demo policy no longer has the replicas owner line")
+	}
+	os.WriteFile(pol, []byte(edited), 0o644)
+	w.Run("commit", "-q", "-am", "Enforce the replicas' owner at admission\n\nIntent: reliability\nMotivation: maintenance\n")
+	w.Run("push", "-q", "origin", "HEAD:main")
+	if _, resp, raw := admit(t, srv, admissionToken, scaleReview("cost-2", costSA, 3, 2, false)); resp == nil || resp.Allowed {
+		t.Fatalf("the field block's deny: %s", raw)
+	}
+}
+
+func TestAdmissionOwnerScalingIsAllowedAndRecorded(t *testing.T) {
+	srv, h, d := admissionSetup(t, "deny")
+	code, resp, raw := admit(t, srv, admissionToken, scaleReview("hpa-1", hpaSA, 3, 7, false))
+	if code != http.StatusOK || !resp.Allowed || len(resp.Warnings) != 0 {
+		t.Fatalf("hpa: %d %s", code, raw)
+	}
+	if st := standing(t, d, webReplicas); len(st) != 1 || st[0].Actor.Name != "hpa" || st[0].Value.String() != "7" {
+		t.Fatalf("standing: %+v", st)
+	}
+	if decisions(h, admAllowed) != 1 {
+		t.Fatalf("allowed: %v", decisions(h, admAllowed))
+	}
+}
+
+func TestAdmissionDryRunIsJudgedNotRecorded(t *testing.T) {
+	srv, h, d := admissionSetup(t, "deny")
+	code, resp, raw := admit(t, srv, admissionToken, scaleReview("hpa-dry", hpaSA, 3, 7, true))
+	if code != http.StatusOK || !resp.Allowed {
+		t.Fatalf("dry run: %d %s", code, raw)
+	}
+	if st := standing(t, d, webReplicas); len(st) != 0 {
+		t.Fatalf("a dry run left a claim: %+v", st)
+	}
+	if n := testutil.ToFloat64(h.Metrics.decisions.WithLabelValues("prod", admAllowed, "true")); n != 1 {
+		t.Fatalf("dry runs allowed: %v", n)
+	}
+	// A dry run of a refused write is denied like the write would be.
+	if _, resp, raw := admit(t, srv, admissionToken, scaleReview("cost-dry", costSA, 3, 2, true)); resp == nil || resp.Allowed {
+		t.Fatalf("dry run of a refused write: %s", raw)
+	}
+}
+
+func TestAdmissionNeverDeniesTheGitOpsControllers(t *testing.T) {
+	srv, h, d := admissionSetup(t, "deny")
+	// Flux writes replicas 2, which the cost optimizer would be denied: Git's own claim (a
+	// merged change), never denied here; the drift loop and the gates settle the rest.
+	code, resp, raw := admit(t, srv, admissionToken, scaleReview("flux-1", fluxSA, 3, 2, false))
+	if code != http.StatusOK || !resp.Allowed || len(resp.Warnings) != 0 {
+		t.Fatalf("flux: %d %s", code, raw)
+	}
+	if decisions(h, admGitOps) != 1 {
+		t.Fatalf("gitops: %v", decisions(h, admGitOps))
+	}
+	if st := standing(t, d, webReplicas); len(st) != 0 {
+		t.Fatalf("standing: %+v", st)
+	}
+}
+
+func TestAdmissionAllowsObjectsNoPolicyCovers(t *testing.T) {
+	srv, h, _ := admissionSetup(t, "deny")
+	cm := `{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"web","namespace":"prod"},"data":{"a":"%s"}}`
+	body := strings.Replace(reviewOf("cm-1", costSA, "", fmt.Sprintf(cm, "2"), fmt.Sprintf(cm, "1"), false),
+		`"resource":{"group":"apps","version":"v1","resource":"deployments"}`, `"resource":{"group":"","version":"v1","resource":"configmaps"}`, 1)
+	code, resp, raw := admit(t, srv, admissionToken, body)
+	if code != http.StatusOK || !resp.Allowed || len(resp.Warnings) != 0 {
+		t.Fatalf("configmap: %d %s", code, raw)
+	}
+	if decisions(h, admUncovered) != 1 {
+		t.Fatalf("uncovered: %v", decisions(h, admUncovered))
+	}
+}
+
+func TestAdmissionAuthenticatesTheAPIServer(t *testing.T) {
+	srv, h, d := admissionSetup(t, "deny")
+	body := scaleReview("hpa-1", hpaSA, 3, 7, false)
+	for _, tok := range []string{"", "wrong-token"} {
+		// Anyone reaching the endpoint could otherwise record claims in any user's name.
+		if code, _, raw := admit(t, srv, tok, body); code != http.StatusUnauthorized {
+			t.Fatalf("token %q: %d %s", tok, code, raw)
+		}
+	}
+	if st := standing(t, d, webReplicas); len(st) != 0 {
+		t.Fatalf("an unauthenticated review was recorded: %+v", st)
+	}
+	if decisions(h, admRejected) != 2 {
+		t.Fatalf("rejected: %v", decisions(h, admRejected))
+	}
+	// An explicitly unauthenticated cluster (a managed one) is served without credentials.
+	h.Clusters["prod"] = config.Admission{Mode: "deny", Unauthenticated: true}
+	if code, resp, raw := admit(t, srv, "", body); code != http.StatusOK || !resp.Allowed {
+		t.Fatalf("unauthenticated cluster: %d %s", code, raw)
+	}
+}
+
+func TestAdmissionRejectsWhatIsNoReview(t *testing.T) {
+	srv, _, _ := admissionSetup(t, "deny")
+	for body, want := range map[string]string{
+		`{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1"}`: "admission review: no request",
+		`not json`: "admission review: invalid JSON",
+	} {
+		code, _, raw := admit(t, srv, admissionToken, body)
+		if code != http.StatusBadRequest || !strings.Contains(raw, want) {
+			t.Errorf("%q: %d %s", body, code, raw)
+		}
+	}
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+AdmissionPrefix+"staging", strings.NewReader("{}"))
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("unknown cluster: %v %v", resp, err)
+	}
+}
+
+func TestAdmissionFailsOpenAndCountsIt(t *testing.T) {
+	srv, h, _ := admissionSetup(t, "deny")
+	h.Routes["prod"] = config.RepoRef{Repository: "acme/elsewhere"} // the App is not installed there
+	code, resp, raw := admit(t, srv, admissionToken, scaleReview("cost-1", costSA, 8, 2, false))
+	if code != http.StatusOK || !resp.Allowed || len(resp.Warnings) != 1 || !strings.Contains(resp.Warnings[0], "could not judge") {
+		t.Fatalf("fail open: %d %s", code, raw)
+	}
+	if decisions(h, admFailOpen) != 1 || testutil.ToFloat64(h.Metrics.failOpen.WithLabelValues("prod", "error")) != 1 {
+		t.Fatalf("fail-open not counted")
+	}
+}
+
+// An on-call patch admitted first is, when its audit event arrives, the claimed change: the
+// claim from the audit event carries the admission it carried out.
+func TestAdmittedChangeIsRecognisedWhenItsAuditEventArrives(t *testing.T) {
+	srv, h, d := admissionSetup(t, "deny")
+	// The review comes before the write, whose audit event (examples/drift) is stamped 10:05:00.
+	later := d.Now
+	asked := func() time.Time { return time.Date(2026, 11, 20, 10, 4, 59, 0, time.UTC) }
+	h.Now, d.Now = asked, asked
+	if _, resp, raw := admit(t, srv, admissionToken, deploymentReview("oncall-1", "alice@parley.example", "1.41.4-hotfix", hotfix)); resp == nil || !resp.Allowed {
+		t.Fatalf("on-call: %s", raw)
+	}
+	h.Now, d.Now = later, later
+	// The audit batch of examples/drift holds alice's hotfix patch (and an HPA scale).
+	if err := d.Handle(context.Background(), auditDelivery(t, "batch-1")); err != nil {
+		t.Fatal(err)
+	}
+	var found bool
+	for _, c := range standing(t, d, webImage) {
+		if c.Evidence.Source == "k8s-audit" {
+			found = c.Evidence.Proposal == "admission/prod/uid-oncall-1" && c.Motivation.Kind == "incident"
+			if !found {
+				t.Fatalf("the audit claim does not carry out the admission: %+v", c)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("no claim from the audit event: %+v", standing(t, d, webImage))
+	}
+}
+
+// clockStart is the drift tests' clock.
+var clockStart = time.Date(2026, 11, 20, 10, 6, 0, 0, time.UTC)
+
+func TestAdmissionWarmLoadsEachClustersRepository(t *testing.T) {
+	_, h, d := admissionSetup(t, "deny")
+	h.Warm(context.Background())
+	rd := d.repos["acme/infra"]
+	if rd == nil || rd.view.led == nil {
+		t.Fatal("the cluster's repository view is not loaded")
+	}
+}

@@ -1,0 +1,237 @@
+package events
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+
+	"github.com/parleyhq/parley/core"
+)
+
+// SourceAdmission is the evidence source of the changes Parley's validating admission webhook saw:
+// their event IDs are the AdmissionReview request's uid.
+const SourceAdmission = "k8s-admission"
+
+// The review types come from k8s.io/api/admission/v1, the official ones: the module already holds
+// k8s.io/api through the audit types, and the API server's own encoder wrote the body.
+
+// Admission is what one AdmissionReview asks, as Parley judges it: who writes which fields of
+// which object. Changes is empty when Skipped says why there is nothing to judge.
+type Admission struct {
+	UID         string
+	Operation   admissionv1.Operation
+	DryRun      bool
+	Object      core.Field // the object written (Path ""); the parent for the scale subresource
+	Subresource string
+	// Identity is the requesting user as the API server authenticated it (after impersonation:
+	// userInfo names the impersonated user).
+	Identity core.Identity
+	// ResourceVersion is the old object's: the version this write replaces ("" for a create).
+	ResourceVersion string
+	// Changes are the fields the write changes, oldObject against object, with the declarations of
+	// the parley.dev/* annotations it sets. Their Source is SourceAdmission, EventID the uid.
+	Changes []Observation
+	// Skipped says why the request changes nothing Parley judges ("" when Changes holds them):
+	// one of the ignore reasons the audit decoder uses, documented in docs/admission.md.
+	Skipped string
+}
+
+// maxAdmissionBytes bounds a review: the API server sends objects up to etcd's 1.5 MiB limit
+// twice (object and oldObject), plus the envelope.
+const maxAdmissionBytes = 4 << 20
+
+// DecodeAdmissionReview reads an admission.k8s.io/v1 AdmissionReview as the API server POSTs it to
+// a validating webhook. at is when it arrived: it anchors relative parley.dev/expires values.
+//
+// The body must be an AdmissionReview with a request and a uid (else an error: Parley cannot even
+// answer it). Requests Parley does not judge (deletes, connects, the status and other
+// subresources, the control plane's noise resources, kinds it cannot name) decode with Skipped set.
+// The changed fields are read like the audit decoder reads a request object (the same leaves, the
+// same fields left out): every field of a created object; the fields whose value differs between
+// oldObject and object for an update; /spec/replicas of the parent for the scale subresource.
+// The parley.dev/* annotations declare intent, motivation and expiry only when this write sets or
+// changes one of them: a declaration left on the object by an earlier writer is not this
+// writer's.
+func DecodeAdmissionReview(body []byte, at time.Time) (Admission, error) {
+	if len(body) > maxAdmissionBytes {
+		return Admission{}, fmt.Errorf("admission review: %d bytes, at most %d", len(body), maxAdmissionBytes)
+	}
+	var rev admissionv1.AdmissionReview
+	if err := json.Unmarshal(body, &rev); err != nil {
+		return Admission{}, fmt.Errorf("admission review: %w", jsonError(body, err))
+	}
+	if rev.Kind != "AdmissionReview" || rev.APIVersion != admissionv1.SchemeGroupVersion.String() {
+		return Admission{}, fmt.Errorf("admission review: body is kind %q, apiVersion %q: want an AdmissionReview of %s (admissionReviewVersions: [\"v1\"])",
+			rev.Kind, rev.APIVersion, admissionv1.SchemeGroupVersion)
+	}
+	req := rev.Request
+	if req == nil {
+		return Admission{}, errors.New("admission review: no request")
+	}
+	if req.UID == "" {
+		return Admission{}, errors.New("admission review: the request has no uid")
+	}
+	a := Admission{UID: string(req.UID), Operation: req.Operation, DryRun: req.DryRun != nil && *req.DryRun, Subresource: req.SubResource,
+		Identity: core.Identity{Source: core.SourceKubeUser, ID: req.UserInfo.Username, Groups: req.UserInfo.Groups}}
+	switch req.Operation {
+	case admissionv1.Create, admissionv1.Update:
+	case admissionv1.Delete:
+		a.Skipped = ignDeleteVerb
+		return a, nil
+	default:
+		a.Skipped = ignOtherVerb
+		return a, nil
+	}
+	if noiseResources[req.Resource.Resource] {
+		a.Skipped = ignNoise
+		return a, nil
+	}
+	switch req.SubResource {
+	case "", "scale":
+	case "status":
+		a.Skipped = ignStatus
+		return a, nil
+	default:
+		a.Skipped = ignSubresource
+		return a, nil
+	}
+	if len(bytes.TrimSpace(req.Object.Raw)) == 0 {
+		return Admission{}, fmt.Errorf("admission review %s: %s of %s %s/%s carries no object", a.UID, req.Operation, req.Resource.Resource, req.Namespace, req.Name)
+	}
+	obj, err := decodeTree(req.Object.Raw)
+	if err != nil {
+		return Admission{}, fmt.Errorf("admission review %s: object: %w", a.UID, err)
+	}
+	var old any
+	if len(bytes.TrimSpace(req.OldObject.Raw)) > 0 && !bytes.Equal(bytes.TrimSpace(req.OldObject.Raw), []byte("null")) {
+		if old, err = decodeTree(req.OldObject.Raw); err != nil {
+			return Admission{}, fmt.Errorf("admission review %s: oldObject: %w", a.UID, err)
+		}
+	}
+	if _, ok := obj.(map[string]any); !ok {
+		return Admission{}, fmt.Errorf("admission review %s: object is not a JSON object", a.UID)
+	}
+	if old != nil {
+		if _, ok := old.(map[string]any); !ok {
+			return Admission{}, fmt.Errorf("admission review %s: oldObject is not a JSON object", a.UID)
+		}
+	}
+
+	// The object: the kind from the object itself, except for the scale subresource, whose object
+	// is an autoscaling/v1 Scale: there the parent's kind comes from the resource table.
+	kind := ""
+	if req.SubResource == "" {
+		kind = stringAt(obj, "kind")
+	}
+	if kind == "" {
+		kind = resourceKind(req.Resource.Group, req.Resource.Resource)
+	}
+	if kind == "" {
+		a.Skipped = ignUnknownKind
+		return a, nil
+	}
+	name := req.Name
+	if name == "" {
+		name = stringAt(obj, "metadata", "name")
+	}
+	if name == "" {
+		a.Skipped = ignNoName
+		return a, nil
+	}
+	a.Object = core.K8sField(req.Resource.Group, kind, req.Namespace, name, "")
+	a.ResourceVersion = stringAt(old, "metadata", "resourceVersion")
+
+	keep := keepPath
+	if req.SubResource == "scale" {
+		keep = func(p string) bool { return p == "/spec/replicas" }
+	}
+	before := leaves(old, keep)
+	after := leaves(obj, keep)
+
+	var intent core.Intent
+	var mot core.Motivation
+	var expires time.Time
+	var problems []string
+	if req.SubResource == "" {
+		ann := stringMapAt(obj, "metadata", "annotations")
+		if declares(ann, stringMapAt(old, "metadata", "annotations")) {
+			intent, mot, expires, problems = declaration(func(k string) (string, bool) { s, ok := ann[k]; return s, ok }, at)
+		}
+	}
+	manager := fieldManager(req.Options.Raw)
+	emit := func(p string, v core.Value) {
+		a.Changes = append(a.Changes, Observation{Field: withPath(a.Object, p), Value: v, Identity: a.Identity, Manager: manager, At: at,
+			Intent: intent, Motivation: mot, Expires: expires, Restated: req.Operation == admissionv1.Create, Problems: problems,
+			EventID: a.UID, Source: SourceAdmission})
+	}
+	for _, p := range sortedKeysOf(after) {
+		if v, ok := before[p]; !ok || !v.Equal(after[p]) {
+			emit(p, after[p])
+		}
+	}
+	for _, p := range sortedKeysOf(before) {
+		if _, ok := after[p]; !ok {
+			emit(p, core.Value{}) // removed
+		}
+	}
+	if len(a.Changes) == 0 {
+		a.Skipped = ignNoFieldChanged
+	}
+	return a, nil
+}
+
+// leaves flattens an object into its claimable fields and their canonical values.
+func leaves(v any, keep func(string) bool) map[string]core.Value {
+	out := map[string]core.Value{}
+	if v == nil {
+		return out
+	}
+	flattenTree(v, "", 0, func(p string, v any) {
+		if keep(p) {
+			out[p] = treeValue(v)
+		}
+	})
+	return out
+}
+
+func sortedKeysOf(m map[string]core.Value) []string { return slices.Sorted(maps.Keys(m)) }
+
+// declares reports whether a write sets, changes or removes a parley.dev/* annotation: only then
+// is the declaration the writer's own.
+func declares(now, before map[string]string) bool {
+	for k, v := range now {
+		if isParleyKey(k) {
+			if w, ok := before[k]; !ok || w != v {
+				return true
+			}
+		}
+	}
+	for k := range before {
+		if _, ok := now[k]; isParleyKey(k) && !ok {
+			return true
+		}
+	}
+	return false
+}
+
+// fieldManager reads the fieldManager of the request's options (CreateOptions, UpdateOptions or
+// PatchOptions); "" when there is none or the options do not decode.
+func fieldManager(raw []byte) string {
+	if len(raw) == 0 {
+		return ""
+	}
+	var o struct {
+		FieldManager string `json:"fieldManager"`
+	}
+	if json.Unmarshal(raw, &o) != nil {
+		return ""
+	}
+	return strings.TrimSpace(o.FieldManager)
+}
