@@ -130,3 +130,23 @@ func TestHelmProcessRendersAsInProcess(t *testing.T) {
 		}
 	}
 }
+
+// A worker that dies for want of memory is told from one that failed otherwise by the first line
+// of its crash, including the runtime's own fault when a mapping is refused mid-collection.
+func TestOutOfMemoryReadsTheWorkersCrash(t *testing.T) {
+	for stderr, want := range map[string]bool{
+		"fatal error: runtime: out of memory\n\nruntime stack:":                              true,
+		"fatal error: out of memory allocating heap arena metadata\n":                        true,
+		"runtime: cannot map pages\nfatal error: cannot allocate memory":                     false, // the first line is not the fatal error
+		"fatal error: runtime: cannot allocate memory\n":                                     true,
+		"SIGSEGV: segmentation violation\nPC=0xcc77dd m=3 sigcode=1 addr=0x0\n\ngoroutine 0": true,
+		"fatal error: unexpected signal during runtime execution\n[signal SIGSEGV":           true,
+		"panic: runtime error: invalid memory address or nil pointer dereference\n":          false,
+		"render: template: x:1: function \"nope\" not defined":                               false,
+		"": false,
+	} {
+		if got := outOfMemory(stderr); got != want {
+			t.Errorf("outOfMemory(%q) = %v, want %v", stderr, got, want)
+		}
+	}
+}
