@@ -417,7 +417,13 @@ func (h *Comments) askedByPolicy(ctx context.Context, gh *github.Client, inst in
 	if err != nil || pol == nil {
 		return false, err
 	}
-	for _, who := range pol.Escalation.Ask {
+	return namedAmong(ctx, gh, login, pol.Escalation.Ask)
+}
+
+// namedAmong reports whether login is one of people: a login ("dana" or "@dana") or an active
+// member of an org/team ("acme/platform" or "@acme/platform"), asked of GitHub's team API.
+func namedAmong(ctx context.Context, gh *github.Client, login string, people []string) (bool, error) {
+	for _, who := range people {
 		who = strings.TrimPrefix(who, "@")
 		org, team, isTeam := strings.Cut(who, "/")
 		if !isTeam {

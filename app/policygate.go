@@ -143,24 +143,5 @@ func mayApprovePolicy(ctx context.Context, gh *github.Client, t Target, owners [
 		}
 		return perm.GetPermission() == "admin", nil
 	}
-	for _, o := range owners {
-		org, team, isTeam := strings.Cut(o, "/")
-		if !isTeam {
-			if strings.EqualFold(o, login) {
-				return true, nil
-			}
-			continue
-		}
-		m, resp, err := gh.Teams.GetTeamMembershipBySlug(ctx, org, team, login)
-		if resp != nil && resp.StatusCode == 404 {
-			continue
-		}
-		if err != nil {
-			return false, fmt.Errorf("membership of %s in %s: %w", login, o, err)
-		}
-		if m.GetState() == "active" {
-			return true, nil
-		}
-	}
-	return false, nil
+	return namedAmong(ctx, gh, login, owners)
 }
