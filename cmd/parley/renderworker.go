@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -28,11 +29,30 @@ func newRenderWorkerCmd() *cobra.Command {
 	}
 }
 
-// helmWorker is the command that re-executes this binary as a Helm render worker.
+// helmWorker is the command that re-executes this binary as a Helm render worker. os.Executable
+// reads /proc/self/exe on Linux; where /proc is not mounted (a chroot, a minimal sandbox) the path
+// the binary was started by serves when it is absolute and names this very file.
 func helmWorker() ([]string, error) {
 	exe, err := os.Executable()
 	if err != nil {
-		return nil, fmt.Errorf("find the parley binary to render charts in a child process: %w", err)
+		if exe, err = startedAs(os.Args[0]); err != nil {
+			return nil, fmt.Errorf("find the parley binary to render charts in a child process: %w", err)
+		}
 	}
 	return []string{exe, "render-worker", "helm"}, nil
+}
+
+// startedAs returns arg0 when it is an absolute path to an executable file.
+func startedAs(arg0 string) (string, error) {
+	if !filepath.IsAbs(arg0) {
+		return "", fmt.Errorf("/proc/self/exe cannot be read and the binary was started as %q, not by an absolute path", arg0)
+	}
+	fi, err := os.Stat(arg0)
+	if err != nil {
+		return "", err
+	}
+	if !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+		return "", fmt.Errorf("%s, the path the binary was started by, is not an executable file", arg0)
+	}
+	return arg0, nil
 }
