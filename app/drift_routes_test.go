@@ -360,8 +360,16 @@ func TestServeClusterEventSecrets(t *testing.T) {
 	if code := post("/events/k8s-audit", "eu-audit-token"); code != http.StatusForbidden {
 		t.Errorf("eu-1's token without a cluster: %d, want 403", code)
 	}
+	// us-1 may post any body to its own path, eu-1's events included; that must not make
+	// eu-1's own post of them a duplicate judged under us-1 only.
+	if code := post("/events/k8s-audit/us-1", "us-audit-token"); code != http.StatusAccepted {
+		t.Errorf("us-1's token for us-1: %d, want 202", code)
+	}
 	if code := post("/events/k8s-audit/eu-1", "eu-audit-token"); code != http.StatusAccepted {
-		t.Errorf("eu-1's token for eu-1: %d, want 202", code)
+		t.Errorf("eu-1's token for eu-1, after us-1 posted the same body: %d, want 202", code)
+	}
+	if code := post("/events/k8s-audit/eu-1", "eu-audit-token"); code != http.StatusOK {
+		t.Errorf("eu-1's redelivery: %d, want 200 (duplicate)", code)
 	}
 	_, logs = start("eu-1=" + eu + ",us-1=" + eu)
 	if !strings.Contains(logs, `shared event secret`) || !strings.Contains(logs, `cluster \"eu-1\" and cluster \"us-1\" share one event secret`) || strings.Contains(logs, "eu-audit-token") {

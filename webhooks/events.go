@@ -39,7 +39,8 @@ const clusterWildcard = "cluster"
 // endpoint under a drift event path: path + "/{cluster}", e.g. "/events/flux/{cluster}". Mount
 // the same EventReceiver at both path and ClusterPattern(path): a delivery posted to
 // /events/<source>/<cluster> is stored with store.Delivery.Scope set to the cluster, so that it
-// can be routed to that cluster's repository; one posted to /events/<source> has no scope.
+// can be routed to that cluster's repository, under an ID naming the cluster
+// (ScopedDeliveryID); one posted to /events/<source> has no scope.
 func ClusterPattern(path string) string { return path + "/{" + clusterWildcard + "}" }
 
 // EventName is the store Delivery.Event of every drift event delivery, whatever its source: the
@@ -199,10 +200,14 @@ func NewEventMetrics(reg prometheus.Registerer) (*EventMetrics, error) {
 // A body that decodes but holds no relevant event is answered 200 "ignored", counted in
 // parley_events_ignored_total by reason, and not stored.
 //
-// The cluster of a per-cluster path is stored as the delivery's Scope, and is not part of its
-// ID: deduplication is by source and delivery ID, so the same body posted under two clusters
-// (or under a cluster and the unscoped path) is one delivery. It keeps the scope of the first
-// post; the second is answered 200 "duplicate".
+// The cluster of a per-cluster path is stored as the delivery's Scope and is part of its
+// identity: its ID (ScopedDeliveryID) and the body digest the store deduplicates by. The same
+// body posted under two clusters (or under a cluster and the unscoped path) is two deliveries,
+// each judged in its own cluster's repository; only a redelivery to the same path is a
+// duplicate. Otherwise the first to post a body would decide its cluster: a cluster whose
+// credential posts only to its own path could post another cluster's body first (Flux and
+// Argo CD event IDs are derived from what the events say, so they can be predicted) and have
+// the rightful cluster's post answered "duplicate" and never judged under its cluster.
 type EventReceiver struct {
 	source     string
 	bearer     bool
@@ -510,6 +515,9 @@ func (r *EventReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	id := DeliveryID(ids)
+	if scope != "" {
+		id = ScopedDeliveryID(scope, id)
+	}
 	log = deliveryLogger(r.log, source, id, EventName)
 	if scope != "" {
 		log = log.With(slog.String(LogKeyCluster, scope))
@@ -560,8 +568,8 @@ func readLimited(w http.ResponseWriter, req *http.Request, limit int64) ([]byte,
 // Deduplication is per body: an event that arrives again inside a different batch (the audit
 // backend regrouped it, or CloudTrail delivered it through both S3 and EventBridge) makes a new
 // delivery. Dropping such repeated events is the processing side's job (events.Deduper, by
-// event ID). The cluster a body was posted under is not part of the ID either: the same body
-// posted under two clusters is one delivery. ids must not be empty.
+// event ID). The cluster a body was posted under is added by ScopedDeliveryID. ids must not be
+// empty.
 func DeliveryID(ids []string) string {
 	distinct := make([]string, 0, len(ids))
 	for _, id := range ids {
@@ -579,6 +587,12 @@ func DeliveryID(ids []string) string {
 	}
 	return "batch-" + hash32(strings.Join(distinct, "\n"))
 }
+
+// ScopedDeliveryID is the store ID of a body posted for cluster: DeliveryID's id, "@" and the
+// cluster, so the same events posted for two clusters are two deliveries. '@' is in neither a
+// DeliveryID nor a cluster name (store.ValidScope), so no scoped ID equals an unscoped one or
+// another cluster's.
+func ScopedDeliveryID(cluster, id string) string { return id + "@" + cluster }
 
 func hash32(s string) string {
 	sum := sha256.Sum256([]byte(s))

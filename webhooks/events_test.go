@@ -485,6 +485,9 @@ func TestEventReceiverClusterScope(t *testing.T) {
 				if code != http.StatusAccepted || rep.Status != "accepted" {
 					t.Fatalf("POST /events/%s/prod = %d %+v, want 202 accepted", s.source, code, rep)
 				}
+				if !strings.HasSuffix(rep.Delivery, "@prod") {
+					t.Errorf("delivery ID %q does not name the cluster (want ...@prod)", rep.Delivery)
+				}
 				key := store.Key{Source: s.source, ID: rep.Delivery}
 				d, err := f.store.Get(context.Background(), key)
 				if err != nil {
@@ -498,15 +501,21 @@ func TestEventReceiverClusterScope(t *testing.T) {
 					t.Errorf(`"event stored" records = %v, want one with %s "prod"`, stored, LogKeyCluster)
 				}
 
-				code, again, _ := f.do(t, s.source, eventRequest{body: body, cluster: "staging", useSignature: viaSignature})
+				// The cluster is part of the delivery's identity: the same body under staging is
+				// another delivery, a redelivery to prod a duplicate.
+				code, other, _ := f.do(t, s.source, eventRequest{body: body, cluster: "staging", useSignature: viaSignature})
+				if code != http.StatusAccepted || other.Delivery == rep.Delivery || !strings.HasSuffix(other.Delivery, "@staging") {
+					t.Fatalf("same body under staging = %d %+v, want 202 accepted as a delivery of its own", code, other)
+				}
+				code, again, _ := f.do(t, s.source, eventRequest{body: body, cluster: "prod", useSignature: viaSignature})
 				if code != http.StatusOK || again.Status != "duplicate" || again.Delivery != rep.Delivery {
-					t.Fatalf("same body under staging = %d %+v, want 200 duplicate %s", code, again, rep.Delivery)
+					t.Fatalf("redelivery to prod = %d %+v, want 200 duplicate %s", code, again, rep.Delivery)
 				}
 				if d, err := f.store.Get(context.Background(), key); err != nil || d.Scope != "prod" {
-					t.Errorf("after the duplicate: scope %q, %v; want the first scope, prod", d.Scope, err)
+					t.Errorf("after the duplicate: scope %q, %v; want prod", d.Scope, err)
 				}
-				if f.pending(t) != 1 || f.notified.Load() != 1 || k.asked.Load() != 2 {
-					t.Errorf("pending %d, notified %d, clusters asked %d; want 1, 1, 2", f.pending(t), f.notified.Load(), k.asked.Load())
+				if f.pending(t) != 2 || f.notified.Load() != 2 || k.asked.Load() != 3 {
+					t.Errorf("pending %d, notified %d, clusters asked %d; want 2, 2, 3", f.pending(t), f.notified.Load(), k.asked.Load())
 				}
 				if strings.Contains(f.logs.String(), testTokenValue) {
 					t.Errorf("token in logs")
@@ -562,8 +571,8 @@ func TestEventReceiverNarrowCredentials(t *testing.T) {
 			// An account's secret posts its own account's CloudTrail records, and nothing else.
 			code, rep, _ = f.do(t, s.source, eventRequest{body: body, signWith: account})
 			if s.source == store.SourceCloudTrail {
-				if code != http.StatusOK || rep.Status != "duplicate" {
-					t.Errorf("the account's own records: %d %+v, want the duplicate of the first post", code, rep)
+				if code != http.StatusAccepted || rep.Status != "accepted" {
+					t.Errorf("the account's own records: %d %+v, want 202 (the staging post is another delivery)", code, rep)
 				}
 			} else if code != http.StatusForbidden {
 				t.Errorf("an account's secret for %s: %d %+v, want 403", s.source, code, rep)
@@ -580,6 +589,43 @@ func TestEventReceiverNarrowCredentials(t *testing.T) {
 	code, rep, _ := f.do(t, store.SourceCloudTrail, eventRequest{body: sample(t, "cloudtrail/records.json"), signWith: account})
 	if code != http.StatusForbidden || !strings.Contains(rep.Error, "123456789012") {
 		t.Errorf("another account's records: %d %+v, want 403 naming the account", code, rep)
+	}
+}
+
+// TestEventReceiverClusterCannotClaimAnothersBody: a cluster's credential posts only to its own
+// path, but it can post any body there. Staging posting prod's body first (event IDs of Flux
+// and Argo CD can be predicted) must not decide that body's cluster: prod's own post is stored
+// and judged under prod, and only prod's redelivery of it is a duplicate.
+func TestEventReceiverClusterCannotClaimAnothersBody(t *testing.T) {
+	prod, staging := mustSecret(t, "prod-s3cret"), mustSecret(t, "staging-s3cret")
+	for _, s := range eventSources {
+		t.Run(s.source, func(t *testing.T) {
+			var k knownClusters
+			f := newEventFixture(t, EventReceiverConfig{Clusters: k.known,
+				Credentials: []Credential{{Secret: prod, Cluster: "prod"}, {Secret: staging, Cluster: "staging"}}})
+			body := sample(t, s.sample)
+			code, first, _ := f.do(t, s.source, eventRequest{body: body, cluster: "staging", signWith: staging})
+			if code != http.StatusAccepted {
+				t.Fatalf("staging posting prod's body to its own path: %d %+v, want 202", code, first)
+			}
+			code, rightful, _ := f.do(t, s.source, eventRequest{body: body, cluster: "prod", signWith: prod})
+			if code != http.StatusAccepted || rightful.Status != "accepted" || rightful.Delivery == first.Delivery {
+				t.Fatalf("prod's own post after staging's = %d %+v, want 202 accepted as a delivery of its own (staging's was %s)",
+					code, rightful, first.Delivery)
+			}
+			for id, want := range map[string]string{first.Delivery: "staging", rightful.Delivery: "prod"} {
+				if d, err := f.store.Get(context.Background(), store.Key{Source: s.source, ID: id}); err != nil || d.Scope != want || !bytes.Equal(d.Body, body) {
+					t.Errorf("delivery %s: scope %q, %v; want scope %s and the posted body", id, d.Scope, err, want)
+				}
+			}
+			code, again, _ := f.do(t, s.source, eventRequest{body: body, cluster: "prod", signWith: prod})
+			if code != http.StatusOK || again.Status != "duplicate" || again.Delivery != rightful.Delivery {
+				t.Errorf("prod's redelivery = %d %+v, want 200 duplicate %s", code, again, rightful.Delivery)
+			}
+			if n := f.pending(t); n != 2 {
+				t.Errorf("pending %d, want 2 (one per cluster)", n)
+			}
+		})
 	}
 }
 
@@ -779,6 +825,9 @@ func TestDeliveryID(t *testing.T) {
 		if got := DeliveryID(perm); got != batch {
 			t.Errorf("DeliveryID(%q) = %s, want %s (order and repeats must not matter)", perm, got, batch)
 		}
+	}
+	if got, want := ScopedDeliveryID("prod-eu.1", a), a+"@prod-eu.1"; got != want {
+		t.Errorf("ScopedDeliveryID = %q, want %q", got, want)
 	}
 	if got := DeliveryID([]string{a, b}); got == batch {
 		t.Errorf("a different batch got the same ID %s", got)

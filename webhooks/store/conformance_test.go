@@ -68,6 +68,7 @@ func TestConformance(t *testing.T) {
 	}{
 		{"PutDedupe", conformPutDedupe},
 		{"PutDedupesBodies", conformPutDedupesBodies},
+		{"PutDedupesBodiesPerScope", conformPutDedupesBodiesPerScope},
 		{"PutRefusesIncompleteDelivery", conformPutRefusesIncompleteDelivery},
 		{"PutRefusesInvalidScope", conformPutRefusesInvalidScope},
 		{"BodyAndTimesRoundTrip", conformBodyAndTimesRoundTrip},
@@ -577,6 +578,37 @@ func conformPruneForgetsOnlyOldDoneDeliveries(t *testing.T, _ string, open opene
 	}
 	if _, err := s.Get(ctx, Key{SourceGitHub, "pending"}); err != nil {
 		t.Errorf("Get pending after every prune: %v", err)
+	}
+}
+
+// conformPutDedupesBodiesPerScope: the body digest of a scoped delivery covers its scope. The
+// same body for two clusters, or for a cluster and no cluster, is stored each time (a cluster
+// that posts another's body first must not make the rightful post a duplicate); the same body
+// for the same cluster under another ID is still a duplicate naming the stored delivery.
+func conformPutDedupesBodiesPerScope(t *testing.T, _ string, open opener) {
+	s := open(t, 0)
+	ctx := context.Background()
+	body := []byte(`{"involvedObject":{"kind":"Deployment","name":"web"}}`)
+	put := func(id, scope string) (bool, error) {
+		return s.Put(ctx, Delivery{Source: SourceFlux, ID: id, Event: "event", Body: body, ReceivedAt: t0, Scope: scope})
+	}
+	for _, d := range []struct{ id, scope string }{{"a@staging", "staging"}, {"a@prod", "prod"}, {"a", ""}} {
+		if ok, err := put(d.id, d.scope); !ok || err != nil {
+			t.Fatalf("Put %s (scope %q) with a body stored under other scopes = %v, %v; want inserted", d.id, d.scope, ok, err)
+		}
+		got, err := s.Get(ctx, Key{SourceFlux, d.id})
+		if err != nil || got.Scope != d.scope {
+			t.Fatalf("Get %s = scope %q, %v; want scope %q", d.id, got.Scope, err, d.scope)
+		}
+	}
+	ok, err := put("b@prod", "prod")
+	var dup *DuplicateBodyError
+	if ok || !errors.As(err, &dup) || dup.Stored != (Key{SourceFlux, "a@prod"}) {
+		t.Fatalf("Put b@prod with a@prod's body and scope = %v, %v; want a duplicate of flux/a@prod", ok, err)
+	}
+	ok, err = put("b", "")
+	if ok || !errors.As(err, &dup) || dup.Stored != (Key{SourceFlux, "a"}) {
+		t.Fatalf("Put unscoped b with unscoped a's body = %v, %v; want a duplicate of flux/a", ok, err)
 	}
 }
 

@@ -307,7 +307,7 @@ func (s *Postgres) commitBatch(batch []putRequest) ([]putResult, error) {
 			body = []byte{} // NOT NULL column; an empty body is still a body
 		}
 		at := d.ReceivedAt.UnixNano()
-		b.Queue(pgInsert, d.Source, d.ID, d.Event, body, at, at, d.Scope, digestArg(bodyDigest(body)))
+		b.Queue(pgInsert, d.Source, d.ID, d.Event, body, at, at, d.Scope, digestArg(bodyDigest(d.Scope, body)))
 	}
 	results := make([]putResult, len(batch))
 	br := tx.SendBatch(ctx, b)
@@ -325,7 +325,7 @@ func (s *Postgres) commitBatch(batch []putRequest) ([]putResult, error) {
 	// Duplicates are rare: for each, ask apart whether it was the ID or the body under
 	// another ID.
 	for i, req := range batch {
-		digest := bodyDigest(req.d.Body)
+		digest := bodyDigest(req.d.Scope, req.d.Body)
 		if results[i].inserted || digest == nil {
 			continue
 		}

@@ -404,7 +404,7 @@ func (s *SQLite) commitBatch(batch []putRequest) ([]putResult, error) {
 			body = []byte{} // NOT NULL column; an empty body is still a body
 		}
 		at := d.ReceivedAt.UnixNano()
-		digest := bodyDigest(body)
+		digest := bodyDigest(d.Scope, body)
 		res, err := stmt.ExecContext(ctx, d.Source, d.ID, d.Event, body, at, at, d.Scope, digestArg(digest))
 		if err != nil {
 			_ = stmt.Close()

@@ -66,7 +66,9 @@ type Delivery struct {
 	// Scope is the cluster a drift event came from, taken from the endpoint path
 	// /events/<source>/<cluster>; empty when the event was posted to /events/<source>.
 	// It is not part of the Key: a second Put with the same Key and another Scope is a
-	// duplicate, and the first Scope stands.
+	// duplicate, and the first Scope stands (the drift receivers put the cluster in the ID,
+	// webhooks.ScopedDeliveryID, so that never happens to them). It is part of the body
+	// digest Put deduplicates by.
 	Scope string
 
 	State State
@@ -210,8 +212,13 @@ func (e *DuplicateBodyError) Is(target error) bool { return target == ErrDuplica
 //     INSERT ... ON CONFLICT (source, id) DO NOTHING RETURNING). A Put whose non-empty body
 //     was already stored under another ID of the same source inserts nothing either and
 //     returns inserted=false with a *DuplicateBodyError naming the stored delivery (a unique
-//     index on the body's SHA-256 per source). Deliveries stored before that index existed
-//     have no digest and are not compared.
+//     index on the body's SHA-256 per source). A scoped delivery's digest covers its Scope
+//     (bodyDigest), so the same body under two scopes, or under a scope and none, is not a
+//     duplicate. Deliveries stored before that index existed have no digest and are not
+//     compared; scoped ones stored before the digest covered the scope keep the bare body's
+//     digest, which no new scoped Put computes: they are not rewritten (a row leased by a
+//     replica still running the old version must keep its key), and Prune retires them with
+//     the rest, so at most a body redelivered across the upgrade is stored once more.
 //
 //   - Claim hands a pending delivery to exactly one worker at a time. It picks the oldest
 //     (by arrival) delivery that is pending, due (NextAttemptAt <= now) and not leased (no
@@ -259,12 +266,24 @@ type Deliveries interface {
 }
 
 // bodyDigest is the SHA-256 a body is deduplicated by; nil (not compared) for an empty body.
-func bodyDigest(body []byte) []byte {
+// An unscoped delivery's is the body's own SHA-256. A scoped one's covers its scope too
+// ("scope\x00" + scope + "\x00" + body; a scope holds no NUL, so no two scopes share a
+// digest): the same body posted for two clusters is two deliveries, one judged in each
+// cluster's repository, and a cluster that posts another's body first does not make the
+// rightful post a duplicate. Rows stored before the scope was covered keep their bare digest
+// (no migration: see the Deliveries doc).
+func bodyDigest(scope string, body []byte) []byte {
 	if len(body) == 0 {
 		return nil
 	}
-	sum := sha256.Sum256(body)
-	return sum[:]
+	if scope == "" {
+		sum := sha256.Sum256(body)
+		return sum[:]
+	}
+	h := sha256.New()
+	h.Write([]byte("scope\x00" + scope + "\x00"))
+	h.Write(body)
+	return h.Sum(nil)
 }
 
 // digestArg is a digest as a query argument: SQL NULL for none (a zero-length blob would be
