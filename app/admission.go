@@ -67,7 +67,10 @@ type Admission struct {
 	Notify func()
 	// ConfirmWithin is how long an admitted write is held for its confirmation; default 30 min.
 	ConfirmWithin time.Duration
-	pending       pendingWrites
+	// MaxPendingBytes bounds the reviews held for confirmation; default 64 MiB. A write past
+	// it is not held (counted as overflow).
+	MaxPendingBytes int64
+	pending         pendingWrites
 }
 
 // AdmissionMetrics are the admission webhook's metrics.

@@ -42,8 +42,12 @@ const (
 // defaultConfirmWithin is how long an admitted write waits for a review that confirms it.
 const defaultConfirmWithin = 30 * time.Minute
 
-// maxPending bounds the writes held at once (each holds its review, up to a few MiB).
-const maxPending = 10000
+// maxPending bounds the writes held at once; defaultMaxPendingBytes the reviews they keep (a
+// review may be up to 4 MiB: the count alone would let a cluster of large objects hold gigabytes).
+const (
+	maxPending             = 10000
+	defaultMaxPendingBytes = 64 << 20
+)
 
 // pendingWrite is an admitted write not yet seen stored.
 type pendingWrite struct {
@@ -59,6 +63,7 @@ type pendingWrites struct {
 	mu        sync.Mutex
 	byObject  map[pendingKey][]pendingWrite
 	n         int
+	bytes     int64
 	nextSweep time.Time
 }
 
@@ -84,7 +89,11 @@ func (h *Admission) countObservation(cluster, outcome string, n int) {
 func (h *Admission) hold(cluster string, adm events.Admission, body []byte, at time.Time) {
 	p := &h.pending
 	p.mu.Lock()
-	if p.n >= maxPending {
+	limit := h.MaxPendingBytes
+	if limit <= 0 {
+		limit = defaultMaxPendingBytes
+	}
+	if p.n >= maxPending || p.bytes+int64(len(body)) > limit {
 		p.mu.Unlock()
 		h.countObservation(cluster, obsOverflow, 1)
 		h.log().Warn("admitted write not held: too many pending", "cluster", cluster, "uid", adm.UID, "object", adm.Object.String())
@@ -100,6 +109,7 @@ func (h *Admission) hold(cluster string, adm events.Admission, body []byte, at t
 	k := pendingKey{cluster, adm.Object}
 	p.byObject[k] = append(p.byObject[k], pendingWrite{uid: adm.UID, body: body, at: at, baseRV: adm.ResourceVersion, values: values})
 	p.n++
+	p.bytes += int64(len(body))
 	p.mu.Unlock()
 	h.countObservation(cluster, obsHeld, 1)
 }
@@ -127,12 +137,7 @@ func (h *Admission) settle(ctx context.Context, cluster string, adm events.Admis
 				notLanded++
 			}
 		}
-		p.n -= len(p.byObject[k]) - len(keep)
-		if len(keep) == 0 {
-			delete(p.byObject, k)
-		} else {
-			p.byObject[k] = keep
-		}
+		p.replace(k, keep)
 	}
 	if !now.Before(p.nextSweep) {
 		window := h.confirmWithin()
@@ -146,12 +151,7 @@ func (h *Admission) settle(ctx context.Context, cluster string, adm events.Admis
 				}
 				keep = append(keep, w)
 			}
-			p.n -= len(ws) - len(keep)
-			if len(keep) == 0 {
-				delete(p.byObject, k)
-			} else {
-				p.byObject[k] = keep
-			}
+			p.replace(k, keep)
 		}
 	}
 	p.mu.Unlock()
@@ -174,6 +174,24 @@ func (h *Admission) settle(ctx context.Context, cluster string, adm events.Admis
 	}
 	if queued && h.Notify != nil {
 		h.Notify()
+	}
+}
+
+// replace sets the writes held for k to keep (a subset), accounting for the dropped ones.
+// Called with mu held.
+func (p *pendingWrites) replace(k pendingKey, keep []pendingWrite) {
+	for _, w := range p.byObject[k] {
+		p.n--
+		p.bytes -= int64(len(w.body))
+	}
+	for _, w := range keep {
+		p.n++
+		p.bytes += int64(len(w.body))
+	}
+	if len(keep) == 0 {
+		delete(p.byObject, k)
+	} else {
+		p.byObject[k] = keep
 	}
 }
 

@@ -500,3 +500,26 @@ func TestAdmittedWriteNotStoredIsNoObservation(t *testing.T) {
 		t.Fatal("a write that did not land got an answer in Git")
 	}
 }
+
+// The held reviews are bounded in bytes, not only in number: a write past the bound is not held
+// (never observed) and is counted.
+func TestAdmittedWritesHeldAreBoundedInBytes(t *testing.T) {
+	srv, h, _, _, st := observeSetup(t, "warn")
+	first, hpa := scaleReviewAt("cost-1", costSA, 3, 2, "41"), scaleReviewAt("hpa-1", hpaSA, 2, 5, "42")
+	h.MaxPendingBytes = int64(max(len(first), len(hpa))) + 10 // one review, not two
+	for _, body := range []string{first, scaleReviewAt("cost-2", costSA, 2, 1, "41")} {
+		if _, resp, raw := admit(t, srv, admissionToken, body); resp == nil || !resp.Allowed {
+			t.Fatalf("review: %s", raw)
+		}
+	}
+	if observations(h, obsHeld) != 1 || observations(h, obsOverflow) != 1 {
+		t.Fatalf("held %v, overflow %v", observations(h, obsHeld), observations(h, obsOverflow))
+	}
+	// What is held is released when decided: the next write is held again.
+	if _, resp, raw := admit(t, srv, admissionToken, hpa); resp == nil || !resp.Allowed {
+		t.Fatalf("hpa: %s", raw)
+	}
+	if observations(h, obsConfirmed) != 1 || observations(h, obsHeld) != 2 || len(queued(t, st)) != 1 {
+		t.Fatalf("confirmed %v, held %v", observations(h, obsConfirmed), observations(h, obsHeld))
+	}
+}
