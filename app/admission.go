@@ -60,13 +60,25 @@ type Admission struct {
 	Log       *slog.Logger
 	Now       func() time.Time
 	Metrics   *AdmissionMetrics
+
+	// Queue and Notify take the admitted writes of the clusters with observe = true once a later
+	// review confirmed them (admission_observe.go): the delivery store and the workers' wake-up.
+	Queue  AdmissionQueue
+	Notify func()
+	// ConfirmWithin is how long an admitted write is held for its confirmation; default 30 min.
+	ConfirmWithin time.Duration
+	// MaxPendingBytes bounds the reviews held for confirmation; default 64 MiB. A write past
+	// it is not held (counted as overflow).
+	MaxPendingBytes int64
+	pending         pendingWrites
 }
 
 // AdmissionMetrics are the admission webhook's metrics.
 type AdmissionMetrics struct {
-	decisions *prometheus.CounterVec
-	failOpen  *prometheus.CounterVec
-	latency   prometheus.Histogram
+	decisions    *prometheus.CounterVec
+	failOpen     *prometheus.CounterVec
+	latency      prometheus.Histogram
+	observations *prometheus.CounterVec
 }
 
 // Admission decisions, the decision label of parley_admission_reviews_total.
@@ -93,8 +105,11 @@ func NewAdmissionMetrics(reg prometheus.Registerer) (*AdmissionMetrics, error) {
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "parley_admission_seconds",
 			Help:    "From an admission review's arrival to its answer.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5}}),
+		observations: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "parley_admission_observations_total",
+			Help: "Admitted writes of clusters with observe = true, by cluster and outcome (held, confirmed, not-landed, expired, overflow, lost)."},
+			[]string{"cluster", "outcome"}),
 	}
-	for _, c := range []prometheus.Collector{m.decisions, m.failOpen, m.latency} {
+	for _, c := range []prometheus.Collector{m.decisions, m.failOpen, m.latency, m.observations} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -162,8 +177,16 @@ func (h *Admission) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fail(http.StatusBadRequest, "%v", err)
 		return
 	}
+	observe := cfg.Observe && h.Queue != nil && !adm.DryRun
+	if observe {
+		// What this review's oldObject shows stored decides the writes held before it.
+		h.settle(r.Context(), cluster, adm, h.now())
+	}
 	resp, decision := h.review(r.Context(), cluster, cfg, route, adm)
 	h.count(cluster, decision, adm.DryRun, start)
+	if observe && (decision == admAllowed || decision == admWarned) {
+		h.hold(cluster, adm, body, h.now())
+	}
 	if decision != admSkipped && decision != admUncovered {
 		h.log().Info("admission review", "cluster", cluster, "uid", adm.UID, "object", adm.Object.String(), "user", adm.Identity.ID,
 			"decision", decision, "dry_run", adm.DryRun, "fields", len(adm.Changes))

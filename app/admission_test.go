@@ -25,6 +25,7 @@ import (
 	"github.com/parleyhq/parley/core"
 	"github.com/parleyhq/parley/internal/gittest"
 	"github.com/parleyhq/parley/reconcile"
+	"github.com/parleyhq/parley/webhooks/store"
 )
 
 const (
@@ -358,5 +359,167 @@ func TestAdmissionWarmLoadsEachClustersRepository(t *testing.T) {
 	rd := d.repos["acme/infra"]
 	if rd == nil || rd.view.led == nil {
 		t.Fatal("the cluster's repository view is not loaded")
+	}
+}
+
+// observeSetup is admissionSetup for a cluster whose admitted writes are its observations
+// (observe = true), over a real delivery store.
+func observeSetup(t *testing.T, mode string) (*httptest.Server, *Admission, *Drift, *gittest.Runner, *store.SQLite) {
+	t.Helper()
+	srv, h, d, remote := admissionSetupRemote(t, mode)
+	cfg := h.Clusters["prod"]
+	cfg.Observe = true
+	h.Clusters["prod"] = cfg
+	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "deliveries.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	h.Queue = st
+	d.Clusters = map[string]config.RepoRef{"prod": {Repository: "acme/infra"}}
+	return srv, h, d, remote, st
+}
+
+// scaleReviewAt is scaleReview with the resourceVersion the API server stores the object at.
+func scaleReviewAt(uid, user string, from, to int, rv string) string {
+	return strings.ReplaceAll(scaleReview(uid, user, from, to, false), `"resourceVersion":"41"`, `"resourceVersion":"`+rv+`"`)
+}
+
+// queued takes what the admission webhook put in the delivery store.
+func queued(t *testing.T, st *store.SQLite) []store.Delivery {
+	t.Helper()
+	var out []store.Delivery
+	for {
+		del, ok, err := st.Claim(context.Background(), "test", time.Minute, time.Now().Add(time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			return out
+		}
+		out = append(out, del)
+	}
+}
+
+func observations(h *Admission, outcome string) float64 {
+	return testutil.ToFloat64(h.Metrics.observations.WithLabelValues("prod", outcome))
+}
+
+// On a cluster without an audit webhook, a write admitted with a warning (the cost optimizer
+// scaling down in warn mode) is an observation once a later review shows it stored: the drift
+// loop then judges it as it would its audit event, and answers in Git.
+func TestAdmittedWriteConfirmedByALaterReviewIsJudgedByTheDriftLoop(t *testing.T) {
+	srv, h, d, remote, st := observeSetup(t, "warn")
+	if _, resp, raw := admit(t, srv, admissionToken, scaleReviewAt("cost-1", costSA, 3, 2, "41")); resp == nil || !resp.Allowed || len(resp.Warnings) != 1 {
+		t.Fatalf("cost optimizer in warn mode: %s", raw)
+	}
+	// Admitted is not landed: nothing is judged yet.
+	if q := queued(t, st); len(q) != 0 {
+		t.Fatalf("queued before any confirmation: %+v", q)
+	}
+	// A review of the same object with the same base says nothing: the write may be in flight.
+	if _, resp, raw := admit(t, srv, admissionToken, scaleReviewAt("cost-1b", costSA, 3, 2, "41")); resp == nil || !resp.Allowed {
+		t.Fatalf("second review: %s", raw)
+	}
+	if q := queued(t, st); len(q) != 0 {
+		t.Fatalf("queued on a review of the same base: %+v", q)
+	}
+	// The HPA scales next: its oldObject is what is stored, at a new resourceVersion, holding 2.
+	if _, resp, raw := admit(t, srv, admissionToken, scaleReviewAt("hpa-1", hpaSA, 2, 5, "42")); resp == nil || !resp.Allowed {
+		t.Fatalf("hpa: %s", raw)
+	}
+	q := queued(t, st)
+	if len(q) != 2 || q[0].Source != "k8s-admission" || q[0].Scope != "prod" || q[1].Source != "k8s-admission" {
+		t.Fatalf("queued: %+v", q)
+	}
+	if observations(h, obsConfirmed) != 2 || observations(h, obsHeld) != 3 {
+		t.Fatalf("confirmed %v, held %v", observations(h, obsConfirmed), observations(h, obsHeld))
+	}
+	before := remote.Run("rev-parse", "main")
+	for _, del := range q {
+		if err := d.Handle(context.Background(), del); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var fromAdmission bool
+	for _, c := range standing(t, d, webReplicas) {
+		if c.Evidence.Source == "k8s-admission" && c.Actor.Identity.ID == costSA && c.Value.String() == "2" {
+			fromAdmission = true
+		}
+	}
+	if !fromAdmission {
+		t.Fatalf("no claim observed from the admitted write: %+v", standing(t, d, webReplicas))
+	}
+	// The cost optimizer's 2 loses to the HPA's standing claim: the field is gated for the HPA.
+	if got := remote.Run("log", "--format=%s", before+"..main"); got != "parley: yield /spec/replicas of Deployment prod/web to hpa" {
+		t.Fatalf("commits for the observed write: %q", got)
+	}
+	if kust := remote.Run("show", "main:clusters/prod/apps.yaml"); !strings.Contains(kust, "- /spec/replicas") {
+		t.Fatalf("no gate:\n%s", kust)
+	}
+}
+
+// A write admitted but then refused by a later admission step or by storage is not taken for one
+// that landed: the next review shows the object moved on without it, and it is dropped; one that
+// nothing confirms expires. Neither leaves a claim or a verdict.
+func TestAdmittedWriteNotStoredIsNoObservation(t *testing.T) {
+	srv, h, d, remote, st := observeSetup(t, "warn")
+	before := remote.Run("rev-parse", "main")
+	if _, resp, raw := admit(t, srv, admissionToken, scaleReviewAt("cost-1", costSA, 3, 2, "41")); resp == nil || !resp.Allowed {
+		t.Fatalf("cost optimizer: %s", raw)
+	}
+	// Refused after Parley allowed it: the next write finds the object at a new version, still 3.
+	if _, resp, raw := admit(t, srv, admissionToken, scaleReviewAt("hpa-1", hpaSA, 3, 5, "42")); resp == nil || !resp.Allowed {
+		t.Fatalf("hpa: %s", raw)
+	}
+	if observations(h, obsNotLanded) != 1 || observations(h, obsConfirmed) != 0 {
+		t.Fatalf("not landed %v, confirmed %v", observations(h, obsNotLanded), observations(h, obsConfirmed))
+	}
+	// The HPA's own write is never confirmed: past the window it expires at the next review.
+	h.ConfirmWithin = time.Minute
+	now := clockStart.Add(10 * time.Minute)
+	h.Now = func() time.Time { return now }
+	cm := `{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"web","namespace":"prod","resourceVersion":"7"},"data":{"a":"%s"}}`
+	body := strings.Replace(reviewOf("cm-1", costSA, "", fmt.Sprintf(cm, "2"), fmt.Sprintf(cm, "1"), false),
+		`"resource":{"group":"apps","version":"v1","resource":"deployments"}`, `"resource":{"group":"","version":"v1","resource":"configmaps"}`, 1)
+	if _, resp, raw := admit(t, srv, admissionToken, body); resp == nil || !resp.Allowed {
+		t.Fatalf("configmap: %s", raw)
+	}
+	if observations(h, obsExpired) != 1 {
+		t.Fatalf("expired %v", observations(h, obsExpired))
+	}
+	if q := queued(t, st); len(q) != 0 {
+		t.Fatalf("queued: %+v", q)
+	}
+	for _, c := range standing(t, d, webReplicas) {
+		if c.Evidence.Source == "k8s-admission" {
+			t.Fatalf("a write that did not land was observed: %+v", c)
+		}
+	}
+	if remote.Run("rev-parse", "main") != before {
+		t.Fatal("a write that did not land got an answer in Git")
+	}
+}
+
+// The held reviews are bounded in bytes, not only in number: a write past the bound is not held
+// (never observed) and is counted.
+func TestAdmittedWritesHeldAreBoundedInBytes(t *testing.T) {
+	srv, h, _, _, st := observeSetup(t, "warn")
+	first, hpa := scaleReviewAt("cost-1", costSA, 3, 2, "41"), scaleReviewAt("hpa-1", hpaSA, 2, 5, "42")
+	h.MaxPendingBytes = int64(max(len(first), len(hpa))) + 10 // one review, not two
+	for _, body := range []string{first, scaleReviewAt("cost-2", costSA, 2, 1, "41")} {
+		if _, resp, raw := admit(t, srv, admissionToken, body); resp == nil || !resp.Allowed {
+			t.Fatalf("review: %s", raw)
+		}
+	}
+	if observations(h, obsHeld) != 1 || observations(h, obsOverflow) != 1 {
+		t.Fatalf("held %v, overflow %v", observations(h, obsHeld), observations(h, obsOverflow))
+	}
+	// What is held is released when decided: the next write is held again.
+	if _, resp, raw := admit(t, srv, admissionToken, hpa); resp == nil || !resp.Allowed {
+		t.Fatalf("hpa: %s", raw)
+	}
+	if observations(h, obsConfirmed) != 1 || observations(h, obsHeld) != 2 || len(queued(t, st)) != 1 {
+		t.Fatalf("confirmed %v, held %v", observations(h, obsConfirmed), observations(h, obsHeld))
 	}
 }

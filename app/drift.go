@@ -407,7 +407,7 @@ func (d *Drift) Handle(ctx context.Context, del store.Delivery) error {
 		return fmt.Errorf("%s event %s: %s: fire the timers due first: %w", del.Source, del.ID, rd.name, err)
 	}
 	return rd.withSnapshot(ctx, func(snap reconcile.Snapshot) error {
-		batch, err := reconcile.Decode(del.Source, del.Body, snap.Files)
+		batch, err := decodeDelivery(del, snap.Files)
 		if err != nil {
 			return webhooks.Permanent(fmt.Errorf("%s event %s: %w", del.Source, del.ID, err))
 		}
@@ -421,6 +421,20 @@ func (d *Drift) Handle(ctx context.Context, del store.Delivery) error {
 		d.poke()
 		return nil
 	})
+}
+
+// decodeDelivery decodes a stored drift event. An admitted change (source k8s-admission) is the
+// AdmissionReview as the webhook received it, put in the queue once a later review confirmed that
+// it landed (docs/admission.md): its changes are read as they were at admission.
+func decodeDelivery(del store.Delivery, files map[string][]byte) (events.Batch, error) {
+	if del.Source != events.SourceAdmission {
+		return reconcile.Decode(del.Source, del.Body, files)
+	}
+	adm, err := events.DecodeAdmissionReview(del.Body, del.ReceivedAt)
+	if err != nil {
+		return events.Batch{}, err
+	}
+	return adm.Batch(del.ReceivedAt), nil
 }
 
 func (d *Drift) observe(rep reconcile.Report) {

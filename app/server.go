@@ -256,13 +256,17 @@ func NewServer(ctx context.Context, cfg config.Config, log *slog.Logger) (*Serve
 		route("issue_comment"):             &Comments{PullRequests: prs, Live: live},
 	}
 	// Drift events of every source are judged by the one drift loop.
-	for _, src := range []string{store.SourceFlux, store.SourceArgoCD, store.SourceK8sAudit, store.SourceCloudTrail} {
+	for _, src := range []string{store.SourceFlux, store.SourceArgoCD, store.SourceK8sAudit, store.SourceCloudTrail, events.SourceAdmission} {
 		handlers[webhooks.Route{Source: src, Event: webhooks.EventName}] = drift
 	}
 	s.pool, err = webhooks.NewPool(webhooks.PoolConfig{Queue: st, Handlers: handlers, Workers: cfg.Workers,
 		Lease: cfg.Lease, Grace: cfg.ShutdownGrace, Logger: log, Metrics: metrics})
 	if err != nil {
 		return fail(err)
+	}
+	if s.admission != nil {
+		// Admitted writes confirmed stored (observe = true) are judged like the audit events.
+		s.admission.Queue, s.admission.Notify = st, s.pool.Notify
 	}
 	s.retention = &webhooks.Retention{Store: st, Done: cfg.DeliveryRetention, Dead: cfg.DeadLetterRetention, Metrics: metrics, Logger: log}
 	s.receiver, err = webhooks.NewReceiver(webhooks.ReceiverConfig{Store: st, Secrets: secrets, Notify: s.pool.Notify, Logger: log, Metrics: metrics,

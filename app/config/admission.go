@@ -29,6 +29,10 @@ type Admission struct {
 	// GitOpsUsers are the usernames (globs, * within the name) of the GitOps controllers: their
 	// writes are Git's claim and are never denied.
 	GitOpsUsers []string
+	// Observe makes the admitted writes the cluster's observations, for a cluster without an
+	// audit webhook: each is held until a later review of its object shows it landed, then
+	// judged by the drift loop as its audit event would be (docs/admission.md).
+	Observe bool
 }
 
 // DefaultGitOpsUsers are the service accounts Argo CD's application controller and Flux's
@@ -47,6 +51,7 @@ type admissionBlock struct {
 	ClientCAFile   *string   `hcl:"client_ca_file,optional"`
 	Authentication *string   `hcl:"authentication,optional"`
 	GitOpsUsers    []string  `hcl:"gitops_users,optional"`
+	Observe        *bool     `hcl:"observe,optional"`
 	DefRange       hcl.Range `hcl:",def_range"`
 }
 
@@ -71,6 +76,7 @@ func admissionMap(blocks []admissionBlock) (map[string]Admission, []error) {
 		if b.GitOpsUsers != nil {
 			a.GitOpsUsers = b.GitOpsUsers
 		}
+		setP(&a.Observe, b.Observe)
 		setP(&a.TokenFile, b.TokenFile)
 		setP(&a.ClientCAFile, b.ClientCAFile)
 		if a.TokenFile != "" {

@@ -27,6 +27,7 @@ admission "prod" {
 }
 admission "eks" {
   authentication = "none"
+  observe        = true
 }
 `)
 	c, err := Load(p, withRequired(nil))
@@ -38,7 +39,7 @@ admission "eks" {
 		!slices.Equal(prod.GitOpsUsers, []string{"system:serviceaccount:gitops:*"}) {
 		t.Fatalf("prod: %+v", prod)
 	}
-	if eks.Mode != "warn" || !eks.Unauthenticated || !slices.Equal(eks.GitOpsUsers, DefaultGitOpsUsers) {
+	if eks.Mode != "warn" || !eks.Unauthenticated || !eks.Observe || prod.Observe || !slices.Equal(eks.GitOpsUsers, DefaultGitOpsUsers) {
 		t.Fatalf("eks: %+v", eks)
 	}
 }

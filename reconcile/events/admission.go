@@ -35,6 +35,9 @@ type Admission struct {
 	Identity core.Identity
 	// ResourceVersion is the old object's: the version this write replaces ("" for a create).
 	ResourceVersion string
+	// Old is the old object's fields and values as Changes reads them (nil for a create): what
+	// is stored now, which tells whether an earlier admitted write landed (docs/admission.md).
+	Old map[string]core.Value
 	// Changes are the fields the write changes, oldObject against object, with the declarations of
 	// the parley.dev/* annotations it sets. Their Source is SourceAdmission, EventID the uid.
 	Changes []Observation
@@ -154,6 +157,9 @@ func DecodeAdmissionReview(body []byte, at time.Time) (Admission, error) {
 	}
 	before := leaves(old, keep)
 	after := leaves(obj, keep)
+	if old != nil {
+		a.Old = before
+	}
 
 	var intent core.Intent
 	var mot core.Motivation
@@ -185,6 +191,16 @@ func DecodeAdmissionReview(body []byte, at time.Time) (Admission, error) {
 		a.Skipped = ignNoFieldChanged
 	}
 	return a, nil
+}
+
+// Batch is the review's changes as the drift loop takes in observations: one event, the review's
+// uid, at when it was admitted.
+func (a Admission) Batch(at time.Time) Batch {
+	b := Batch{Observations: a.Changes, Latest: at.UTC()}
+	if len(a.Changes) > 0 {
+		b.EventIDs = []string{a.UID}
+	}
+	return b
 }
 
 // leaves flattens an object into its claimable fields and their canonical values.

@@ -95,7 +95,7 @@ func OriginOf(source string, body []byte) (Origin, error) {
 		add(top.Recipient)
 		slices.Sort(o.Accounts)
 		return o, nil
-	case SourceFlux, SourceK8sAudit:
+	case SourceFlux, SourceK8sAudit, SourceAdmission:
 		return Origin{}, nil
 	}
 	return Origin{}, fmt.Errorf("event origin: unknown source %q", source)

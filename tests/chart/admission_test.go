@@ -134,7 +134,7 @@ func TestRenderAdmissionWebhook(t *testing.T) {
 }
 
 func TestRenderAdmissionWithCertManagerAndToken(t *testing.T) {
-	out, err := render(t, admissionValues(map[string]any{"certManager": true, "mode": "deny",
+	out, err := render(t, admissionValues(map[string]any{"certManager": true, "mode": "deny", "observe": true,
 		"tokenSecret": map[string]any{"name": "apiserver-token", "key": "token"}}))
 	if err != nil {
 		t.Fatal(err)
@@ -149,7 +149,7 @@ func TestRenderAdmissionWithCertManagerAndToken(t *testing.T) {
 		t.Fatalf("cainjector annotation: %+v", vwc)
 	}
 	if hcl := d["ConfigMap"]; !strings.Contains(hcl, `token_file = "/etc/parley/admission-token/token"`) || !strings.Contains(hcl, `mode = "deny"`) ||
-		strings.Contains(hcl, "authentication") {
+		strings.Contains(hcl, "authentication") || !strings.Contains(hcl, "observe = true") {
 		t.Fatalf("config:\n%s", hcl)
 	}
 	if !strings.Contains(out["parley/templates/deployment.yaml"], `secretName: "apiserver-token"`) {
