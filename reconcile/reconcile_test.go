@@ -485,6 +485,28 @@ func TestSnapshotCacheReadsTheBranchOncePerCommit(t *testing.T) {
 	}
 }
 
+// The drift loop reads a branch within its file budget (parley serve's max_file_size): a file
+// above it is left out of the snapshot rather than read and parsed.
+func TestSnapshotCacheReadsWithinItsFileBudget(t *testing.T) {
+	e := newEnv(t)
+	size := int64(len(e.file(fluxFile)))
+	all, err := LoadSnapshot(context.Background(), e.dir, "main", ".parley/policy.hcl", e.led, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for budget, kept := range map[int64]bool{size - 1: false, 0: true} {
+		c := SnapshotCache{FileBudget: budget}
+		// The policy is given: the budget may leave out the branch's own too.
+		s, err := c.Load(context.Background(), e.dir, "main", ".parley/policy.hcl", e.led, all.Policy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := s.Files[fluxFile]; ok != kept {
+			t.Errorf("budget %d: %s (%d bytes) read %v, want %v", budget, fluxFile, size, ok, kept)
+		}
+	}
+}
+
 func TestTimerForNeverFallsDue(t *testing.T) {
 	v := core.Verdict{Field: image, Decision: core.DecisionYield, Rule: "r", Until: t0.Add(time.Hour), Recheck: t0.Add(2 * time.Hour)}
 	if tm := timerFor(v, t0); !tm.Due.Equal(t0.Add(time.Hour)) {
