@@ -49,6 +49,9 @@ type Drift struct {
 	// Helm renders the charts of the repositories' GitOps sources for discovery; nil renders them
 	// in this process, which nothing stops (parley serve gives a gitops.HelmProcess).
 	Helm gitops.HelmRenderer
+	// FileBudget is the largest file read from a repository's branch (core.Budget.FileBytes);
+	// zero: the default, 8 MiB.
+	FileBudget int64
 	// Repository is the default repository ("owner/name"): events that no Argo CD repoURL, AWS
 	// account or cluster routes elsewhere are judged there. "" = no default.
 	Repository string
@@ -230,7 +233,7 @@ func (d *Drift) repo(ctx context.Context, name, branch string) (*repoDrift, erro
 		return nil, webhooks.Permanent(err)
 	}
 	rd := &repoDrift{d: d, name: name, branch: branch, state: st}
-	rd.snaps.Helm = d.Helm
+	rd.snaps.Helm, rd.snaps.FileBudget = d.Helm, d.FileBudget
 	rd.rec = &reconcile.Reconciler{State: st, Writer: driftWriter{rd}, Now: d.now, Log: d.log().With("repository", name),
 		PullRequestBranches: d.Mode == reconcile.ModePullRequest}
 	d.repos[key] = rd

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	stdhtml "html"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -37,6 +38,14 @@ func renderGFM(t testing.TB, md string) string {
 		t.Fatal(err)
 	}
 	return out.String()
+}
+
+// shown is the text a reader of rendered Markdown sees: no tags, entities read, no zero-width
+// spaces. A test looking for a sentence in a body Parley escapes looks in what GitHub shows.
+func shown(t testing.TB, md string) string {
+	t.Helper()
+	text := regexp.MustCompile(`<[^>]*>`).ReplaceAllString(renderGFM(t, md), "")
+	return strings.ReplaceAll(stdhtml.UnescapeString(text), "\u200b", "")
 }
 
 // liveParts lists what in rendered HTML would act on readers: links, images, raw HTML elements

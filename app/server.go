@@ -35,6 +35,7 @@ import (
 	"github.com/parleyhq/parley/app/internal/livestate"
 	"github.com/parleyhq/parley/app/internal/repocache"
 	"github.com/parleyhq/parley/app/internal/webauth"
+	"github.com/parleyhq/parley/core"
 	"github.com/parleyhq/parley/internal/agentstore"
 	"github.com/parleyhq/parley/internal/sqldb"
 	"github.com/parleyhq/parley/internal/version"
@@ -215,7 +216,8 @@ func NewServer(ctx context.Context, cfg config.Config, log *slog.Logger) (*Serve
 	perEvent := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "parley_github_calls_per_judgement",
 		Help: "GitHub REST calls one pull request judgement made (goal: at most 4 when the verdict is unchanged).", Buckets: []float64{0, 1, 2, 3, 4, 6, 8, 12, 20}})
 	s.reg.MustRegister(perEvent)
-	prs := &PullRequests{Installations: gh, Repos: repos, PolicyPath: cfg.PolicyPath, Live: live, Log: log, CallsPerEvent: perEvent}
+	prs := &PullRequests{Installations: gh, Repos: repos, PolicyPath: cfg.PolicyPath, Live: live, Log: log, CallsPerEvent: perEvent,
+		Budget: readBudget(cfg)}
 	if s.locks != nil {
 		prs.Lock = sqldb.Locks{Pool: s.locks}.Lock
 	}
@@ -386,14 +388,20 @@ func (s *Server) openStores(ctx context.Context) error {
 // routed to: the default repository's state is drift_state (drift.db beside the store), every
 // other repository's is drift.<owner>.<name>.db beside it. Each state found there is opened at
 // start, so that its timers fire even before its repository's next event.
-// helmRenderer renders the GitOps repositories' charts in child processes (cfg.HelmWorker) with
-// gitops.HelmProcess's default budgets: 30 s and 512 MiB a chart, two at a time. Without a worker
+// helmRenderer renders the GitOps repositories' charts in child processes (cfg.HelmWorker) under
+// the configured budgets (render_timeout, render_memory, render_parallel). Without a worker
 // command it is nil: charts render in this process.
 func (s *Server) helmRenderer() gitops.HelmRenderer {
 	if len(s.cfg.HelmWorker) == 0 {
 		return nil
 	}
-	return &gitops.HelmProcess{Command: s.cfg.HelmWorker}
+	return &gitops.HelmProcess{Command: s.cfg.HelmWorker, Timeout: s.cfg.RenderTimeout, Memory: s.cfg.RenderMemory << 20, Parallel: s.cfg.RenderParallel}
+}
+
+// readBudget is what a repository or a pull request may make the server read and judge
+// (max_file_size, max_fields_per_file, max_fields, max_value_size).
+func readBudget(cfg config.Config) core.Budget {
+	return core.Budget{FileBytes: cfg.MaxFileSize, FieldsPerFile: cfg.MaxFieldsPerFile, FieldsPerChange: cfg.MaxFields, ValueBytes: cfg.MaxValueSize}
 }
 
 func (s *Server) newDrift(ctx context.Context, gh *githubApp, repos *repocache.Cache) (*Drift, error) {
@@ -424,7 +432,7 @@ func (s *Server) newDrift(ctx context.Context, gh *githubApp, repos *repocache.C
 	if s.cfg.GitOpsRepository == "" && len(s.cfg.Clusters) == 0 && len(s.cfg.AWSAccounts) == 0 {
 		s.log.Warn("no gitops_repository, cluster or aws_account configured: drift events are judged only when an Argo CD repoURL names a repository the App is installed on")
 	}
-	d := &Drift{GitHub: gh, Repos: repos, Helm: s.helmRenderer(), Repository: s.cfg.GitOpsRepository, Branch: s.cfg.GitOpsBranch,
+	d := &Drift{GitHub: gh, Repos: repos, Helm: s.helmRenderer(), FileBudget: s.cfg.MaxFileSize, Repository: s.cfg.GitOpsRepository, Branch: s.cfg.GitOpsBranch,
 		Clusters: s.cfg.Clusters, Accounts: s.cfg.AWSAccounts, GitHubHosts: []string{gitHost(s.cfg.GitHubURL)},
 		StatePath:  func(repo string) string { return repoStatePath(dir, repo) },
 		PolicyPath: s.cfg.PolicyPath, Mode: mode, Author: object.Signature{Name: author.Name, Email: author.Address},
@@ -464,7 +472,7 @@ const sharedTimerPoll = 10 * time.Second
 // database holds is opened, so that its timers fire on whichever replica is up.
 func (s *Server) newSharedDrift(ctx context.Context, gh *githubApp, repos *repocache.Cache, mode reconcile.Mode, author *mail.Address, metrics *DriftMetrics) (*Drift, error) {
 	locks := sqldb.Locks{Pool: s.locks}
-	d := &Drift{GitHub: gh, Repos: repos, Helm: s.helmRenderer(), Repository: s.cfg.GitOpsRepository, Branch: s.cfg.GitOpsBranch,
+	d := &Drift{GitHub: gh, Repos: repos, Helm: s.helmRenderer(), FileBudget: s.cfg.MaxFileSize, Repository: s.cfg.GitOpsRepository, Branch: s.cfg.GitOpsBranch,
 		Clusters: s.cfg.Clusters, Accounts: s.cfg.AWSAccounts, GitHubHosts: []string{gitHost(s.cfg.GitHubURL)},
 		OpenState: func(ctx context.Context, repo string) (*driftstate.DB, error) {
 			return driftstate.OpenPostgres(ctx, s.sharedDB, s.cfg.StoreName(), repo)

@@ -25,6 +25,12 @@ const (
 // message builds a verdict commit: a subject saying what changed, the arbiter's own sentence
 // saying why, the files, and the trailers. It is a pure function of its inputs, so the same
 // verdict always gives the same message.
+//
+// The body is the pull request's body, GitHub Markdown: every piece of data in it (the arbiter's
+// sentence quotes values and actors, a file name is a repository's) is escaped with ghmarkdown
+// where it is placed, so that nothing a repository or a drift event holds becomes a mention, a
+// link, an image or HTML in it. note is Markdown its caller built the same way (its @team asks
+// are meant to be live). The trailers keep the data as it is: they are read back, not shown.
 func message(v core.Verdict, a Action, files []string, note string) (title, body, msg string) {
 	f := v.Field
 	what := pointerLabel(f) + " of " + objectName(f)
@@ -63,16 +69,20 @@ func message(v core.Verdict, a Action, files []string, note string) (title, body
 	}
 	var b strings.Builder
 	if why := resultSentence(v); why != "" {
-		b.WriteString(why)
+		b.WriteString(ghmarkdown.Text(why))
 		b.WriteString("\n\n")
 	}
 	if note != "" {
 		b.WriteString(note)
 		b.WriteString("\n\n")
 	}
-	b.WriteString("Field: " + f.String() + "\n")
+	b.WriteString("Field: " + ghmarkdown.Code(f.String()) + "\n")
 	if len(files) > 0 {
-		b.WriteString("Files: " + strings.Join(files, ", ") + "\n")
+		quoted := make([]string, len(files))
+		for i, name := range files {
+			quoted[i] = ghmarkdown.Code(name)
+		}
+		b.WriteString("Files: " + strings.Join(quoted, ", ") + "\n")
 	}
 	if a == ActionAsk || a == ActionPropose {
 		// People are asked to decide: they read the whole explanation, every flip and claim.
@@ -172,4 +182,30 @@ func pointerLabel(f core.Field) string {
 // oneLine keeps a trailer value on one line: git would otherwise read a continuation.
 func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
+}
+
+// prose places data into a sentence that goes both into a plain-text reason (a change's "why",
+// read in logs and summaries) and into a pull request's Markdown body: plain leaves the data as it
+// is, markdown escapes it with ghmarkdown, so one sentence is written once for both places.
+type prose struct{ markdown bool }
+
+var (
+	plain    = prose{}
+	markdown = prose{markdown: true}
+)
+
+// text places s in running text.
+func (p prose) text(s string) string {
+	if p.markdown {
+		return ghmarkdown.Text(s)
+	}
+	return s
+}
+
+// code places s as inline code.
+func (p prose) code(s string) string {
+	if p.markdown {
+		return ghmarkdown.Code(s)
+	}
+	return "`" + s + "`"
 }

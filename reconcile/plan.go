@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/parleyhq/parley/core"
+	"github.com/parleyhq/parley/internal/ghmarkdown"
 	"github.com/parleyhq/parley/reconcile/gitops"
 	"github.com/parleyhq/parley/reconcile/internal/gitwrite"
 )
@@ -223,10 +224,11 @@ func proposeNote(v core.Verdict) string {
 		who = c.Actor.Identity.String()
 	}
 	var b strings.Builder
+	md := markdown.text
 	fmt.Fprintf(&b, "%s changed this field to %s outside Git, and the policy vetoes it (%s): Git's value stands, and the next apply restores it. "+
-		"The policy puts this veto to people, so this pull request proposes %s's value as a reviewed Git change.", who, c.Value, v.Rule, who)
-	b.WriteString("\n\n- intent: " + orDash(string(c.Intent)) + "\n- motivation: " + orDash(c.Motivation.String()) +
-		"\n- evidence: " + orDash(claimEvidence(*c)) + "\n\n")
+		"The policy puts this veto to people, so this pull request proposes %s's value as a reviewed Git change.", md(who), md(c.Value.String()), md(v.Rule), md(who))
+	b.WriteString("\n\n- intent: " + md(orDash(string(c.Intent))) + "\n- motivation: " + md(orDash(c.Motivation.String())) +
+		"\n- evidence: " + md(orDash(claimEvidence(*c))) + "\n\n")
 	b.WriteString(askedText(v))
 	b.WriteString("Merge this pull request to make the value Git's, like any other reviewed change. " +
 		"Close it to keep the veto: Git's value stands, and Parley does not propose this value again.")
@@ -234,7 +236,9 @@ func proposeNote(v core.Verdict) string {
 }
 
 // askedText says who is asked to decide and, when the policy names nobody, why these people (the
-// code owners of the field's file) or, plainly, that nobody is.
+// code owners of the field's file) or, plainly, that nobody is. The people asked (@user,
+// @org/team, from the policy or CODEOWNERS) are left live: mentioning them is the point. The
+// reason is data and is escaped.
 func askedText(v core.Verdict) string {
 	why := ""
 	for _, s := range v.Explanation {
@@ -246,11 +250,11 @@ func askedText(v core.Verdict) string {
 		if why == "" {
 			return "Nobody is asked: the policy names no one. "
 		}
-		return "**Nobody is asked**: " + sentence(why) + " "
+		return "**Nobody is asked**: " + ghmarkdown.Text(sentence(why)) + " "
 	}
 	s := strings.Join(v.Ask, ", ") + ": you are asked to decide"
 	if why != "" {
-		s += " (" + why + ")"
+		s += " (" + ghmarkdown.Text(why) + ")"
 	}
 	return s + ". "
 }
@@ -338,10 +342,13 @@ func (p *planner) planYield(v core.Verdict) (*Change, string) {
 // askWhere answers an adopted value Parley cannot place at its source: the live value is kept
 // under a gate in the managers that apply the object, and the change (a pull request, even in
 // direct mode) says where the value could go. Nothing is guessed.
-func (p *planner) askWhere(v core.Verdict, pl gitops.Placement, where string) (*Change, string) {
+//
+// where says it, given how to place the data it quotes: plainly for the reason, escaped for the
+// pull request's body.
+func (p *planner) askWhere(v core.Verdict, pl gitops.Placement, where func(prose) string) (*Change, string) {
 	f := v.Field
 	if len(pl.Managers) == 0 {
-		return nil, "adopted, but Parley cannot place the value: " + where
+		return nil, "adopted, but Parley cannot place the value: " + where(plain)
 	}
 	g := gitops.Gate{Field: f, Rule: v.Rule}
 	if p.snap.Policy != nil {
@@ -354,11 +361,11 @@ func (p *planner) askWhere(v core.Verdict, pl gitops.Placement, where string) (*
 			return gitops.AddGate(path, b, m.Target, g)
 		}})
 	}
-	note := "Adopted, but Parley cannot write the value where it is produced. " + where +
+	note := "Adopted, but Parley cannot write the value where it is produced. " + where(markdown) +
 		" Until then this gate keeps the live value; once Git renders it, Parley removes the gate."
 	c, why := p.changeWithNote(v, ActionGate, steps, note)
 	if c == nil {
-		return nil, "adopted, but Parley cannot place the value (" + why + "): " + where
+		return nil, "adopted, but Parley cannot place the value (" + why + "): " + where(plain)
 	}
 	c.Ask = true
 	title := "parley: where should " + pointerLabel(f) + " of " + objectName(f) + " = " + v.Winner.Value.String() + " go?"
@@ -382,8 +389,9 @@ func remoteNote(f core.Field, pl gitops.Placement) string {
 	for i, m := range pl.Managers {
 		targets[i] = m.Target.String()
 	}
+	md := markdown.text
 	return fmt.Sprintf("No manifest in the repository defines %s. It is taken to come from a chart Parley does not fetch (%s), installed into %s by %s: the gate names the object, so it pauses the release that renders it and matches nothing in the others.",
-		objectName(f), strings.Join(slices.Compact(slices.Sorted(slices.Values(pl.RemoteCharts))), "; "), f.Namespace, strings.Join(targets, ", "))
+		md(objectName(f)), md(strings.Join(slices.Compact(slices.Sorted(slices.Values(pl.RemoteCharts))), "; ")), md(f.Namespace), md(strings.Join(targets, ", ")))
 }
 
 func (p *planner) planResume(v core.Verdict) (*Change, string) {
@@ -441,8 +449,10 @@ func (p *planner) planAdopt(v core.Verdict) (*Change, string) {
 		pl, ok := p.locate(f)
 		if !ok {
 			if r, remote := p.inv.RemoteReleases(f.Object()); remote {
-				return p.askWhere(v, r, fmt.Sprintf("%s comes from a chart Parley does not fetch (%s), so it cannot tell which values key produces %s. Set it in the values of the release that installs it (%s) by hand.",
-					objectName(f), strings.Join(slices.Compact(slices.Sorted(slices.Values(r.RemoteCharts))), "; "), pointerLabel(f), releaseOf(r)))
+				return p.askWhere(v, r, func(q prose) string {
+					return fmt.Sprintf("%s comes from a chart Parley does not fetch (%s), so it cannot tell which values key produces %s. Set it in the values of the release that installs it (%s) by hand.",
+						q.text(objectName(f)), q.text(strings.Join(slices.Compact(slices.Sorted(slices.Values(r.RemoteCharts))), "; ")), q.text(pointerLabel(f)), q.text(releaseOf(r)))
+				})
 			}
 			return nil, fmt.Sprintf("adopted, but no manifest in the repository defines %s: nothing to write", objectName(f))
 		}
@@ -458,21 +468,27 @@ func (p *planner) planAdopt(v core.Verdict) (*Change, string) {
 			case err != nil:
 				return nil, fmt.Sprintf("adopted, but %s is rendered from the Helm chart %s: %v; nothing is written", objectName(f), pl.Chart, err)
 			case key == nil && len(mapping) == 0:
-				return p.askWhere(v, pl, fmt.Sprintf("No key of the values of %s renders %s as %s: the template %s sets it some other way. Write it into the chart (%s), or into the values under a key the chart would read, by hand.",
-					releaseOf(pl), pointerLabel(f), val, pl.Manifest, pl.Chart))
+				return p.askWhere(v, pl, func(q prose) string {
+					return fmt.Sprintf("No key of the values of %s renders %s as %s: the template %s sets it some other way. Write it into the chart (%s), or into the values under a key the chart would read, by hand.",
+						q.text(releaseOf(pl)), q.text(pointerLabel(f)), q.text(val.String()), q.text(pl.Manifest), q.text(pl.Chart))
+				})
 			case key == nil:
-				keys := make([]string, len(mapping))
-				for i, k := range mapping {
-					keys[i] = "`" + k.String() + "`"
-				}
-				return p.askWhere(v, pl, fmt.Sprintf("Several keys of the values of %s render %s as %s, each changing nothing else: %s. Parley does not guess which one is meant: set that one to %s by hand.",
-					releaseOf(pl), pointerLabel(f), val, strings.Join(keys, ", "), val))
+				return p.askWhere(v, pl, func(q prose) string {
+					keys := make([]string, len(mapping))
+					for i, k := range mapping {
+						keys[i] = q.code(k.String())
+					}
+					return fmt.Sprintf("Several keys of the values of %s render %s as %s, each changing nothing else: %s. Parley does not guess which one is meant: set that one to %s by hand.",
+						q.text(releaseOf(pl)), q.text(pointerLabel(f)), q.text(val.String()), strings.Join(keys, ", "), q.text(val.String()))
+				})
 			}
 			// Where the key is set for this release: the HelmRelease's spec.values, the
 			// Application's helm.valuesObject, or one of its values files.
 			tgt, err := p.inv.HelmValuesTarget(f, key)
 			if err != nil {
-				return p.askWhere(v, pl, fmt.Sprintf("The value belongs at `%s` of the values of %s, but Parley cannot write it there: %v.", key, m.Target, err))
+				return p.askWhere(v, pl, func(q prose) string {
+					return fmt.Sprintf("The value belongs at %s of the values of %s, but Parley cannot write it there: %s.", q.code(key.String()), q.text(m.Target.String()), q.text(err.Error()))
+				})
 			}
 			var write func(path string, b []byte) ([]byte, bool, error)
 			switch tgt.Kind {
@@ -556,8 +572,9 @@ func (p *planner) planOverlayAdopt(v core.Verdict, pl gitops.Placement) (*Change
 			return gitops.RemoveGate(path, b, l.Target, f)
 		}})
 	}
+	md := markdown.text
 	return p.changeWithNote(v, ActionAdopt, steps, fmt.Sprintf("%s comes from %s, a base other builds may share: the value is written as a patch of the overlay %s.",
-		objectName(f), pl.Manifest, pl.Built))
+		md(objectName(f)), md(pl.Manifest), md(pl.Built)))
 }
 
 func (p *planner) locate(f core.Field) (gitops.Placement, bool) {

@@ -183,6 +183,9 @@ func LoadSnapshot(ctx context.Context, dir, branch, policyPath string, led Ledge
 type SnapshotCache struct {
 	// Helm is the Helm renderer the snapshots it loads discover with (Snapshot.Helm).
 	Helm gitops.HelmRenderer
+	// FileBudget is the largest file the snapshots it loads read (core.Budget.FileBytes); zero:
+	// the default, 8 MiB.
+	FileBudget int64
 
 	mu     sync.Mutex
 	key    string // dir, branch, policy path and commit of the cached snapshot
@@ -221,7 +224,11 @@ func (c *SnapshotCache) Load(ctx context.Context, dir, branch, policyPath string
 			return Snapshot{Files: files, Git: led, Policy: pol, Head: hash.String(), HeadTime: headTime, Origin: origin, Helm: c.Helm, derive: d}, nil
 		}
 	}
-	files, _, err := readTree(repo, hash, core.DefaultBudget()) // parley discover names the files left out
+	var budget core.Budget
+	if c != nil {
+		budget.FileBytes = c.FileBudget
+	}
+	files, _, err := readTree(repo, hash, budget.WithDefaults()) // parley discover names the files left out
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("%s at %s: %w", dir, branch, err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 
+	"github.com/parleyhq/parley/internal/ghmarkdown"
 	"github.com/parleyhq/parley/reconcile/internal/gitwrite"
 )
 
@@ -113,7 +114,7 @@ func (w *GitWriter) Write(ctx context.Context, c Change) (Landed, error) {
 		l.PR = n
 		if !opened {
 			// The field's pull request was open already (a gate waiting to be merged): ask there.
-			if _, err := w.PRs.Comment(ctx, branch, w.Base, "**"+c.Title+"**\n\n"+c.Body); err != nil {
+			if _, err := w.PRs.Comment(ctx, branch, w.Base, "**"+ghmarkdown.Text(c.Title)+"**\n\n"+c.Body); err != nil {
 				return l, fmt.Errorf("comment on the pull request of %s: %w", branch, err)
 			}
 		}

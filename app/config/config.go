@@ -135,6 +135,17 @@ type Config struct {
 	// 0 checks nothing on that side.
 	EventMaxAge    time.Duration
 	EventMaxFuture time.Duration
+	// Budgets bound what a repository or a pull request can make the server read and render
+	// (core.Budget, gitops.HelmProcess; docs/security.md): the largest file read, the most fields
+	// one file and one pull request may change and still be judged, the longest value judged, and
+	// each Helm chart's render time, memory (MiB) and how many render at once.
+	MaxFileSize      int64
+	MaxFieldsPerFile int
+	MaxFields        int
+	MaxValueSize     int
+	RenderTimeout    time.Duration
+	RenderMemory     int64
+	RenderParallel   int
 
 	// HelmWorker is the command that renders one Helm chart in a child process under a time and
 	// memory budget (gitops.HelmProcess): `parley render-worker helm`, set by parley serve, not
@@ -252,6 +263,13 @@ func Keys() []Key {
 		{"event_max_age", "PARLEY_EVENT_MAX_AGE", "24h", "drift events (POST /events/...) older than this are refused (400 stale_event): a replayed old body is not news; parley ingest still replays old events on purpose (0: no bound)"},
 		{"event_max_future", "PARLEY_EVENT_MAX_FUTURE", "5m", "drift events dated further than this ahead of the server's clock are refused (0: no bound)"},
 		{"auth_failures_per_minute", "PARLEY_AUTH_FAILURES_PER_MINUTE", "30", "failed authentications (webhook signatures, event secrets and tokens, agent tokens) one client address may make a minute, in bursts of as many; over it every request from that address is answered 429 with Retry-After, before its credentials are checked (0: no limit)"},
+		{"max_file_size", "PARLEY_MAX_FILE_SIZE", "8388608", "the largest file (bytes) the App's check and the drift loop read from a repository; a larger one is named and not judged, and the check cannot pass"},
+		{"max_fields_per_file", "PARLEY_MAX_FIELDS_PER_FILE", "20000", "the most fields one file of a pull request may change and still be judged"},
+		{"max_fields", "PARLEY_MAX_FIELDS", "50000", "the most fields one pull request may change in all; the files past it are named and not judged"},
+		{"max_value_size", "PARLEY_MAX_VALUE_SIZE", "65536", "the longest value (bytes of JSON) judged; a longer one is named, never echoed"},
+		{"render_timeout", "PARLEY_RENDER_TIMEOUT", "30s", "the longest one Helm chart may take to render, in its own worker process; a chart over it is not rendered and its objects are not gated"},
+		{"render_memory", "PARLEY_RENDER_MEMORY", "512", "the most memory (MiB) one Helm chart's worker may use"},
+		{"render_parallel", "PARLEY_RENDER_PARALLEL", "2", "how many Helm charts render at once"},
 		{`admission "CLUSTER" {...}`, "", "(none)", `the validating admission webhook for cluster CLUSTER at /admission/CLUSTER (docs/admission.md): mode (warn, the default, or deny), token_file or client_ca_file (how its API server authenticates) or authentication = "none", gitops_users (default: Argo CD's and Flux's controllers)`},
 		{"admission_listen", "", "(none: on listen)", "separate HTTPS address for /admission/...; needs the two TLS files"},
 		{"admission_tls_cert_file", "", "(none)", "PEM certificate (chain) the admission listener serves; the API server checks it against the webhook's caBundle"},
@@ -311,6 +329,13 @@ type file struct {
 	DeadLetterRetention        *string          `hcl:"dead_letter_retention,optional"`
 	EventMaxAge                *string          `hcl:"event_max_age,optional"`
 	EventMaxFuture             *string          `hcl:"event_max_future,optional"`
+	MaxFileSize                *int64           `hcl:"max_file_size,optional"`
+	MaxFieldsPerFile           *int             `hcl:"max_fields_per_file,optional"`
+	MaxFields                  *int             `hcl:"max_fields,optional"`
+	MaxValueSize               *int             `hcl:"max_value_size,optional"`
+	RenderTimeout              *string          `hcl:"render_timeout,optional"`
+	RenderMemory               *int64           `hcl:"render_memory,optional"`
+	RenderParallel             *int             `hcl:"render_parallel,optional"`
 	Clusters                   []repoBlock      `hcl:"cluster,block"`
 	AWSAccounts                []repoBlock      `hcl:"aws_account,block"`
 	Admission                  []admissionBlock `hcl:"admission,block"`
@@ -483,6 +508,10 @@ func Load(path string, getenv func(string) string) (Config, error) {
 		IdleTimeout: 60 * time.Second, MaxConnections: 1024, MaxConnectionsPerClient: 64, AuthFailuresPerMinute: 30,
 		DeliveryRetention: 7 * 24 * time.Hour, DeadLetterRetention: 30 * 24 * time.Hour,
 		EventMaxAge: 24 * time.Hour, EventMaxFuture: 5 * time.Minute,
+		// The defaults of core.DefaultBudget and gitops.HelmProcess, which this package does not
+		// import; TestBudgetDefaultsAreTheLibraries' keeps them the same.
+		MaxFileSize: 8 << 20, MaxFieldsPerFile: 20_000, MaxFields: 50_000, MaxValueSize: 64 << 10,
+		RenderTimeout: 30 * time.Second, RenderMemory: 512, RenderParallel: 2,
 	}
 	var errs []error
 	if path != "" {
@@ -570,6 +599,13 @@ func Load(path string, getenv func(string) string) (Config, error) {
 		fileDuration("dead_letter_retention", f.DeadLetterRetention, &c.DeadLetterRetention)
 		fileDuration("event_max_age", f.EventMaxAge, &c.EventMaxAge)
 		fileDuration("event_max_future", f.EventMaxFuture, &c.EventMaxFuture)
+		fileDuration("render_timeout", f.RenderTimeout, &c.RenderTimeout)
+		setP(&c.MaxFileSize, f.MaxFileSize)
+		setP(&c.MaxFieldsPerFile, f.MaxFieldsPerFile)
+		setP(&c.MaxFields, f.MaxFields)
+		setP(&c.MaxValueSize, f.MaxValueSize)
+		setP(&c.RenderMemory, f.RenderMemory)
+		setP(&c.RenderParallel, f.RenderParallel)
 		setP(&c.MaxConnections, f.MaxConnections)
 		setP(&c.MaxConnectionsPerClient, f.MaxConnectionsPerClient)
 		setP(&c.AuthFailuresPerMinute, f.AuthFailuresPerMinute)
@@ -694,6 +730,20 @@ func Load(path string, getenv func(string) string) (Config, error) {
 	env("PARLEY_EVENT_MAX_FUTURE", dur(&c.EventMaxFuture))
 	env("PARLEY_MAX_CONNECTIONS", num(&c.MaxConnections))
 	env("PARLEY_MAX_CONNECTIONS_PER_CLIENT", num(&c.MaxConnectionsPerClient))
+	num64 := func(dst *int64) func(string) error {
+		return func(v string) error {
+			n, err := strconv.ParseInt(v, 10, 64)
+			*dst = n
+			return err
+		}
+	}
+	env("PARLEY_MAX_FILE_SIZE", num64(&c.MaxFileSize))
+	env("PARLEY_MAX_FIELDS_PER_FILE", num(&c.MaxFieldsPerFile))
+	env("PARLEY_MAX_FIELDS", num(&c.MaxFields))
+	env("PARLEY_MAX_VALUE_SIZE", num(&c.MaxValueSize))
+	env("PARLEY_RENDER_TIMEOUT", dur(&c.RenderTimeout))
+	env("PARLEY_RENDER_MEMORY", num64(&c.RenderMemory))
+	env("PARLEY_RENDER_PARALLEL", num(&c.RenderParallel))
 	env("PARLEY_AUTH_FAILURES_PER_MINUTE", func(v string) error {
 		n, err := strconv.ParseFloat(v, 64)
 		c.AuthFailuresPerMinute = n
@@ -826,6 +876,18 @@ func (c *Config) validateIntake() []error {
 		if d.v <= 0 || d.v > time.Hour {
 			errs = append(errs, fmt.Errorf("%s = %s: want more than 0 and at most 1h", d.key, d.v))
 		}
+	}
+	for _, b := range []struct {
+		key string
+		v   int64
+	}{{"max_file_size", c.MaxFileSize}, {"max_fields_per_file", int64(c.MaxFieldsPerFile)}, {"max_fields", int64(c.MaxFields)},
+		{"max_value_size", int64(c.MaxValueSize)}, {"render_memory", c.RenderMemory}, {"render_parallel", int64(c.RenderParallel)}} {
+		if b.v <= 0 {
+			errs = append(errs, fmt.Errorf("%s = %d: want more than 0 (a budget of none would let one repository take the server)", b.key, b.v))
+		}
+	}
+	if c.RenderTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("render_timeout = %s: want more than 0", c.RenderTimeout))
 	}
 	if c.MaxConnections < 0 {
 		errs = append(errs, fmt.Errorf("max_connections = %d: want 0 (no cap) or more", c.MaxConnections))

@@ -489,3 +489,42 @@ aws_account "123456789012" {
 		}
 	}
 }
+
+// The budgets of what a repository may make the server read and render are keys of the file and
+// of the environment (which wins), and a budget of none is refused by name.
+func TestLoadBudgets(t *testing.T) {
+	base := map[string]string{"PARLEY_APP_ID": "7", "PARLEY_PRIVATE_KEY": "pem", "PARLEY_WEBHOOK_SECRETS": "a"}
+	path := filepath.Join(t.TempDir(), "parley.hcl")
+	if err := os.WriteFile(path, []byte("max_file_size = 1048576\nmax_fields_per_file = 100\nmax_fields = 1000\nmax_value_size = 4096\n"+
+		"render_timeout = \"10s\"\nrender_memory = 256\nrender_parallel = 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(path, envMap(base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.MaxFileSize != 1<<20 || c.MaxFieldsPerFile != 100 || c.MaxFields != 1000 || c.MaxValueSize != 4096 ||
+		c.RenderTimeout != 10*time.Second || c.RenderMemory != 256 || c.RenderParallel != 1 {
+		t.Errorf("from the file: %+v", c)
+	}
+	env := map[string]string{"PARLEY_MAX_FILE_SIZE": "2048", "PARLEY_MAX_FIELDS_PER_FILE": "5", "PARLEY_MAX_FIELDS": "6",
+		"PARLEY_MAX_VALUE_SIZE": "7", "PARLEY_RENDER_TIMEOUT": "3s", "PARLEY_RENDER_MEMORY": "64", "PARLEY_RENDER_PARALLEL": "4"}
+	maps.Copy(env, base)
+	if c, err = Load(path, envMap(env)); err != nil {
+		t.Fatal(err)
+	}
+	if c.MaxFileSize != 2048 || c.MaxFieldsPerFile != 5 || c.MaxFields != 6 || c.MaxValueSize != 7 ||
+		c.RenderTimeout != 3*time.Second || c.RenderMemory != 64 || c.RenderParallel != 4 {
+		t.Errorf("from the environment: %+v", c)
+	}
+	zero := map[string]string{"PARLEY_MAX_FILE_SIZE": "0", "PARLEY_MAX_FIELDS_PER_FILE": "0", "PARLEY_MAX_FIELDS": "-1",
+		"PARLEY_MAX_VALUE_SIZE": "0", "PARLEY_RENDER_TIMEOUT": "0s", "PARLEY_RENDER_MEMORY": "0", "PARLEY_RENDER_PARALLEL": "0"}
+	maps.Copy(zero, base)
+	_, err = Load("", envMap(zero))
+	for _, want := range []string{"max_file_size = 0", "max_fields_per_file = 0", "max_fields = -1", "max_value_size = 0",
+		"render_timeout = 0s", "render_memory = 0", "render_parallel = 0"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not name %q: %v", want, err)
+		}
+	}
+}

@@ -45,8 +45,8 @@ type discoverObject struct {
 
 func newDiscoverCmd() *cobra.Command {
 	var dir, rev, object string
-	var asJSON, inProcess bool
-	render := gitops.HelmProcess{}
+	var asJSON bool
+	var render *renderFlags
 	var budget core.Budget
 	cmd := &cobra.Command{
 		Use:   "discover [--repo DIR] [--rev REV] [--object OBJ]",
@@ -69,11 +69,7 @@ that renders it, and the managers that apply it; or, for an object no file in th
 defines, the releases of charts from chart repositories (which Parley does not fetch) that may
 install it into its namespace.
 
-Each chart is rendered in a child process (this binary, re-executed) under a time budget
-(--render-timeout, default 30s) and a memory budget (--render-memory, default 512 MiB), two at a
-time: Helm's template engine cannot be interrupted, so a chart whose templates loop or grow is
-stopped there, and reported as not rendered, with why. Ctrl-C stops the workers too.
---render-in-process renders in this process instead, without budgets, for charts you trust.
+` + renderHelp + `
 
 Exit status 0 whatever discovery finds; 2 when the repository, the revision or --object cannot be
 read.`,
@@ -102,12 +98,8 @@ read.`,
 			}
 			origin := originURL(dir)
 			opts := gitops.Options{Origin: origin}
-			if !inProcess {
-				if render.Command, err = helmWorker(); err != nil {
-					return err
-				}
-				render.Memory <<= 20 // the flag is in MiB
-				opts.Helm = &render
+			if opts.Helm, err = render.renderer(); err != nil {
+				return err
 			}
 			inv, problems := gitops.DiscoverWith(cmd.Context(), files, opts)
 
@@ -146,11 +138,8 @@ read.`,
 	cmd.Flags().StringVar(&rev, "rev", "HEAD", "the revision to read: a branch, tag or commit")
 	cmd.Flags().StringVar(&object, "object", "", "a Kubernetes object to locate, such as k8s:apps/Deployment/prod/web")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
-	cmd.Flags().DurationVar(&render.Timeout, "render-timeout", gitops.DefaultHelmTimeout, "the longest one chart may take to render")
-	cmd.Flags().Int64Var(&render.Memory, "render-memory", gitops.DefaultHelmMemory>>20, "the most memory one chart's rendering may use, in MiB")
-	cmd.Flags().IntVar(&render.Parallel, "render-parallel", gitops.DefaultHelmParallel, "how many charts render at once")
+	render = addRenderFlags(cmd)
 	cmd.Flags().Int64Var(&budget.FileBytes, "max-file-size", core.DefaultBudget().FileBytes, "the largest file read, in bytes; a larger one is named in the problems and left out")
-	cmd.Flags().BoolVar(&inProcess, "render-in-process", false, "render charts in this process, without a time or memory budget (for trusted charts)")
 	return cmd
 }
 

@@ -30,6 +30,7 @@ import (
 )
 
 func newIngestCmd() *cobra.Command {
+	var render *renderFlags // set once the flags are registered, below
 	var (
 		dir, source, policyPath, at, statePath, author string
 		apply, asJSON                                  bool
@@ -55,7 +56,10 @@ events replay as they happened. With --apply each change is one commit on the ch
 (files with uncommitted changes are refused). Without it the repository is not touched: the changes
 are printed as diffs, and made in a throwaway clone so that later bodies are judged with them (a gate
 planned for one body can be resumed by a later one). The drift state (events taken in, claims,
-verdicts, timers) lives in memory unless --state names a file to keep it in.`,
+verdicts, timers) lives in memory unless --state names a file to keep it in.
+
+` + renderHelp + `
+A chart not rendered is left out of discovery: its objects are not gated or adopted until it renders.`,
 		Example: `  parley ingest audit.json --repo ./infra
   parley ingest flux-events.jsonl cloudtrail.json --repo ./infra --apply
   kubectl get --raw ... | parley ingest - --source k8s-audit --at now`,
@@ -130,8 +134,14 @@ verdicts, timers) lives in memory unless --state names a file to keep it in.`,
 			var now time.Time
 			rec := &reconcile.Reconciler{State: st, Now: func() time.Time { return now },
 				Writer: &reconcile.LocalWriter{Dir: dir, Author: sig, Now: func() time.Time { return now }}}
+			helm, err := render.renderer()
+			if err != nil {
+				return err
+			}
 			load := func() (reconcile.Snapshot, error) {
-				return reconcile.LoadSnapshot(ctx, dir, branch, ".parley/policy.hcl", led, pol)
+				snap, err := reconcile.LoadSnapshot(ctx, dir, branch, ".parley/policy.hcl", led, pol)
+				snap.Helm = helm // before its managers are discovered, which is when charts render
+				return snap, err
 			}
 			var out []ingestBatch
 			for _, b := range bodies {
@@ -209,6 +219,7 @@ verdicts, timers) lives in memory unless --state names a file to keep it in.`,
 	f.StringVar(&author, "author", "Parley <parley@localhost>", "author of the commits --apply makes")
 	f.BoolVar(&apply, "apply", false, "commit the changes to the checked-out branch")
 	f.BoolVar(&asJSON, "json", false, "print the batches as JSON")
+	render = addRenderFlags(cmd)
 	return cmd
 }
 

@@ -1,11 +1,17 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
+	"html"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/yuin/goldmark"
+	"github.com/yuin/goldmark/extension"
 
 	"github.com/parleyhq/parley/internal/demo"
 	"github.com/parleyhq/parley/internal/gittest"
@@ -264,7 +270,7 @@ func TestIngestGatesObjectsOfRemoteCharts(t *testing.T) {
 	if got := git.Run("log", "-1", "--format=%s"); got != "parley: yield /spec/replicas of Deployment prod/podinfo to hpa" {
 		t.Fatalf("last commit %q\n%s", got, out)
 	}
-	body := git.Run("log", "-1", "--format=%b")
+	body := shownMarkdown(t, git.Run("log", "-1", "--format=%b")) // the body is the pull request's Markdown
 	if !strings.Contains(body, "No manifest in the repository defines Deployment prod/podinfo") ||
 		!strings.Contains(body, "podinfo from HelmRepository; redis from https://charts.bitnami.com/bitnami") {
 		t.Fatalf("the commit does not say why it gated remote releases:\n%s", body)
@@ -374,4 +380,17 @@ func TestIngestPutsAVetoToPeopleOnAProposalBranch(t *testing.T) {
 	if !strings.Contains(out, "people were asked on the branch "+branches) {
 		t.Errorf("second run does not say people were asked already:\n%s", out)
 	}
+}
+
+// shownMarkdown is the text a reader of rendered Markdown sees: no tags, entities read, no
+// zero-width spaces. Parley escapes the data it quotes in a pull request's (and commit's) body, so a
+// test looking for a sentence looks in what GitHub shows.
+func shownMarkdown(t testing.TB, md string) string {
+	t.Helper()
+	var out bytes.Buffer
+	if err := goldmark.New(goldmark.WithExtensions(extension.GFM)).Convert([]byte(md), &out); err != nil {
+		t.Fatal(err)
+	}
+	text := regexp.MustCompile(`<[^>]*>`).ReplaceAllString(out.String(), "")
+	return strings.ReplaceAll(html.UnescapeString(text), "\u200b", "")
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/parleyhq/parley/policy"
 	"github.com/parleyhq/parley/reconcile"
 	"github.com/parleyhq/parley/reconcile/driftstate"
+	"github.com/parleyhq/parley/reconcile/gitops"
 	"github.com/parleyhq/parley/trailers"
 )
 
@@ -30,6 +31,7 @@ import (
 const maxAnswerBytes = 8 << 20
 
 func newProposeCmd() *cobra.Command {
+	var render *renderFlags // set once the flags are registered, below
 	var (
 		claims                      proposeClaims
 		intent, motivation, expires string
@@ -65,7 +67,8 @@ ledger and .parley/policy.hcl) as the identity --as SOURCE:ID, at --at (default 
 claims are recorded in the drift state --state names (as parley ingest --state keeps it), or in
 memory and forgotten. The answer has the same shape as the server's; the proposal id is random, or
 derived from --idempotency-key so that a proposal repeated against the same --state records its
-claims once.
+claims once. Offline, the repository's charts are rendered to find the values Git gives their
+objects; ` + renderHelp + `
 
 Output: per claim ACCEPTED or REFUSED, the decision and rule, until when, and for a refusal the
 holder (actor, value, intent, motivation, expiry) and the explanation. --json prints the answer
@@ -125,7 +128,11 @@ reached.`,
 			if err != nil {
 				return usageErr(fmt.Errorf("--as: %w", err))
 			}
-			resp, err := proposeOffline(cmd, dir, statePath, repository, idemKey, id, reqClaims, now)
+			helm, err := render.renderer()
+			if err != nil {
+				return err
+			}
+			resp, err := proposeOffline(cmd, dir, statePath, repository, idemKey, id, reqClaims, now, helm)
 			if err != nil {
 				return err
 			}
@@ -157,6 +164,7 @@ reached.`,
 	f.StringVar(&tokenFile, "token-file", "", "online: a file holding the bearer token (default: the PARLEY_TOKEN environment variable)")
 	f.DurationVar(&timeout, "timeout", 30*time.Second, "online: how long to wait for the answer")
 	f.StringVar(&dir, "repo", "", "offline: the GitOps repository to judge against (its default branch's ledger and policy)")
+	render = addRenderFlags(cmd)
 	f.StringVar(&as, "as", "", "offline: the identity to judge the claims as, SOURCE:ID (e.g. aws-principal:arn:aws:iam::123456789012:role/kafka-agent)")
 	f.StringVar(&statePath, "state", "", "offline: drift state file whose standing claims are weighed and where accepted claims are recorded (default: in memory)")
 	f.StringVar(&at, "at", "", "offline: judge at this RFC 3339 time (default: now)")
@@ -405,7 +413,7 @@ func proposeOnline(cmd *cobra.Command, server, token string, timeout time.Durati
 
 // proposeOffline judges the claims against a local repository as the server would, and answers
 // in the server's shape.
-func proposeOffline(cmd *cobra.Command, dir, statePath, repository, key string, id core.Identity, reqClaims []json.RawMessage, now time.Time) (app.ProposalResponse, error) {
+func proposeOffline(cmd *cobra.Command, dir, statePath, repository, key string, id core.Identity, reqClaims []json.RawMessage, now time.Time, helm gitops.HelmRenderer) (app.ProposalResponse, error) {
 	ctx := cmd.Context()
 	claims := make([]core.Claim, 0, len(reqClaims))
 	for _, raw := range reqClaims {
@@ -444,6 +452,7 @@ func proposeOffline(cmd *cobra.Command, dir, statePath, repository, key string, 
 	if err != nil {
 		return app.ProposalResponse{}, err
 	}
+	snap.Helm = helm // before the snapshot's managers are discovered, which is when charts render
 	rec := &reconcile.Reconciler{State: st, Now: func() time.Time { return now }}
 	pid := agentstore.ProposalID("", "")
 	if key != "" {

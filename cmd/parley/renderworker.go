@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -11,7 +12,7 @@ import (
 )
 
 // newRenderWorkerCmd is the hidden child process that renders one Helm chart for a
-// gitops.HelmProcess (parley serve, parley discover): it reads the job on standard input and
+// gitops.HelmProcess (parley serve, discover, ingest, propose): it reads the job on standard input and
 // writes the rendered templates on standard output, under the memory budget its parent gives it;
 // its parent kills it when the time budget is spent or the work is cancelled.
 func newRenderWorkerCmd() *cobra.Command {
@@ -55,4 +56,50 @@ func startedAs(arg0 string) (string, error) {
 		return "", fmt.Errorf("%s, the path the binary was started by, is not an executable file", arg0)
 	}
 	return arg0, nil
+}
+
+// renderHelp is the paragraph of --help of every command that renders a repository's charts.
+const renderHelp = `Each chart is rendered in a child process (this binary, re-executed) under a time budget
+(--render-timeout, default 30s) and a memory budget (--render-memory, default 512 MiB), two at a
+time: Helm's template engine cannot be interrupted, so a chart whose templates loop or grow is
+stopped there, and reported as not rendered, with why. Ctrl-C stops the workers too.
+--render-in-process renders in this process instead, without budgets, for charts you trust.`
+
+// renderFlags are the Helm rendering budgets of a command that discovers a repository's managers
+// (parley discover, ingest, propose): one set of flags, registered by addRenderFlags, so that
+// every command that renders a repository's charts renders them the same way.
+type renderFlags struct {
+	timeout   time.Duration
+	memoryMiB int64
+	parallel  int
+	inProcess bool
+}
+
+// addRenderFlags registers --render-timeout, --render-memory, --render-parallel and
+// --render-in-process on cmd.
+func addRenderFlags(cmd *cobra.Command) *renderFlags {
+	r := &renderFlags{}
+	f := cmd.Flags()
+	f.DurationVar(&r.timeout, "render-timeout", gitops.DefaultHelmTimeout, "the longest one chart may take to render")
+	f.Int64Var(&r.memoryMiB, "render-memory", gitops.DefaultHelmMemory>>20, "the most memory one chart's rendering may use, in MiB")
+	f.IntVar(&r.parallel, "render-parallel", gitops.DefaultHelmParallel, "how many charts render at once")
+	f.BoolVar(&r.inProcess, "render-in-process", false, "render charts in this process, without a time or memory budget (for trusted charts)")
+	return r
+}
+
+// renderer is the Helm renderer the flags ask for: a worker per chart under the budgets, or nil
+// (render in this process) with --render-in-process.
+func (r *renderFlags) renderer() (gitops.HelmRenderer, error) {
+	if r.inProcess {
+		return nil, nil
+	}
+	if r.timeout <= 0 || r.memoryMiB <= 0 || r.parallel <= 0 {
+		return nil, usageErr(fmt.Errorf("--render-timeout %s, --render-memory %d, --render-parallel %d: each must be above 0 (--render-in-process renders without budgets)",
+			r.timeout, r.memoryMiB, r.parallel))
+	}
+	worker, err := helmWorker()
+	if err != nil {
+		return nil, err
+	}
+	return &gitops.HelmProcess{Command: worker, Timeout: r.timeout, Memory: r.memoryMiB << 20, Parallel: r.parallel}, nil
 }

@@ -122,6 +122,15 @@ func TestRender(t *testing.T) {
 			t.Errorf("%s = %q, want %q", name, env[name], want)
 		}
 	}
+	// The budgets of what a repository may make the server read and render, with serve's defaults
+	// (a large number as an integer, not Helm's float).
+	for name, want := range map[string]string{"PARLEY_MAX_FILE_SIZE": "8388608", "PARLEY_MAX_FIELDS_PER_FILE": "20000",
+		"PARLEY_MAX_FIELDS": "50000", "PARLEY_MAX_VALUE_SIZE": "65536", "PARLEY_RENDER_TIMEOUT": "30s", "PARLEY_RENDER_MEMORY": "512",
+		"PARLEY_RENDER_PARALLEL": "2"} {
+		if env[name] != want {
+			t.Errorf("%s = %q, want %q", name, env[name], want)
+		}
+	}
 	if len(c.Ports) != 2 || c.Ports[1].Name != "metrics" {
 		t.Errorf("ports: %+v", c.Ports)
 	}

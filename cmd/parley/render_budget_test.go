@@ -1,0 +1,78 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// growingShop is the demo repository with a Flux HelmRelease of a chart whose one template renders
+// the shop-api Deployment and, beside it, a ConfigMap holding a 100 MB string: far above a 64 MiB
+// render budget, and fine for a process that renders it without one.
+func growingShop(t *testing.T) (dir, audit string) {
+	t.Helper()
+	dir, git := demoRepo(t)
+	for p, c := range map[string]string{
+		"charts/shop/Chart.yaml":  "apiVersion: v2\nname: shop\nversion: 1.2.0\n",
+		"charts/shop/values.yaml": "replicaCount: 2\n",
+		"charts/shop/templates/deployment.yaml": "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {{ .Chart.Name }}-api\n" +
+			"spec:\n  replicas: {{ .Values.replicaCount }}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: grow\ndata:\n  x: {{ repeat 100000000 \"x\" | quote }}\n",
+		"clusters/prod/shop.yaml": "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: shop\n  namespace: flux-system\n" +
+			"spec:\n  interval: 10m\n  targetNamespace: prod\n  chart:\n    spec:\n      chart: ./charts/shop\n      sourceRef:\n        kind: GitRepository\n        name: flux-system\n" +
+			"  values:\n    replicaCount: 4\n",
+	} {
+		writeFile(t, filepath.Join(dir, p), c)
+	}
+	git.Run("add", "-A")
+	git.Run("commit", "--quiet", "-m", "Install the shop chart, which grows")
+	audit = writeFile(t, filepath.Join(t.TempDir(), "audit.json"), `{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[{"level":"Request",
+"auditID":"shop-hpa-1","stage":"ResponseComplete","requestURI":"/apis/apps/v1/namespaces/prod/deployments/shop-api/scale","verb":"update",
+"user":{"username":"system:serviceaccount:kube-system:horizontal-pod-autoscaler"},"userAgent":"kube-controller-manager/v1.36.3 (linux/amd64) kubernetes/2f1c8a7/system:serviceaccount:kube-system:horizontal-pod-autoscaler",
+"objectRef":{"resource":"deployments","namespace":"prod","name":"shop-api","apiGroup":"apps","apiVersion":"v1","subresource":"scale"},
+"responseStatus":{"metadata":{},"code":200},"requestObject":{"kind":"Scale","apiVersion":"autoscaling/v1","metadata":{"name":"shop-api","namespace":"prod"},"spec":{"replicas":9}},
+"requestReceivedTimestamp":"2026-11-20T10:00:00.000000Z","stageTimestamp":"2026-11-20T10:00:00.000000Z"}]}`)
+	return dir, audit
+}
+
+// parley ingest renders charts in a worker under the render budget, as parley discover does: the
+// growing chart is stopped at --render-memory, so Git holds no value for its Deployment and nothing
+// is gated, where rendering it in process would have spent the memory (and gated the replicas).
+func TestIngestRendersChartsUnderTheRenderBudget(t *testing.T) {
+	dir, audit := growingShop(t)
+	code, out, errOut := runCLI(t, "ingest", "--repo", dir, "--render-memory", "64", audit)
+	if code != 0 {
+		t.Fatalf("exit %d: %s\n%s", code, errOut, out)
+	}
+	if strings.Contains(out, "gate clusters/prod/shop.yaml") {
+		t.Fatalf("the growing chart was rendered, its Deployment gated:\n%s", out)
+	}
+	if !strings.Contains(out, "hpa is the only claim, and Git does not hold the field") {
+		t.Errorf("the output does not say Git holds no value for the chart's Deployment:\n%s", out)
+	}
+}
+
+// parley propose (offline) renders charts under the same budget: the growing chart is stopped, so
+// Git holds no value for its Deployment and the HPA's claim is uncontested, where rendering it in
+// process would have spent the memory (and contested the claim with Git's 4, by rank).
+func TestProposeRendersChartsUnderTheRenderBudget(t *testing.T) {
+	dir, _ := growingShop(t)
+	code, out, errOut := runCLI(t, "propose", "--repo", dir, "--as", "k8s-user:system:serviceaccount:kube-system:horizontal-pod-autoscaler",
+		"--field", "k8s:apps/Deployment/prod/shop-api#/spec/replicas", "--value", "9", "--at", "2026-11-20T10:00:00Z", "--render-memory", "64")
+	if code != 0 {
+		t.Fatalf("exit %d: %s\n%s", code, errOut, out)
+	}
+	if !strings.Contains(out, "rule:     uncontested") {
+		t.Errorf("the claim was judged against the growing chart's rendering:\n%s", out)
+	}
+}
+
+// Budgets of zero or less are refused by name, not taken as "no budget".
+func TestRenderBudgetsMustBePositive(t *testing.T) {
+	dir, _ := demoRepo(t)
+	for _, flag := range []string{"--render-timeout=0s", "--render-memory=0", "--render-parallel=-1"} {
+		code, _, errOut := runCLI(t, "discover", "--repo", dir, flag)
+		if code != 2 || !strings.Contains(errOut, "each must be above 0") {
+			t.Errorf("%s: exit %d, %s", flag, code, errOut)
+		}
+	}
+}
