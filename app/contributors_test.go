@@ -135,11 +135,20 @@ func TestEachCommitAuthorIsJudgedOnTheFieldsItTouched(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir, git := remote(t)
 			git("checkout", "-q", "-b", "two", "main")
-			edit(t, dir, "infra/kafka/main.tf", "desired_capacity = 6", "desired_capacity = 5")
+			edit := func(p, from, to string) {
+				data, err := os.ReadFile(filepath.Join(dir, p))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(dir, p), []byte(strings.Replace(string(data), from, to, 1)), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			edit("infra/kafka/main.tf", "desired_capacity = 6", "desired_capacity = 5")
 			git("commit", "-q", "-am", "Right-size the consumers\n\nIntent: cost\nMotivation: budget\n")
 			first := git("rev-parse", "HEAD")
 			old := map[string]string{"infra/kafka/main.tf": "desired_capacity = 5", "k8s/prod/web.yaml": "replicas: 3"}[tc.file]
-			edit(t, dir, tc.file, old, tc.change)
+			edit(tc.file, old, tc.change)
 			git("commit", "-q", "-a", "--author=Carol <carol@parley.example>", "-m", "Adjust")
 			head := git("rev-parse", "HEAD")
 			git("update-ref", "refs/pull/7/head", head)
