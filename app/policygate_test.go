@@ -135,3 +135,15 @@ func TestThePolicyPathIsGatedHoweverItIsSpelled(t *testing.T) {
 		})
 	}
 }
+
+// edit replaces from with to in the file p of the repository at dir.
+func edit(t *testing.T, dir, p, from, to string) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, p), []byte(strings.Replace(string(data), from, to, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
