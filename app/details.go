@@ -294,7 +294,7 @@ func (d *Details) withRepository(ctx context.Context, full string, inst int64, f
 	if pol == nil {
 		return fmt.Errorf("%w: %s", errNoPolicy, note)
 	}
-	led, err := reconcile.OpenLedger(dir, branch, d.PolicyPath, ledger.Options{})
+	led, err := reconcile.OpenLedger(dir, branch, repoPath(d.PolicyPath), ledger.Options{})
 	if err != nil {
 		return fmt.Errorf("%s: open ledger: %w", full, err)
 	}

@@ -489,12 +489,12 @@ func (rd *repoDrift) withSnapshot(ctx context.Context, fn func(reconcile.Snapsho
 func (rd *repoDrift) withSnapshotWithin(ctx context.Context, maxAge time.Duration, fn func(reconcile.Snapshot) error) error {
 	d := rd.d
 	return rd.withClone(ctx, maxAge, func(dir, branch string) error {
-		led, err := reconcile.OpenLedger(dir, branch, d.PolicyPath, ledger.Options{})
+		led, err := reconcile.OpenLedger(dir, branch, repoPath(d.PolicyPath), ledger.Options{})
 		if err != nil {
 			return fmt.Errorf("%s: open ledger: %w", rd.name, err)
 		}
 		defer led.Close()
-		snap, err := rd.snaps.Load(ctx, dir, branch, d.PolicyPath, led, nil)
+		snap, err := rd.snaps.Load(ctx, dir, branch, repoPath(d.PolicyPath), led, nil)
 		if errors.Is(err, reconcile.ErrNoPolicy) {
 			return webhooks.Permanent(fmt.Errorf("%s: %w: add %s to %s to judge drift", rd.name, err, d.PolicyPath, branch))
 		}
@@ -928,11 +928,11 @@ func (rd *repoDrift) refreshView(ctx context.Context, maxAge time.Duration) erro
 	var snap reconcile.Snapshot
 	var led io.Closer
 	err := rd.withClone(ctx, maxAge, func(dir, branch string) error {
-		l, err := reconcile.OpenLedger(dir, branch, rd.d.PolicyPath, ledger.Options{})
+		l, err := reconcile.OpenLedger(dir, branch, repoPath(rd.d.PolicyPath), ledger.Options{})
 		if err != nil {
 			return fmt.Errorf("%s: open ledger: %w", rd.name, err)
 		}
-		if snap, err = rd.snaps.Load(ctx, dir, branch, rd.d.PolicyPath, l, nil); err != nil {
+		if snap, err = rd.snaps.Load(ctx, dir, branch, repoPath(rd.d.PolicyPath), l, nil); err != nil {
 			l.Close()
 			return fmt.Errorf("%s: %w", rd.name, err)
 		}

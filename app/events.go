@@ -124,7 +124,7 @@ func (h *Pushes) Handle(ctx context.Context, d store.Delivery) error {
 	if err != nil {
 		return err
 	}
-	led, err := reconcile.OpenLedger(dir, repo.GetDefaultBranch(), h.PullRequests.PolicyPath, ledger.Options{})
+	led, err := reconcile.OpenLedger(dir, repo.GetDefaultBranch(), repoPath(h.PullRequests.PolicyPath), ledger.Options{})
 	if err != nil {
 		unlock()
 		return fmt.Errorf("%s: open ledger: %w", repo.GetFullName(), err)

@@ -106,3 +106,44 @@ func TestPolicyChangeNeedsAPolicyOwnersApprovalAtHead(t *testing.T) {
 		t.Fatalf("approved at head by dana of acme/platform: %q, want success:\n%s", run.Conclusion, run.Summary)
 	}
 }
+
+// TestThePolicyPathIsGatedHoweverItIsSpelled: parley serve's policy_path names the policy file as
+// its operator wrote it ("./.parley/policy.hcl", "/.parley//policy.hcl"). A pull request that
+// changes that file is a change to the policy all the same: it concludes action_required until a
+// policy owner approves, never neutral (before, a path Git does not spell that way left the
+// policy unread and such a pull request passed).
+func TestThePolicyPathIsGatedHoweverItIsSpelled(t *testing.T) {
+	dir, git := remote(t)
+	git("checkout", "-q", "-b", "policy", "main")
+	edit(t, dir, ".parley/policy.hcl", `writers = ["kafka-agent", "oncall", "cost-optimizer"]`, "")
+	git("commit", "-q", "-am", "Let anyone write the consumers' capacity")
+	head := git("rev-parse", "HEAD")
+	git("update-ref", "refs/pull/7/head", head)
+	git("checkout", "-q", "main")
+	base := git("rev-parse", "main")
+	for _, configured := range []string{"./.parley/policy.hcl", "/.parley//policy.hcl"} {
+		t.Run(configured, func(t *testing.T) {
+			h, gh := handler(t)
+			h.PolicyPath = configured
+			if err := h.Handle(context.Background(), store.Delivery{ID: "d", Event: "pull_request", Body: prEvent(t, dir, base, head, "opened")}); err != nil {
+				t.Fatal(err)
+			}
+			runs := gh.CheckRuns("acme/infra")
+			if len(runs) != 1 || runs[0].Conclusion != "action_required" || !strings.Contains(runs[0].Summary, "changes the policy (.parley/policy.hcl)") {
+				t.Fatalf("check runs %+v: want action_required, the change to the policy named", runs)
+			}
+		})
+	}
+}
+
+// edit replaces from with to in the file p of the repository at dir.
+func edit(t *testing.T, dir, p, from, to string) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, p), []byte(strings.Replace(string(data), from, to, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path"
 	"strings"
 	"time"
 
@@ -258,10 +259,7 @@ func (h *PullRequests) judge(ctx context.Context, t Target) (review.Result, erro
 	var res review.Result
 	var headTime time.Time
 	var gate *policyGate // set when the pull request changes the policy itself
-	policyPath := h.PolicyPath
-	if policyPath == "" {
-		policyPath = policy.DefaultFile
-	}
+	policyPath := repoPath(h.PolicyPath)
 	if pol == nil {
 		// Nothing is judged without a policy on the base, but a pull request that adds or mends one
 		// is a change to the policy all the same.
@@ -284,7 +282,7 @@ func (h *PullRequests) judge(ctx context.Context, t Target) (review.Result, erro
 		}
 	}
 	if pol != nil {
-		led, err := reconcile.OpenLedger(dir, t.DefaultBranch, h.PolicyPath, ledger.Options{})
+		led, err := reconcile.OpenLedger(dir, t.DefaultBranch, policyPath, ledger.Options{})
 		if err != nil {
 			return review.Result{}, fmt.Errorf("%s: open ledger: %w", id, err)
 		}
@@ -363,8 +361,18 @@ func (h *PullRequests) judge(ctx context.Context, t Target) (review.Result, erro
 	return res, nil
 }
 
-// readPolicy reads the policy from the default branch of the clone; a missing policy is a note for
-// the check run, not an error.
+// repoPath is the configured policy path (policy.DefaultFile when empty) as Git names the file: a
+// path spelled "./.parley/policy.hcl" or "/.parley//policy.hcl" is read as the policy, and a pull
+// request changing it is gated as a change to the policy, instead of the policy going unread and
+// such a pull request passing as neutral.
+func repoPath(p string) string {
+	p = path.Clean("/" + p)[1:]
+	if p == "" {
+		return policy.DefaultFile
+	}
+	return p
+}
+
 // hasBranch reports whether the clone at dir has the branch.
 func hasBranch(dir, branch string) bool {
 	repo, err := git.PlainOpen(dir)
@@ -375,6 +383,8 @@ func hasBranch(dir, branch string) bool {
 	return err == nil
 }
 
+// readPolicy reads the policy from the default branch of the clone; a missing policy is a note for
+// the check run, not an error.
 func (h *PullRequests) readPolicy(dir, branch string) (*policy.Policy, string, error) {
 	return readPolicyAt(dir, branch, h.PolicyPath)
 }
@@ -382,9 +392,7 @@ func (h *PullRequests) readPolicy(dir, branch string) (*policy.Policy, string, e
 // readPolicyAt reads the policy at path (default .parley/policy.hcl) on branch of the clone at
 // dir; a missing or invalid policy is a note saying so, not an error.
 func readPolicyAt(dir, branch, path string) (*policy.Policy, string, error) {
-	if path == "" {
-		path = policy.DefaultFile
-	}
+	path = repoPath(path)
 	repo, err := git.PlainOpen(dir)
 	if err != nil {
 		return nil, "", err
