@@ -1,31 +1,22 @@
 package app
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/parleyhq/parley/app/config"
-	"github.com/parleyhq/parley/app/internal/repocache"
-	"github.com/parleyhq/parley/internal/demo"
-	"github.com/parleyhq/parley/internal/gittest"
-	"github.com/parleyhq/parley/reconcile"
-	"github.com/parleyhq/parley/reconcile/driftstate"
 )
 
 // BenchmarkAdmissionAt500PerSecond measures what the API server waits for on every write: an
@@ -41,39 +32,8 @@ import (
 //
 //	go test ./app -run '^$' -bench AdmissionAt500PerSecond -benchtime 5000x
 func BenchmarkAdmissionAt500PerSecond(b *testing.B) {
-	ctx := context.Background()
-	work := filepath.Join(b.TempDir(), "work")
-	if _, err := demo.Build(work); err != nil {
-		b.Fatal(err)
-	}
-	const deployments = 1000
-	var manifests strings.Builder
-	for i := range deployments {
-		fmt.Fprintf(&manifests, "---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: svc-%d\n  namespace: prod\n  labels: {app: svc-%d, team: t%d}\n"+
-			"spec:\n  replicas: 2\n  selector: {matchLabels: {app: svc-%d}}\n  template:\n    metadata: {labels: {app: svc-%d}}\n"+
-			"    spec:\n      containers:\n        - name: app\n          image: registry.example.com/svc-%d:1.0.0\n          resources: {requests: {cpu: 100m, memory: 128Mi}}\n",
-			i, i, i%7, i, i, i)
-	}
-	if err := os.WriteFile(filepath.Join(work, "k8s/prod/services.yaml"), []byte(manifests.String()), 0o644); err != nil {
-		b.Fatal(err)
-	}
-	g := gittest.New(b, work)
-	g.Run("add", ".")
-	g.Run("commit", "-q", "-m", "Add 1,000 services")
-	bare := filepath.Join(b.TempDir(), "infra.git")
-	g.Run("clone", "-q", "--bare", work, bare)
-	gh, app, _ := fakeApp(b)
-	gh.SetInstallation("acme/infra", 5)
-	gh.SetRepository("acme/infra", map[string]any{"clone_url": bare, "default_branch": "main"})
-	st, err := driftstate.Open(ctx, filepath.Join(b.TempDir(), "drift.db"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer st.Close()
-	d := &Drift{GitHub: InstallationAuth{App: app, Base: gh.Client().Transport}, Repos: &repocache.Cache{Dir: b.TempDir()},
-		Repository: "acme/infra", PolicyPath: ".parley/policy.hcl", Mode: reconcile.ModeDirect, State: st,
-		Author: object.Signature{Name: "Parley", Email: "parley@users.noreply.github.com"}}
-	defer d.Close()
+	const deployments = busyDeployments
+	d := busyDrift(b)
 	m, err := NewAdmissionMetrics(prometheus.NewRegistry())
 	if err != nil {
 		b.Fatal(err)
