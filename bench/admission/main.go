@@ -79,7 +79,6 @@ func main() {
 	flag.DurationVar(&o.duration, "duration", 10*time.Second, "length of the load (at most 5m)")
 	flag.StringVar(&o.mode, "mode", "deny", `the cluster's admission mode: "deny" or "warn"`)
 	flag.DurationVar(&o.timeout, "timeout", 5*time.Second, "how long a review may take before it counts as an error (the chart's timeoutSeconds)")
-	flag.BoolVar(&o.http1, "http1", false, "HTTP/1.1 instead of HTTP/2 (the API server speaks HTTP/2 to webhooks)")
 	flag.StringVar(&o.logLevel, "log-level", "info", "parley serve's log_level (its default is info; its log goes to a file)")
 	flag.Parse()
 	res, err := run(o, os.Stderr)
@@ -95,7 +94,6 @@ type options struct {
 	rate              int
 	duration, timeout time.Duration
 	mode, logLevel    string
-	http1             bool
 }
 
 func (o options) check() error {
@@ -328,15 +326,11 @@ func (s *side) settle(errs []error, protos []string) {
 	slices.Sort(s.lat)
 }
 
-// client is the API server's side of the connection: TLS verified against the generated CA,
-// HTTP/2 (one connection, many streams) unless -http1.
+// client is the API server's side of the connection: TLS verified against the generated CA, and
+// HTTP/2, as the API server calls webhooks (one connection, many streams).
 func client(pool *x509.CertPool, o options) *http.Client {
 	var protos http.Protocols
-	if o.http1 {
-		protos.SetHTTP1(true)
-	} else {
-		protos.SetHTTP2(true)
-	}
+	protos.SetHTTP2(true)
 	return &http.Client{Timeout: o.timeout, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
 		Protocols: &protos, MaxIdleConnsPerHost: 256}}
 }
@@ -694,8 +688,8 @@ const header = "| rate × duration | reviews | Parley p50 | p90 | p99 | max | al
 
 func (r *result) report(w io.Writer) {
 	fmt.Fprint(w, header)
-	fmt.Fprintf(w, "| %d/s × %s (%s, %s) | %d | %s | %s | %s | %s | %s | %s | %s | %s | %.0f of %d | %d / %d | %d MiB | %.1f (%.1f) | %s → %s |\n",
-		r.o.rate, r.o.duration, r.o.mode, r.parley.proto, r.reviews,
+	fmt.Fprintf(w, "| %d/s × %s (%s, log %s) | %d | %s | %s | %s | %s | %s | %s | %s | %s | %.0f of %d | %d / %d | %d MiB | %.1f (%.1f) | %s → %s |\n",
+		r.o.rate, r.o.duration, r.o.mode, r.o.logLevel, r.reviews,
 		ms(pct(r.parley.lat, 50)), ms(pct(r.parley.lat, 90)), ms(pct(r.parley.lat, 99)), ms(pct(r.parley.lat, 100)),
 		ms(pct(r.allowAll.lat, 50)), ms(pct(r.allowAll.lat, 90)), ms(pct(r.allowAll.lat, 99)), ms(pct(r.allowAll.lat, 100)),
 		r.unjudged, r.reviews, r.parley.errors, r.allowAll.errors, r.peakRSS/1024, r.cpu, r.allowAllCPU, r.loadBefore, r.loadEnd)
@@ -705,6 +699,8 @@ func (r *result) report(w io.Writer) {
 	}
 	fmt.Fprintf(w, "\nParley's decisions during the load: %s (the mix sent: %d HPA scales, %d cost optimizer scale-downs, %d ConfigMap edits)\n",
 		strings.Join(decisions, ", "), r.want[busycluster.HPAScale], r.want[busycluster.CostScaleDown], r.want[busycluster.ConfigMapEdit])
+	fmt.Fprintf(w, "CPU per review during the load: parley serve %.2f ms, allow-all %.2f ms\n",
+		1000*r.cpu/float64(r.reviews), 1000*r.allowAllCPU/float64(r.reviews))
 	fmt.Fprintf(w, "load generator: requests left p99 %s, at most %s after they were due (both sides' latencies include it)\n",
 		ms(pct(r.lag, 99)), ms(pct(r.lag, 100)))
 	for _, s := range []struct {

@@ -63,7 +63,7 @@ func TestRunJudgesEveryReview(t *testing.T) {
 	}
 	var out bytes.Buffer
 	res.report(&out)
-	for _, s := range []string{"| rate × duration |", "| 40/s × 1s (deny, HTTP/2.0) | 40 |", "denied ", "uncovered "} {
+	for _, s := range []string{"| rate × duration |", "| 40/s × 1s (deny, log warn) | 40 |", "denied ", "uncovered "} {
 		if !strings.Contains(out.String(), s) {
 			t.Errorf("report lacks %q:\n%s", s, out.String())
 		}
