@@ -55,6 +55,7 @@ import (
 	"github.com/prometheus/common/model"
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/parleyhq/parley/internal/busycluster"
 	"github.com/parleyhq/parley/internal/fakegithub"
@@ -271,9 +272,16 @@ admission "prod" {
 	cpu0, acpu0 := cpuSeconds(serve.Process.Pid), cpuSeconds(allow.Process.Pid)
 	res.loadBefore = loadAverage()
 	fmt.Fprintf(logw, "sending %d reviews to each side at %d/s ...\n", res.reviews, o.rate)
-	bodies := make([][]byte, res.reviews)
+	// Every review is encoded (and its UID read back) before the load, so the load generator
+	// spends its CPU on sending.
+	bodies, uids := make([][]byte, res.reviews), make([]types.UID, res.reviews)
 	for i := range bodies {
 		bodies[i] = busycluster.Review(i + 1)
+		var rev admissionv1.AdmissionReview
+		if err := json.Unmarshal(bodies[i], &rev); err != nil || rev.Request == nil {
+			return nil, fmt.Errorf("review %d does not decode: %v", i+1, err)
+		}
+		uids[i] = rev.Request.UID
 		res.want[busycluster.Mix(i+1)]++
 	}
 	res.parley.lat, res.allowAll.lat = make([]time.Duration, res.reviews), make([]time.Duration, res.reviews)
@@ -287,8 +295,12 @@ admission "prod" {
 		due := begin.Add(time.Duration(i) * interval)
 		time.Sleep(time.Until(due))
 		res.lag[i] = time.Since(due)
-		wg.Go(func() { res.parley.lat[i], pproto[i], perr[i] = send(parleyClient, parleyURL, token, body, due) })
-		wg.Go(func() { res.allowAll.lat[i], aproto[i], aerr[i] = send(allowClient, allowURL, token, body, due) })
+		wg.Go(func() {
+			res.parley.lat[i], pproto[i], perr[i] = send(parleyClient, parleyURL, token, body, uids[i], due)
+		})
+		wg.Go(func() {
+			res.allowAll.lat[i], aproto[i], aerr[i] = send(allowClient, allowURL, token, body, uids[i], due)
+		})
 	}
 	wg.Wait()
 	res.cpu, res.allowAllCPU = cpuSeconds(serve.Process.Pid)-cpu0, cpuSeconds(allow.Process.Pid)-acpu0
@@ -337,7 +349,7 @@ func client(pool *x509.CertPool, o options) *http.Client {
 
 // send posts one review and checks the answer is an AdmissionReview for it. The latency counts
 // from due, when the review should have left.
-func send(c *http.Client, url, token string, body []byte, due time.Time) (time.Duration, string, error) {
+func send(c *http.Client, url, token string, body []byte, uid types.UID, due time.Time) (time.Duration, string, error) {
 	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return 0, "", err
@@ -357,12 +369,9 @@ func send(c *http.Client, url, token string, body []byte, due time.Time) (time.D
 	if resp.StatusCode != http.StatusOK {
 		return lat, resp.Proto, fmt.Errorf("%s answered %s: %s", url, resp.Status, tail(string(b), 200))
 	}
-	var sent, got admissionv1.AdmissionReview
-	if err := json.Unmarshal(body, &sent); err != nil {
-		return lat, resp.Proto, err
-	}
-	if err := json.Unmarshal(b, &got); err != nil || got.Response == nil || got.Response.UID != sent.Request.UID {
-		return lat, resp.Proto, fmt.Errorf("%s answered no AdmissionReview for %s: %v %s", url, sent.Request.UID, err, tail(string(b), 200))
+	var got admissionv1.AdmissionReview
+	if err := json.Unmarshal(b, &got); err != nil || got.Response == nil || got.Response.UID != uid {
+		return lat, resp.Proto, fmt.Errorf("%s answered no AdmissionReview for %s: %v %s", url, uid, err, tail(string(b), 200))
 	}
 	return lat, resp.Proto, nil
 }
