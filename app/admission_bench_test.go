@@ -1,12 +1,12 @@
 package app
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/parleyhq/parley/app/config"
+	"github.com/parleyhq/parley/internal/busycluster"
 )
 
 // BenchmarkAdmissionAt500PerSecond measures what the API server waits for on every write: an
@@ -28,11 +29,11 @@ import (
 // Deployment (accepted and recorded: standing claims pile up), 3 in 10 the cost optimizer scaling
 // one down (refused: denied), 2 in 10 a ConfigMap no field block covers. In the same run each
 // review also goes to an allow-all webhook (decode, answer allowed), for the floor that HTTP and
-// JSON set. b.N reviews to each:
+// JSON set. The repository and the reviews are internal/busycluster's, as bench/admission sends
+// them to the parley binary end to end. b.N reviews to each:
 //
 //	go test ./app -run '^$' -bench AdmissionAt500PerSecond -benchtime 5000x
 func BenchmarkAdmissionAt500PerSecond(b *testing.B) {
-	const deployments = busyDeployments
 	d := busyDrift(b)
 	m, err := NewAdmissionMetrics(prometheus.NewRegistry())
 	if err != nil {
@@ -57,22 +58,9 @@ func BenchmarkAdmissionAt500PerSecond(b *testing.B) {
 	}))
 	defer allowAll.Close()
 
-	review := func(i int) string {
-		svc := fmt.Sprintf("svc-%d", i%deployments)
-		sc := `{"kind":"Scale","apiVersion":"autoscaling/v1","metadata":{"name":"` + svc + `","namespace":"prod"},"spec":{"replicas":%d}}`
-		switch i % 10 {
-		case 0, 1, 2, 3, 4:
-			return renamed(reviewOf(fmt.Sprint(i), hpaSA, "scale", fmt.Sprintf(sc, 3+i%20), fmt.Sprintf(sc, 2), false), svc)
-		case 5, 6, 7:
-			return renamed(reviewOf(fmt.Sprint(i), costSA, "scale", fmt.Sprintf(sc, 1), fmt.Sprintf(sc, 2), false), svc)
-		}
-		cm := `{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"` + svc + `","namespace":"prod"},"data":{"a":"%d"}}`
-		return strings.Replace(reviewOf(fmt.Sprint(i), costSA, "", fmt.Sprintf(cm, i), fmt.Sprintf(cm, 0), false),
-			`"resource":{"group":"apps","version":"v1","resource":"deployments"}`, `"resource":{"group":"","version":"v1","resource":"configmaps"}`, 1)
-	}
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 128}}
-	send := func(url, body string) (time.Duration, error) {
-		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	send := func(url string, body []byte) (time.Duration, error) {
+		req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+admissionToken)
 		req.Header.Set("Content-Type", "application/json")
 		start := time.Now()
@@ -88,7 +76,7 @@ func BenchmarkAdmissionAt500PerSecond(b *testing.B) {
 		return time.Since(start), nil
 	}
 	// Warm up: the first review clones the repository and builds the ledger.
-	if _, err := send(parley.URL+AdmissionPrefix+"prod", review(0)); err != nil {
+	if _, err := send(parley.URL+AdmissionPrefix+"prod", busycluster.Review(0)); err != nil {
 		b.Fatal(err)
 	}
 	lat, floor := make([]time.Duration, b.N), make([]time.Duration, b.N)
@@ -99,7 +87,7 @@ func BenchmarkAdmissionAt500PerSecond(b *testing.B) {
 	b.ResetTimer()
 	for i := range b.N {
 		<-tick.C
-		body := review(i + 1)
+		body := busycluster.Review(i + 1)
 		wg.Add(2)
 		go func() { // owned by this loop; wg.Wait below collects every one
 			defer wg.Done()
@@ -133,9 +121,4 @@ func BenchmarkAdmissionAt500PerSecond(b *testing.B) {
 	for _, dec := range []string{admAllowed, admDenied, admUncovered, admFailOpen} {
 		b.ReportMetric(testutil.ToFloat64(h.Metrics.decisions.WithLabelValues("prod", dec, "false")), dec)
 	}
-}
-
-// renamed points a review at another Deployment than web.
-func renamed(review, name string) string {
-	return strings.Replace(review, `"name":"web"`, `"name":"`+name+`"`, 1)
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -18,7 +17,7 @@ import (
 	"github.com/parleyhq/parley/app/internal/repocache"
 	"github.com/parleyhq/parley/core"
 	"github.com/parleyhq/parley/internal/agentstore"
-	"github.com/parleyhq/parley/internal/demo"
+	"github.com/parleyhq/parley/internal/busycluster"
 	"github.com/parleyhq/parley/internal/gittest"
 	"github.com/parleyhq/parley/reconcile"
 	"github.com/parleyhq/parley/reconcile/driftstate"
@@ -35,7 +34,7 @@ import (
 //	go test ./app -run '^$' -bench ProposalsAt200PerSecond -benchtime 2000x
 func BenchmarkProposalsAt200PerSecond(b *testing.B) {
 	ctx := context.Background()
-	const deployments = busyDeployments
+	const deployments = busycluster.Deployments
 	d := busyDrift(b)
 	agents, err := agentstore.Open(ctx, filepath.Join(b.TempDir(), "agents.db"))
 	if err != nil {
@@ -104,31 +103,18 @@ func BenchmarkProposalsAt200PerSecond(b *testing.B) {
 	b.ReportMetric(p99, "p99-ms")
 }
 
-// busyDrift is the drift loop over the benchmarks' busy repository: the demo plus 1,000
-// Deployments (svc-0 to svc-999 in prod) of 10 fields each, 10,000 fields in manifests, served
-// from a bare clone behind the fake GitHub, with its drift state in SQLite. Closed with b.
+// busyDrift is the drift loop over the benchmarks' busy repository (busycluster.Build: the demo
+// plus 1,000 Deployments, 10,000 fields in manifests), served from a bare clone behind the fake
+// GitHub, with its drift state in SQLite. Closed with b.
 func busyDrift(b *testing.B) *Drift {
 	b.Helper()
 	ctx := context.Background()
 	work := filepath.Join(b.TempDir(), "work")
-	if _, err := demo.Build(work); err != nil {
+	if _, err := busycluster.Build(work); err != nil {
 		b.Fatal(err)
 	}
-	var manifests strings.Builder
-	for i := range busyDeployments {
-		fmt.Fprintf(&manifests, "---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: svc-%d\n  namespace: prod\n  labels: {app: svc-%d, team: t%d}\n"+
-			"spec:\n  replicas: 2\n  selector: {matchLabels: {app: svc-%d}}\n  template:\n    metadata: {labels: {app: svc-%d}}\n"+
-			"    spec:\n      containers:\n        - name: app\n          image: registry.example.com/svc-%d:1.0.0\n          resources: {requests: {cpu: 100m, memory: 128Mi}}\n",
-			i, i, i%7, i, i, i)
-	}
-	if err := os.WriteFile(filepath.Join(work, "k8s/prod/services.yaml"), []byte(manifests.String()), 0o644); err != nil {
-		b.Fatal(err)
-	}
-	g := gittest.New(b, work)
-	g.Run("add", ".")
-	g.Run("commit", "-q", "-m", "Add 1,000 services")
 	bare := filepath.Join(b.TempDir(), "infra.git")
-	g.Run("clone", "-q", "--bare", work, bare)
+	gittest.New(b, work).Run("clone", "-q", "--bare", work, bare)
 	gh, app, _ := fakeApp(b)
 	gh.SetInstallation("acme/infra", 5)
 	gh.SetRepository("acme/infra", map[string]any{"clone_url": bare, "default_branch": "main"})
@@ -143,6 +129,3 @@ func busyDrift(b *testing.B) *Drift {
 	b.Cleanup(func() { d.Close() })
 	return d
 }
-
-// busyDeployments is how many Deployments busyDrift adds to the demo.
-const busyDeployments = 1000

@@ -93,7 +93,6 @@ type CheckRun struct {
 // Server is the fake GitHub. Its zero value is not usable: call New.
 type Server struct {
 	*httptest.Server
-	t      testing.TB
 	router routers.Router
 
 	// AppPublicKey verifies App JWTs on the installation token endpoint; nil accepts none.
@@ -141,18 +140,29 @@ type throttle struct {
 // fetched or loaded otherwise.
 func New(t testing.TB) *Server {
 	t.Helper()
-	_, router, err := load()
+	s, err := Start()
 	if err != nil {
 		npmdata.FatalOrSkip(t, err)
 	}
-	s := &Server{t: t, router: router, calls: map[string]int{}, nextID: 1000, comments: map[string][]*Comment{},
+	t.Cleanup(s.Close)
+	return s
+}
+
+// Start starts a fake GitHub outside a test, for a program that runs parley serve against it
+// (bench/admission); the caller closes it. The error wraps npmdata.ErrNoNPM if the description is
+// not cached and npm is not installed to fetch it.
+func Start() (*Server, error) {
+	_, router, err := load()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{router: router, calls: map[string]int{}, nextID: 1000, comments: map[string][]*Comment{},
 		checkRuns: map[string][]*CheckRun{}, permissions: map[string]string{}, contents: map[string][]byte{},
 		tokens: map[string]int64{}, pulls: map[string]any{}, installs: map[string]int64{}, repos: map[string]map[string]any{}, members: map[string]bool{}, reviews: map[string][]Review{}, commits: map[string]Commit{}, tokenTTL: time.Hour, now: time.Now,
 		codes: map[string]oauthCode{}, userTokens: map[string]userToken{}}
 	s.AppSlug = "parley"
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
-	t.Cleanup(s.Close)
-	return s
+	return s, nil
 }
 
 // AddComment adds a comment by user (a login such as "github-actions[bot]" or "octocat") to an

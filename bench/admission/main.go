@@ -1,0 +1,723 @@
+// Command admission measures parley serve's admission webhook end to end, as the API server of a
+// busy cluster calls it: the parley binary, started with an admission listener (TLS from a CA this
+// program generates, the API server's bearer token) over the busy repository (internal/busycluster:
+// the demo plus 1,000 Deployments, 10,000 fields under the policy) hosted by the fake GitHub, is
+// sent AdmissionReview v1 requests open loop at -rate for -duration in the busy cluster's mix (half
+// the HPA scaling, accepted and recorded as standing claims; 3 in 10 the cost optimizer scaling
+// down, refused; 2 in 10 ConfigMaps no field block covers). In the same run, at the same moments,
+// the same requests go to an allow-all webhook (decode, answer allowed) in a process of its own,
+// over the same kind of TLS connection: the floor the machine, HTTP and JSON set.
+//
+//	go build -o /tmp/parley ./cmd/parley
+//	nice go run ./bench/admission -parley /tmp/parley -rate 500 -duration 10s
+//
+// It prints one markdown table row: per side the latency percentiles (counted from when each
+// request was due, so a stalled server shows: no coordinated omission), the reviews parley serve
+// answered unjudged (parley_admission_fail_open_total on its /metrics), errors, and the serve
+// process's peak resident memory and CPU seconds during the load; then its decisions, the load
+// average and how late the load generator itself sent.
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/subtle"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/parleyhq/parley/internal/busycluster"
+	"github.com/parleyhq/parley/internal/fakegithub"
+)
+
+// allowAllEnv, set to a directory, makes this program the allow-all webhook instead (serving with
+// the directory's certificate and token until SIGTERM): run re-executes itself with it, so that the
+// allow-all side is a process of its own like parley serve, not goroutines of the load generator.
+const allowAllEnv = "PARLEY_BENCH_ALLOW_ALL"
+
+func main() {
+	if dir := os.Getenv(allowAllEnv); dir != "" {
+		if err := serveAllowAll(dir); err != nil {
+			fmt.Fprintln(os.Stderr, "admission (allow-all):", err)
+			os.Exit(1)
+		}
+		return
+	}
+	var o options
+	flag.StringVar(&o.parley, "parley", "", "the parley binary to run (default: build ./cmd/parley into a temporary directory)")
+	flag.IntVar(&o.rate, "rate", 500, "admission reviews per second, to each side")
+	flag.DurationVar(&o.duration, "duration", 10*time.Second, "length of the load (at most 5m)")
+	flag.StringVar(&o.mode, "mode", "deny", `the cluster's admission mode: "deny" or "warn"`)
+	flag.DurationVar(&o.timeout, "timeout", 5*time.Second, "how long a review may take before it counts as an error (the chart's timeoutSeconds)")
+	flag.StringVar(&o.logLevel, "log-level", "info", "parley serve's log_level (its default is info; its log goes to a file)")
+	flag.Parse()
+	res, err := run(o, os.Stderr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "admission:", err)
+		os.Exit(1)
+	}
+	res.report(os.Stdout)
+}
+
+type options struct {
+	parley            string
+	rate              int
+	duration, timeout time.Duration
+	mode, logLevel    string
+}
+
+func (o options) check() error {
+	switch {
+	case o.rate < 1 || o.rate > 5000:
+		return fmt.Errorf("-rate %d: want 1 to 5000 reviews a second", o.rate)
+	case o.duration <= 0 || o.duration > 5*time.Minute:
+		return fmt.Errorf("-duration %s: want more than 0 and at most 5m", o.duration)
+	case int(o.duration.Seconds()*float64(o.rate)) < 1:
+		return fmt.Errorf("-rate %d for -duration %s sends no review", o.rate, o.duration)
+	case o.mode != "deny" && o.mode != "warn":
+		return fmt.Errorf(`-mode %q: want "deny" or "warn"`, o.mode)
+	case o.timeout <= 0 || o.timeout > 30*time.Second:
+		return fmt.Errorf("-timeout %s: want more than 0 and at most 30s (the API server's limit)", o.timeout)
+	}
+	return nil
+}
+
+// side is what one webhook answered.
+type side struct {
+	lat    []time.Duration // per review, from when it was due to its answer (or error), sorted
+	errors int
+	first  string // the first error, for the report
+	proto  string // the protocol the answers came in
+}
+
+// result is one run.
+type result struct {
+	o                   options
+	reviews             int
+	parley, allowAll    side
+	decisions           map[string]float64 // parley_admission_reviews_total during the load, by decision
+	unjudged            float64            // parley_admission_fail_open_total during the load
+	want                map[busycluster.Write]int
+	peakRSS             int64   // KiB, parley serve's VmHWM (start and warm-up included)
+	cpu, allowAllCPU    float64 // seconds of CPU during the load
+	lag                 []time.Duration
+	loadBefore, loadEnd string
+}
+
+// run starts parley serve and the allow-all webhook, sends the load to both, and stops them.
+// Progress goes to logw.
+func run(o options, logw io.Writer) (*result, error) {
+	if err := o.check(); err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "parley-admission-bench-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	bin := o.parley
+	if bin == "" {
+		bin = filepath.Join(dir, "parley")
+		fmt.Fprintln(logw, "building parley ...")
+		if out, err := exec.Command("go", "build", "-o", bin, "github.com/parleyhq/parley/cmd/parley").CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("go build ./cmd/parley: %w\n%s", err, out)
+		}
+	}
+
+	// The busy repository, hosted by the fake GitHub with the App installed.
+	fmt.Fprintln(logw, "building the busy repository ...")
+	work, bare := filepath.Join(dir, "work"), filepath.Join(dir, "infra.git")
+	if _, err := busycluster.Build(work); err != nil {
+		return nil, err
+	}
+	if out, err := gitCmd("clone", "-q", "--bare", work, bare).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("git clone --bare: %w: %s", err, out)
+	}
+	gh, err := fakegithub.Start()
+	if err != nil {
+		return nil, fmt.Errorf("fake GitHub: %w", err)
+	}
+	defer gh.Close()
+	appKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return nil, err
+	}
+	gh.AppPublicKey, gh.AppID = &appKey.PublicKey, 99
+	gh.SetInstallation("acme/infra", 5)
+	gh.SetRepository("acme/infra", map[string]any{"clone_url": bare, "default_branch": "main"})
+
+	// The TLS both webhooks serve, and the API server's token.
+	pool, err := writeTLS(dir)
+	if err != nil {
+		return nil, err
+	}
+	token := rand.Text()
+	files := map[string]string{
+		"admission-token": token + "\n",
+		"app.pem":         string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(appKey)})),
+	}
+	listen, ops, admission, allowAddr := freePort(), freePort(), freePort(), freePort()
+	files["parley.hcl"] = fmt.Sprintf(`app_id                  = 99
+webhook_secrets         = ["bench"]
+github_url              = %q
+store                   = %q
+listen                  = %q
+metrics_listen          = %q
+log_level               = %q
+write_mode              = "direct"
+admission_listen        = %q
+admission_tls_cert_file = %q
+admission_tls_key_file  = %q
+cluster "prod" {
+  repository = "acme/infra"
+}
+admission "prod" {
+  mode       = %q
+  token_file = %q
+}
+`, gh.URL+"/api/v3/", filepath.Join(dir, "parley.db"), listen, ops, o.logLevel, admission,
+		filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"), o.mode, filepath.Join(dir, "admission-token"))
+	files["allow-all.addr"] = allowAddr
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+			return nil, err
+		}
+	}
+
+	// parley serve, its log in a file as a container runtime would keep it.
+	logFile, err := os.Create(filepath.Join(dir, "serve.log"))
+	if err != nil {
+		return nil, err
+	}
+	defer logFile.Close()
+	serve := exec.Command(bin, "serve", "--config", filepath.Join(dir, "parley.hcl"))
+	serve.Env = append(os.Environ(), "PARLEY_PRIVATE_KEY_FILE="+filepath.Join(dir, "app.pem"))
+	serve.Stdout, serve.Stderr = logFile, logFile
+	serveProc, err := start(serve)
+	if err != nil {
+		return nil, fmt.Errorf("start parley serve: %w", err)
+	}
+	defer serveProc.stop()
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	allow := exec.Command(self)
+	allow.Env = append(os.Environ(), allowAllEnv+"="+dir)
+	allow.Stdout, allow.Stderr = logw, logw
+	allowProc, err := start(allow)
+	if err != nil {
+		return nil, fmt.Errorf("start the allow-all webhook: %w", err)
+	}
+	defer allowProc.stop()
+
+	serveLog := func() string { b, _ := os.ReadFile(logFile.Name()); return tail(string(b), 2000) }
+	fmt.Fprintln(logw, "waiting for parley serve's /readyz ...")
+	if err := waitReady("http://"+ops+"/readyz", serveProc, time.Minute); err != nil {
+		return nil, fmt.Errorf("parley serve: %w\n%s", err, serveLog())
+	}
+
+	res := &result{o: o, reviews: int(o.duration.Seconds() * float64(o.rate)), want: map[busycluster.Write]int{}}
+	parleyURL, allowURL := "https://"+admission+"/admission/prod", "https://"+allowAddr+"/admission/prod"
+	parleyClient, allowClient := client(pool, o), client(pool, o)
+	defer parleyClient.CloseIdleConnections()
+	defer allowClient.CloseIdleConnections()
+	// Warm up: the first review may come before serve has loaded the repository (it is loaded at
+	// start, in the background); it is answered unjudged then. Review 0 is sent until it is judged,
+	// which also opens each side's connection, as the API server's stays open.
+	fmt.Fprintln(logw, "warming up ...")
+	if err := warmUp(parleyClient, parleyURL, token, serveProc, time.Minute); err != nil {
+		return nil, fmt.Errorf("parley serve: %w\n%s", err, serveLog())
+	}
+	if err := warmUp(allowClient, allowURL, token, allowProc, 30*time.Second); err != nil {
+		return nil, fmt.Errorf("the allow-all webhook: %w", err)
+	}
+
+	metricsURL := "http://" + ops + "/metrics"
+	before, err := scrape(metricsURL)
+	if err != nil {
+		return nil, err
+	}
+	cpu0, acpu0 := cpuSeconds(serve.Process.Pid), cpuSeconds(allow.Process.Pid)
+	res.loadBefore = loadAverage()
+	fmt.Fprintf(logw, "sending %d reviews to each side at %d/s ...\n", res.reviews, o.rate)
+	// Every review is encoded (and its UID read back) before the load, so the load generator
+	// spends its CPU on sending.
+	bodies, uids := make([][]byte, res.reviews), make([]types.UID, res.reviews)
+	for i := range bodies {
+		bodies[i] = busycluster.Review(i + 1)
+		var rev admissionv1.AdmissionReview
+		if err := json.Unmarshal(bodies[i], &rev); err != nil || rev.Request == nil {
+			return nil, fmt.Errorf("review %d does not decode: %v", i+1, err)
+		}
+		uids[i] = rev.Request.UID
+		res.want[busycluster.Mix(i+1)]++
+	}
+	res.parley.lat, res.allowAll.lat = make([]time.Duration, res.reviews), make([]time.Duration, res.reviews)
+	res.lag = make([]time.Duration, res.reviews)
+	perr, aerr := make([]error, res.reviews), make([]error, res.reviews)
+	pproto, aproto := make([]string, res.reviews), make([]string, res.reviews)
+	interval := time.Second / time.Duration(o.rate)
+	var wg sync.WaitGroup
+	begin := time.Now()
+	for i, body := range bodies {
+		due := begin.Add(time.Duration(i) * interval)
+		time.Sleep(time.Until(due))
+		res.lag[i] = time.Since(due)
+		wg.Go(func() {
+			res.parley.lat[i], pproto[i], perr[i] = send(parleyClient, parleyURL, token, body, uids[i], due)
+		})
+		wg.Go(func() {
+			res.allowAll.lat[i], aproto[i], aerr[i] = send(allowClient, allowURL, token, body, uids[i], due)
+		})
+	}
+	wg.Wait()
+	res.cpu, res.allowAllCPU = cpuSeconds(serve.Process.Pid)-cpu0, cpuSeconds(allow.Process.Pid)-acpu0
+	res.loadEnd = loadAverage()
+	res.peakRSS = procStatus(serve.Process.Pid, "VmHWM:")
+	after, err := scrape(metricsURL)
+	if err != nil {
+		return nil, err
+	}
+	res.decisions = map[string]float64{}
+	for _, dec := range []string{"allowed", "denied", "warned", "uncovered", "gitops", "skipped", "fail-open", "rejected"} {
+		if d := after.sum("parley_admission_reviews_total", "decision", dec) - before.sum("parley_admission_reviews_total", "decision", dec); d != 0 {
+			res.decisions[dec] = d
+		}
+	}
+	res.unjudged = after.sum("parley_admission_fail_open_total", "", "") - before.sum("parley_admission_fail_open_total", "", "")
+	res.parley.settle(perr, pproto)
+	res.allowAll.settle(aerr, aproto)
+	slices.Sort(res.lag)
+	return res, nil
+}
+
+// settle counts the errors and sorts the latencies.
+func (s *side) settle(errs []error, protos []string) {
+	for i, err := range errs {
+		if err != nil {
+			s.errors++
+			if s.first == "" {
+				s.first = err.Error()
+			}
+		} else if s.proto == "" {
+			s.proto = protos[i]
+		}
+	}
+	slices.Sort(s.lat)
+}
+
+// client is the API server's side of the connection: TLS verified against the generated CA, and
+// HTTP/2, as the API server calls webhooks (one connection, many streams).
+func client(pool *x509.CertPool, o options) *http.Client {
+	var protos http.Protocols
+	protos.SetHTTP2(true)
+	return &http.Client{Timeout: o.timeout, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
+		Protocols: &protos, MaxIdleConnsPerHost: 256}}
+}
+
+// send posts one review and checks the answer is an AdmissionReview for it. The latency counts
+// from due, when the review should have left.
+func send(c *http.Client, url, token string, body []byte, uid types.UID, due time.Time) (time.Duration, string, error) {
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return 0, "", err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := c.Do(req)
+	if err != nil {
+		return time.Since(due), "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	lat := time.Since(due)
+	if err != nil {
+		return lat, resp.Proto, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return lat, resp.Proto, fmt.Errorf("%s answered %s: %s", url, resp.Status, tail(string(b), 200))
+	}
+	var got admissionv1.AdmissionReview
+	if err := json.Unmarshal(b, &got); err != nil || got.Response == nil || got.Response.UID != uid {
+		return lat, resp.Proto, fmt.Errorf("%s answered no AdmissionReview for %s: %v %s", url, uid, err, tail(string(b), 200))
+	}
+	return lat, resp.Proto, nil
+}
+
+// warmUp sends review 0 until it is judged (answered without the fail-open warning).
+func warmUp(c *http.Client, url, token string, p *proc, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	var last error
+	for time.Now().Before(deadline) {
+		if gone, err := p.exited(); gone {
+			return fmt.Errorf("exited during the warm-up: %v", err)
+		}
+		req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(busycluster.Review(0)))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := c.Do(req)
+		if err == nil {
+			var rev admissionv1.AdmissionReview
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			switch {
+			case resp.StatusCode != http.StatusOK:
+				err = fmt.Errorf("warm-up review answered %s: %s", resp.Status, tail(string(b), 200))
+			case json.Unmarshal(b, &rev) != nil || rev.Response == nil:
+				err = fmt.Errorf("warm-up review answered no AdmissionReview: %s", tail(string(b), 200))
+			case slices.ContainsFunc(rev.Response.Warnings, func(w string) bool { return strings.Contains(w, "could not judge") }):
+				err = fmt.Errorf("warm-up review answered unjudged: %v", rev.Response.Warnings)
+			default:
+				return nil
+			}
+		}
+		last = err
+		time.Sleep(250 * time.Millisecond)
+	}
+	return fmt.Errorf("no review judged within %s: %v", within, last)
+}
+
+// scraped is the counters of one scrape of /metrics.
+type scraped []*model.Sample
+
+// scrape reads the Prometheus text exposition at url.
+func scrape(url string) (scraped, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return nil, fmt.Errorf("scrape %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("scrape %s: %s", url, resp.Status)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("scrape %s: %w", url, err)
+	}
+	var out scraped
+	for name, f := range fams {
+		for _, m := range f.GetMetric() {
+			if m.GetCounter() == nil {
+				continue
+			}
+			s := &model.Sample{Metric: model.Metric{model.MetricNameLabel: model.LabelValue(name)}, Value: model.SampleValue(m.GetCounter().GetValue())}
+			for _, l := range m.GetLabel() {
+				s.Metric[model.LabelName(l.GetName())] = model.LabelValue(l.GetValue())
+			}
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+// sum adds the counter name's series whose label has value (every series when label is "").
+func (s scraped) sum(name, label, value string) float64 {
+	var total float64
+	for _, x := range s {
+		if string(x.Metric[model.MetricNameLabel]) == name && (label == "" || string(x.Metric[model.LabelName(label)]) == value) {
+			total += float64(x.Value)
+		}
+	}
+	return total
+}
+
+// serveAllowAll is the allow-all webhook: the API server's token checked, the review decoded,
+// answered allowed. It serves dir's certificate at the address in dir/allow-all.addr until SIGTERM.
+func serveAllowAll(dir string) error {
+	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer cancel()
+	addr, err := os.ReadFile(filepath.Join(dir, "allow-all.addr"))
+	if err != nil {
+		return err
+	}
+	tok, err := os.ReadFile(filepath.Join(dir, "admission-token"))
+	if err != nil {
+		return err
+	}
+	token := []byte(strings.TrimSpace(string(tok)))
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /admission/prod", func(w http.ResponseWriter, r *http.Request) {
+		scheme, got, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+		if !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare([]byte(got), token) != 1 {
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		var rev admissionv1.AdmissionReview
+		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 3<<20)).Decode(&rev); err != nil || rev.Request == nil {
+			http.Error(w, "not an AdmissionReview", http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(admissionv1.AdmissionReview{TypeMeta: metav1.TypeMeta{Kind: "AdmissionReview", APIVersion: "admission.k8s.io/v1"},
+			Response: &admissionv1.AdmissionResponse{UID: rev.Request.UID, Allowed: true}})
+	})
+	ln, err := net.Listen("tcp", string(addr))
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 35 * time.Second,
+		IdleTimeout: 2 * time.Minute, TLSConfig: &tls.Config{MinVersion: tls.VersionTLS12}}
+	done := make(chan error, 1)
+	go func() { done <- srv.ServeTLS(ln, filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")) }() // owned here: ends with Shutdown below
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer scancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return err
+	}
+	if err := <-done; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// writeTLS writes a CA and a serving certificate for 127.0.0.1 it signed (dir/tls.crt, tls.key), as
+// the chart's genCA and genSignedCert do, and returns the pool holding the CA (the caBundle).
+func writeTLS(dir string) (*x509.CertPool, error) {
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "parley-bench-ca"}, NotBefore: now.Add(-time.Hour),
+		NotAfter: now.Add(24 * time.Hour), KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature, BasicConstraintsValid: true, IsCA: true}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		return nil, err
+	}
+	ca, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		return nil, err
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "parley-admission"}, NotBefore: now.Add(-time.Hour),
+		NotAfter: now.Add(24 * time.Hour), IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		return nil, err
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tls.crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tls.key"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(ca)
+	return pool, nil
+}
+
+// proc is a started process, waited for by a goroutine that start owns and stop collects.
+type proc struct {
+	cmd  *exec.Cmd
+	done chan struct{} // closed when the process has exited, with Wait's error in err
+	err  error
+}
+
+func start(cmd *exec.Cmd) (*proc, error) {
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &proc{cmd: cmd, done: make(chan struct{})}
+	go func() { p.err = cmd.Wait(); close(p.done) }()
+	return p, nil
+}
+
+// exited says whether the process has ended, and how.
+func (p *proc) exited() (bool, error) {
+	select {
+	case <-p.done:
+		return true, p.err
+	default:
+		return false, nil
+	}
+}
+
+// stop sends SIGTERM (parley serve drains), and SIGKILL if the process is not gone in 30 s.
+func (p *proc) stop() {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+func waitReady(url string, p *proc, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		if gone, err := p.exited(); gone {
+			return fmt.Errorf("exited before it was ready: %v", err)
+		}
+		if resp, err := http.Get(url); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("%s did not answer 200 within %s", url, within)
+}
+
+func gitCmd(args ...string) *exec.Cmd {
+	cmd := exec.Command("git", args...)
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null")
+	return cmd
+}
+
+func freePort() string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// userHZ is the unit of /proc/<pid>/stat's CPU times: USER_HZ, 100 on every Linux architecture Go
+// supports.
+const userHZ = 100
+
+// cpuSeconds is the user and system CPU time the process has used so far.
+func cpuSeconds(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return math.NaN()
+	}
+	// The command name (field 2) may hold spaces: the fields after it start past its ')'.
+	rest := string(b[bytes.LastIndexByte(b, ')')+2:])
+	f := strings.Fields(rest)
+	if len(f) < 13 {
+		return math.NaN()
+	}
+	utime, _ := strconv.ParseFloat(f[11], 64) // field 14
+	stime, _ := strconv.ParseFloat(f[12], 64) // field 15
+	return (utime + stime) / userHZ
+}
+
+func procStatus(pid int, field string) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, field); ok {
+			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// loadAverage is the 1-minute load average (/proc/loadavg's first field).
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	return strings.Fields(string(b))[0]
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "..." + s[len(s)-n:]
+}
+
+// pct is the nearest-rank percentile p (0 to 100) of sorted latencies.
+func pct(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	rank := int(math.Ceil(p / 100 * float64(len(sorted))))
+	return sorted[min(max(rank, 1), len(sorted))-1]
+}
+
+func ms(d time.Duration) string {
+	switch {
+	case d < 10*time.Millisecond:
+		return fmt.Sprintf("%.2f ms", float64(d.Microseconds())/1000)
+	case d < time.Second:
+		return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000)
+	}
+	return fmt.Sprintf("%.0f ms", float64(d.Milliseconds()))
+}
+
+// header is the table's head: paste it once, then a row per run.
+const header = "| rate × duration | reviews | Parley p50 | p90 | p99 | max | allow-all p50 | p90 | p99 | max | answered unjudged (fail open) | errors Parley / allow-all | serve peak RSS | serve CPU s (allow-all) | load avg start → end |\n" +
+	"|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+
+func (r *result) report(w io.Writer) {
+	fmt.Fprint(w, header)
+	fmt.Fprintf(w, "| %d/s × %s (%s, log %s) | %d | %s | %s | %s | %s | %s | %s | %s | %s | %.0f of %d | %d / %d | %d MiB | %.1f (%.1f) | %s → %s |\n",
+		r.o.rate, r.o.duration, r.o.mode, r.o.logLevel, r.reviews,
+		ms(pct(r.parley.lat, 50)), ms(pct(r.parley.lat, 90)), ms(pct(r.parley.lat, 99)), ms(pct(r.parley.lat, 100)),
+		ms(pct(r.allowAll.lat, 50)), ms(pct(r.allowAll.lat, 90)), ms(pct(r.allowAll.lat, 99)), ms(pct(r.allowAll.lat, 100)),
+		r.unjudged, r.reviews, r.parley.errors, r.allowAll.errors, r.peakRSS/1024, r.cpu, r.allowAllCPU, r.loadBefore, r.loadEnd)
+	var decisions []string
+	for _, dec := range slices.Sorted(maps.Keys(r.decisions)) {
+		decisions = append(decisions, fmt.Sprintf("%s %.0f", dec, r.decisions[dec]))
+	}
+	fmt.Fprintf(w, "\nParley's decisions during the load: %s (the mix sent: %d HPA scales, %d cost optimizer scale-downs, %d ConfigMap edits)\n",
+		strings.Join(decisions, ", "), r.want[busycluster.HPAScale], r.want[busycluster.CostScaleDown], r.want[busycluster.ConfigMapEdit])
+	fmt.Fprintf(w, "CPU per review during the load: parley serve %.2f ms, allow-all %.2f ms\n",
+		1000*r.cpu/float64(r.reviews), 1000*r.allowAllCPU/float64(r.reviews))
+	fmt.Fprintf(w, "load generator: requests left p99 %s, at most %s after they were due (both sides' latencies include it)\n",
+		ms(pct(r.lag, 99)), ms(pct(r.lag, 100)))
+	for _, s := range []struct {
+		name string
+		side side
+	}{{"Parley", r.parley}, {"allow-all", r.allowAll}} {
+		if s.side.errors > 0 {
+			fmt.Fprintf(w, "%s: %d errors, the first: %s\n", s.name, s.side.errors, s.side.first)
+		}
+	}
+}
