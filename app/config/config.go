@@ -136,9 +136,9 @@ type Config struct {
 	EventMaxAge    time.Duration
 	EventMaxFuture time.Duration
 	// Budgets bound what a repository or a pull request can make the server read and render
-	// (core.Budget, gitops.HelmProcess; docs/security.md): the largest file read, the most fields
+	// (core.Budget, gitops.RenderProcess; docs/security.md): the largest file read, the most fields
 	// one file and one pull request may change and still be judged, the longest value judged, and
-	// each Helm chart's render time, memory (MiB) and how many render at once.
+	// each Helm chart's render and each kustomize build's time, memory (MiB) and how many run at once.
 	MaxFileSize      int64
 	MaxFieldsPerFile int
 	MaxFields        int
@@ -147,10 +147,11 @@ type Config struct {
 	RenderMemory     int64
 	RenderParallel   int
 
-	// HelmWorker is the command that renders one Helm chart in a child process under a time and
-	// memory budget (gitops.HelmProcess): `parley render-worker helm`, set by parley serve, not
-	// by the file. Empty renders charts in the server's own process, which nothing stops.
-	HelmWorker []string
+	// RenderWorker is the command that renders one Helm chart or builds one kustomization in a
+	// child process under a time and memory budget (gitops.RenderProcess): `parley render-worker`,
+	// set by parley serve, not by the file. Empty renders and builds in the server's own process,
+	// which nothing stops.
+	RenderWorker []string
 	// Admission configures the admission webhook per cluster (/admission/<cluster>);
 	// AdmissionListen, with AdmissionTLSCertFile and AdmissionTLSKeyFile, serves it over HTTPS on its
 	// own address, as the API server requires.
@@ -508,7 +509,7 @@ func Load(path string, getenv func(string) string) (Config, error) {
 		IdleTimeout: 60 * time.Second, MaxConnections: 1024, MaxConnectionsPerClient: 64, AuthFailuresPerMinute: 30,
 		DeliveryRetention: 7 * 24 * time.Hour, DeadLetterRetention: 30 * 24 * time.Hour,
 		EventMaxAge: 24 * time.Hour, EventMaxFuture: 5 * time.Minute,
-		// The defaults of core.DefaultBudget and gitops.HelmProcess, which this package does not
+		// The defaults of core.DefaultBudget and gitops.RenderProcess, which this package does not
 		// import; TestBudgetDefaultsAreTheLibraries' keeps them the same.
 		MaxFileSize: 8 << 20, MaxFieldsPerFile: 20_000, MaxFields: 50_000, MaxValueSize: 64 << 10,
 		RenderTimeout: 30 * time.Second, RenderMemory: 512, RenderParallel: 2,

@@ -47,7 +47,7 @@ Configuration comes from an HCL file (--config) and then the environment, which 
 			if err != nil {
 				return usageErr(err)
 			}
-			if cfg.HelmWorker, err = helmWorker(); err != nil {
+			if cfg.RenderWorker, err = renderWorker(); err != nil {
 				return err
 			}
 			log := slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: cfg.LogLevel}))

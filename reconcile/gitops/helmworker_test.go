@@ -12,13 +12,13 @@ import (
 	"github.com/parleyhq/parley/core"
 )
 
-// workerEnv makes this test binary a render worker (TestMain): HelmProcess re-executes it, as
-// parley serve re-executes parley.
-const workerEnv = "PARLEY_TEST_HELM_WORKER"
+// workerEnv makes this test binary a render worker (TestMain): RenderProcess re-executes it, as
+// parley serve re-executes parley, with the worker's kind as its last argument.
+const workerEnv = "PARLEY_TEST_RENDER_WORKER"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(workerEnv) == "1" {
-		if err := ServeHelm(os.Stdin, os.Stdout); err != nil {
+		if err := ServeWorker(os.Args[len(os.Args)-1], os.Stdin, os.Stdout); err != nil {
 			os.Stderr.WriteString(err.Error() + "\n")
 			os.Exit(3)
 		}
@@ -27,9 +27,9 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// testWorker is a HelmProcess running this test binary as the worker.
-func testWorker(timeout time.Duration, memory int64) *HelmProcess {
-	return &HelmProcess{Command: []string{os.Args[0]}, Env: []string{workerEnv + "=1"}, Timeout: timeout, Memory: memory, Parallel: 2}
+// testWorker is a RenderProcess running this test binary as the worker.
+func testWorker(timeout time.Duration, memory int64) *RenderProcess {
+	return &RenderProcess{Command: []string{os.Args[0]}, Env: []string{workerEnv + "=1"}, Timeout: timeout, Memory: memory, Parallel: 2}
 }
 
 // chartRepo is a repository with a Flux HelmRelease of the chart at charts/NAME, whose one template
