@@ -135,14 +135,16 @@ func TestHelmProcessRendersAsInProcess(t *testing.T) {
 // of its crash, including the runtime's own fault when a mapping is refused mid-collection.
 func TestOutOfMemoryReadsTheWorkersCrash(t *testing.T) {
 	for stderr, want := range map[string]bool{
-		"fatal error: runtime: out of memory\n\nruntime stack:":                              true,
-		"fatal error: out of memory allocating heap arena metadata\n":                        true,
-		"runtime: cannot map pages\nfatal error: cannot allocate memory":                     false, // the first line is not the fatal error
-		"fatal error: runtime: cannot allocate memory\n":                                     true,
-		"SIGSEGV: segmentation violation\nPC=0xcc77dd m=3 sigcode=1 addr=0x0\n\ngoroutine 0": true,
-		"fatal error: unexpected signal during runtime execution\n[signal SIGSEGV":           true,
-		"panic: runtime error: invalid memory address or nil pointer dereference\n":          false,
-		"render: template: x:1: function \"nope\" not defined":                               false,
+		"fatal error: runtime: out of memory\n\nruntime stack:":                                      true,
+		"fatal error: out of memory allocating heap arena metadata\n":                                true,
+		"runtime: cannot map pages\nfatal error: cannot allocate memory":                             false, // the first line is not the fatal error
+		"fatal error: runtime: cannot allocate memory\n":                                             true,
+		"SIGSEGV: segmentation violation\nPC=0xcc77dd m=3 sigcode=1 addr=0x0\n\ngoroutine 0":         true,
+		"fatal error: unexpected signal during runtime execution\n[signal SIGSEGV":                   true,
+		"panic: runtime error: invalid memory address or nil pointer dereference\n":                  false,
+		"runtime/cgo: pthread_create failed: Resource temporarily unavailable\nSIGABRT: abort":       true,
+		"runtime: failed to create new OS thread (have 5 already; errno=11)\nfatal error: newosproc": true,
+		"render: template: x:1: function \"nope\" not defined":                                       false,
 		"": false,
 	} {
 		if got := outOfMemory(stderr); got != want {

@@ -294,13 +294,18 @@ func cmp(n, def int) int {
 // fault inside the runtime itself ("SIGSEGV: segmentation violation" as the first line, about one
 // run in eight of a chart that grows without bound). A fault in Go code, Helm's or Parley's, is a
 // "panic: runtime error" instead; a fault of the runtime in a worker whose one unusual condition is
-// its data limit is taken for that limit.
+// its data limit is taken for that limit. So is a thread the runtime cannot start ("runtime/cgo:
+// pthread_create failed: Resource temporarily unavailable", or without cgo "runtime: failed to
+// create new OS thread"): a thread's stack is a private writable mapping, which RLIMIT_DATA counts,
+// seen here about one run in four of an overlay that grows.
 func outOfMemory(stderr string) bool {
 	first, _, _ := strings.Cut(strings.TrimSpace(stderr), "\n")
 	return strings.HasPrefix(first, "fatal error: ") &&
 		(strings.Contains(first, "out of memory") || strings.Contains(first, "cannot allocate memory")) ||
 		strings.HasPrefix(first, "SIGSEGV: segmentation violation") ||
-		strings.HasPrefix(first, "fatal error: unexpected signal during runtime execution")
+		strings.HasPrefix(first, "fatal error: unexpected signal during runtime execution") ||
+		strings.HasPrefix(first, "runtime/cgo: pthread_create failed: Resource temporarily unavailable") ||
+		strings.HasPrefix(first, "runtime: failed to create new OS thread")
 }
 
 // lastLine is the last line of a worker's standard error: the reason it gave, for the problem.
