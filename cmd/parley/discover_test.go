@@ -280,11 +280,11 @@ func TestDiscoverNamesFilesAboveTheBudget(t *testing.T) {
 	}
 }
 
-// An overlay tree that fans out (each of 23 levels names both kustomizations of the level below,
-// so the base is built 2^23 times) is stopped at the render budget, named, and read as written;
-// discover still answers, exit 0.
-func TestDiscoverStopsAnOverlayThatFansOut(t *testing.T) {
-	dir, git := demoRepo(t)
+// writeFanningOverlay adds to the repository at dir an overlay tree that fans out, k8s/fan/prod,
+// applied by a Flux Kustomization: each of 23 levels names both kustomizations of the level below,
+// so the base is built 2^23 times.
+func writeFanningOverlay(t *testing.T, dir string) {
+	t.Helper()
 	writeFile(t, filepath.Join(dir, "k8s/fan/base/cm.yaml"), "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: fan\ndata:\n  a: b\n")
 	writeFile(t, filepath.Join(dir, "k8s/fan/base/kustomization.yaml"), "resources: [cm.yaml]\n")
 	for i := 1; i <= 23; i++ {
@@ -299,6 +299,13 @@ func TestDiscoverStopsAnOverlayThatFansOut(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "k8s/fan/prod/kustomization.yaml"), "namespace: prod\nresources: [../l23/a, ../l23/b]\n")
 	writeFile(t, filepath.Join(dir, "clusters/fan.yaml"), "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: fan\n  namespace: flux-system\n"+
 		"spec:\n  interval: 10m\n  path: ./k8s/fan/prod\n  sourceRef:\n    kind: GitRepository\n    name: flux-system\n")
+}
+
+// The overlay tree that fans out is stopped at the render budget, named, and read as written;
+// discover still answers, exit 0.
+func TestDiscoverStopsAnOverlayThatFansOut(t *testing.T) {
+	dir, git := demoRepo(t)
+	writeFanningOverlay(t, dir)
 	git.Run("add", "-A")
 	git.Run("commit", "--quiet", "-m", "An overlay tree that fans out")
 
