@@ -25,16 +25,16 @@ func budgetConfig(t *testing.T, env map[string]string) config.Config {
 	return cfg
 }
 
-// The server's budgets default to the libraries' own (core.DefaultBudget, gitops.HelmProcess's),
+// The server's budgets default to the libraries' own (core.DefaultBudget, gitops.RenderProcess's),
 // which app/config spells out without importing them.
 func TestBudgetDefaultsAreTheLibraries(t *testing.T) {
 	s := &Server{cfg: budgetConfig(t, nil)}
-	s.cfg.HelmWorker = []string{"parley", "render-worker", "helm"}
+	s.cfg.RenderWorker = []string{"parley", "render-worker"}
 	if got := readBudget(s.cfg); got != core.DefaultBudget() {
 		t.Errorf("read budget %+v, want %+v", got, core.DefaultBudget())
 	}
-	p := s.helmRenderer().(*gitops.HelmProcess)
-	if p.Timeout != gitops.DefaultHelmTimeout || p.Memory != gitops.DefaultHelmMemory || p.Parallel != gitops.DefaultHelmParallel {
+	p := s.helmRenderer().(*gitops.RenderProcess)
+	if p.Timeout != gitops.DefaultRenderTimeout || p.Memory != gitops.DefaultRenderMemory || p.Parallel != gitops.DefaultRenderParallel {
 		t.Errorf("render budget %s, %d bytes, %d at once; want gitops' defaults", p.Timeout, p.Memory, p.Parallel)
 	}
 }
@@ -44,11 +44,11 @@ func TestBudgetDefaultsAreTheLibraries(t *testing.T) {
 func TestServerBudgetsComeFromTheConfiguration(t *testing.T) {
 	s := &Server{cfg: budgetConfig(t, map[string]string{"PARLEY_MAX_FILE_SIZE": "2048", "PARLEY_MAX_FIELDS_PER_FILE": "5",
 		"PARLEY_MAX_FIELDS": "6", "PARLEY_MAX_VALUE_SIZE": "7", "PARLEY_RENDER_TIMEOUT": "3s", "PARLEY_RENDER_MEMORY": "64", "PARLEY_RENDER_PARALLEL": "4"})}
-	s.cfg.HelmWorker = []string{"parley", "render-worker", "helm"}
+	s.cfg.RenderWorker = []string{"parley", "render-worker"}
 	if got, want := readBudget(s.cfg), (core.Budget{FileBytes: 2048, FieldsPerFile: 5, FieldsPerChange: 6, ValueBytes: 7}); got != want {
 		t.Errorf("read budget %+v, want %+v", got, want)
 	}
-	p := s.helmRenderer().(*gitops.HelmProcess)
+	p := s.helmRenderer().(*gitops.RenderProcess)
 	if p.Timeout != 3*time.Second || p.Memory != 64<<20 || p.Parallel != 4 {
 		t.Errorf("render budget %s, %d bytes, %d at once; want 3s, 64 MiB, 4", p.Timeout, p.Memory, p.Parallel)
 	}
@@ -64,7 +64,7 @@ func TestServeGivesTheDriftLoopItsBudgets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.HelmWorker = []string{"parley", "render-worker", "helm"}
+	cfg.RenderWorker = []string{"parley", "render-worker"}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	srv, err := NewServer(ctx, cfg, slog.New(slog.DiscardHandler))
@@ -74,7 +74,7 @@ func TestServeGivesTheDriftLoopItsBudgets(t *testing.T) {
 	if srv.drift == nil || srv.drift.FileBudget != 2048 {
 		t.Fatalf("the drift loop's file budget: %+v", srv.drift)
 	}
-	if p, ok := srv.drift.Helm.(*gitops.HelmProcess); !ok || p.Timeout != 3*time.Second {
+	if p, ok := srv.drift.Helm.(*gitops.RenderProcess); !ok || p.Timeout != 3*time.Second {
 		t.Errorf("the drift loop's Helm renderer: %#v", srv.drift.Helm)
 	}
 }

@@ -47,7 +47,8 @@ type Drift struct {
 	GitHub AppClients
 	Repos  *repocache.Cache
 	// Helm renders the charts of the repositories' GitOps sources for discovery; nil renders them
-	// in this process, which nothing stops (parley serve gives a gitops.HelmProcess).
+	// in this process, which nothing stops (parley serve gives a gitops.RenderProcess, which also
+	// builds their kustomizations under the same budgets).
 	Helm gitops.HelmRenderer
 	// FileBudget is the largest file read from a repository's branch (core.Budget.FileBytes);
 	// zero: the default, 8 MiB.

@@ -388,14 +388,15 @@ func (s *Server) openStores(ctx context.Context) error {
 // routed to: the default repository's state is drift_state (drift.db beside the store), every
 // other repository's is drift.<owner>.<name>.db beside it. Each state found there is opened at
 // start, so that its timers fire even before its repository's next event.
-// helmRenderer renders the GitOps repositories' charts in child processes (cfg.HelmWorker) under
-// the configured budgets (render_timeout, render_memory, render_parallel). Without a worker
-// command it is nil: charts render in this process.
+// helmRenderer renders the GitOps repositories' charts and builds their kustomizations in child
+// processes (cfg.RenderWorker) under the configured budgets (render_timeout, render_memory,
+// render_parallel). Without a worker command it is nil: charts render and kustomizations build in
+// this process.
 func (s *Server) helmRenderer() gitops.HelmRenderer {
-	if len(s.cfg.HelmWorker) == 0 {
+	if len(s.cfg.RenderWorker) == 0 {
 		return nil
 	}
-	return &gitops.HelmProcess{Command: s.cfg.HelmWorker, Timeout: s.cfg.RenderTimeout, Memory: s.cfg.RenderMemory << 20, Parallel: s.cfg.RenderParallel}
+	return &gitops.RenderProcess{Command: s.cfg.RenderWorker, Timeout: s.cfg.RenderTimeout, Memory: s.cfg.RenderMemory << 20, Parallel: s.cfg.RenderParallel}
 }
 
 // readBudget is what a repository or a pull request may make the server read and judge

@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -542,7 +543,7 @@ func (p *planner) planAdopt(v core.Verdict) (*Change, string) {
 func (p *planner) planOverlayAdopt(v core.Verdict, pl gitops.Placement) (*Change, string) {
 	f, val := v.Field, v.Winner.Value
 	base := maps.Clone(p.files)
-	out, err := gitops.AdoptOverlayPatch(base, pl.Built, f, val)
+	out, err := gitops.AdoptOverlayPatch(context.Background(), p.kustomizer(), base, pl.Built, f, val)
 	if err != nil {
 		return nil, fmt.Sprintf("adopted, but %s comes from %s, outside the overlay %s that builds it, and no patch in the overlay can set it: %v; nothing is written",
 			objectName(f), pl.Manifest, pl.Built, err)
@@ -552,7 +553,7 @@ func (p *planner) planOverlayAdopt(v core.Verdict, pl gitops.Placement) (*Change
 		steps = append(steps, editStep{file: file, fn: func(path string, b []byte) ([]byte, bool, error) {
 			files := maps.Clone(base)
 			files[path] = b
-			again, err := gitops.AdoptOverlayPatch(files, pl.Built, f, val)
+			again, err := gitops.AdoptOverlayPatch(context.Background(), p.kustomizer(), files, pl.Built, f, val)
 			if err != nil {
 				return nil, false, err
 			}
@@ -575,6 +576,16 @@ func (p *planner) planOverlayAdopt(v core.Verdict, pl gitops.Placement) (*Change
 	md := markdown.text
 	return p.changeWithNote(v, ActionAdopt, steps, fmt.Sprintf("%s comes from %s, a base other builds may share: the value is written as a patch of the overlay %s.",
 		md(objectName(f)), md(pl.Manifest), md(pl.Built)))
+}
+
+// kustomizer builds the overlays adoption edits as discovery built them: in the snapshot's render
+// worker, under its budgets, when it has one (the overlay is the repository's, and an edit can make
+// it fan out); nil builds them in this process. The worker's time budget bounds each build.
+func (p *planner) kustomizer() gitops.KustomizeBuilder {
+	if k, ok := p.snap.Helm.(gitops.KustomizeBuilder); ok {
+		return k
+	}
+	return nil
 }
 
 func (p *planner) locate(f core.Field) (gitops.Placement, bool) {

@@ -66,7 +66,8 @@ type Snapshot struct {
 	// this repository from one reading another (gitops.DiscoverFrom); "" when unknown.
 	Origin string
 	// Helm renders the charts in Files for discovery; nil renders them in this process
-	// (gitops.InProcess), which nothing stops: the App gives a gitops.HelmProcess.
+	// (gitops.InProcess), which nothing stops: the App gives a gitops.RenderProcess, which also
+	// builds the kustomizations in Files (for discovery and adoption) under the same budgets.
 	Helm gitops.HelmRenderer
 
 	derive *derived // what is computed from Files, shared while the commit is the same; may be nil

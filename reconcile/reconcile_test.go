@@ -964,7 +964,7 @@ func TestOverlayObjectAdoptsIntoAnOverlayPatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again, err := gitops.AdoptOverlayPatch(files, "k8s/staging", image, core.StringValue("registry.example.com/web:2.0.1")); err != nil || len(again) != 0 {
+	if again, err := gitops.AdoptOverlayPatch(context.Background(), nil, files, "k8s/staging", image, core.StringValue("registry.example.com/web:2.0.1")); err != nil || len(again) != 0 {
 		t.Fatalf("the overlay does not build the adopted image: %v %v", again, err)
 	}
 }
@@ -1242,7 +1242,7 @@ func TestSnapshotsRenderChartsWithTheCachesRenderer(t *testing.T) {
 	e := newEnv(t)
 	addShopChart(t, e, "")
 	r := &chartsRendered{}
-	c := SnapshotCache{Helm: r} // the App gives a gitops.HelmProcess here
+	c := SnapshotCache{Helm: r} // the App gives a gitops.RenderProcess here
 	s, err := c.Load(context.Background(), e.dir, "main", ".parley/policy.hcl", e.led, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -136,9 +136,9 @@ type Config struct {
 	EventMaxAge    time.Duration
 	EventMaxFuture time.Duration
 	// Budgets bound what a repository or a pull request can make the server read and render
-	// (core.Budget, gitops.HelmProcess; docs/security.md): the largest file read, the most fields
+	// (core.Budget, gitops.RenderProcess; docs/security.md): the largest file read, the most fields
 	// one file and one pull request may change and still be judged, the longest value judged, and
-	// each Helm chart's render time, memory (MiB) and how many render at once.
+	// each Helm chart's render and each kustomize build's time, memory (MiB) and how many run at once.
 	MaxFileSize      int64
 	MaxFieldsPerFile int
 	MaxFields        int
@@ -147,10 +147,11 @@ type Config struct {
 	RenderMemory     int64
 	RenderParallel   int
 
-	// HelmWorker is the command that renders one Helm chart in a child process under a time and
-	// memory budget (gitops.HelmProcess): `parley render-worker helm`, set by parley serve, not
-	// by the file. Empty renders charts in the server's own process, which nothing stops.
-	HelmWorker []string
+	// RenderWorker is the command that renders one Helm chart or builds one kustomization in a
+	// child process under a time and memory budget (gitops.RenderProcess): `parley render-worker`,
+	// set by parley serve, not by the file. Empty renders and builds in the server's own process,
+	// which nothing stops.
+	RenderWorker []string
 	// Admission configures the admission webhook per cluster (/admission/<cluster>);
 	// AdmissionListen, with AdmissionTLSCertFile and AdmissionTLSKeyFile, serves it over HTTPS on its
 	// own address, as the API server requires.
@@ -267,9 +268,9 @@ func Keys() []Key {
 		{"max_fields_per_file", "PARLEY_MAX_FIELDS_PER_FILE", "20000", "the most fields one file of a pull request may change and still be judged"},
 		{"max_fields", "PARLEY_MAX_FIELDS", "50000", "the most fields one pull request may change in all; the files past it are named and not judged"},
 		{"max_value_size", "PARLEY_MAX_VALUE_SIZE", "65536", "the longest value (bytes of JSON) judged; a longer one is named, never echoed"},
-		{"render_timeout", "PARLEY_RENDER_TIMEOUT", "30s", "the longest one Helm chart may take to render, in its own worker process; a chart over it is not rendered and its objects are not gated"},
-		{"render_memory", "PARLEY_RENDER_MEMORY", "512", "the most memory (MiB) one Helm chart's worker may use"},
-		{"render_parallel", "PARLEY_RENDER_PARALLEL", "2", "how many Helm charts render at once"},
+		{"render_timeout", "PARLEY_RENDER_TIMEOUT", "30s", "the longest one Helm chart may take to render, or one kustomization to build, in its own worker process; a chart over it is not rendered and its objects are not gated, an overlay over it is not built and is read as its files are written"},
+		{"render_memory", "PARLEY_RENDER_MEMORY", "512", "the most memory (MiB) one Helm chart's or one kustomize build's worker may use"},
+		{"render_parallel", "PARLEY_RENDER_PARALLEL", "2", "how many Helm charts render and kustomizations build at once"},
 		{`admission "CLUSTER" {...}`, "", "(none)", `the validating admission webhook for cluster CLUSTER at /admission/CLUSTER (docs/admission.md): mode (warn, the default, or deny), token_file or client_ca_file (how its API server authenticates) or authentication = "none", gitops_users (default: Argo CD's and Flux's controllers)`},
 		{"admission_listen", "", "(none: on listen)", "separate HTTPS address for /admission/...; needs the two TLS files"},
 		{"admission_tls_cert_file", "", "(none)", "PEM certificate (chain) the admission listener serves; the API server checks it against the webhook's caBundle"},
@@ -508,7 +509,7 @@ func Load(path string, getenv func(string) string) (Config, error) {
 		IdleTimeout: 60 * time.Second, MaxConnections: 1024, MaxConnectionsPerClient: 64, AuthFailuresPerMinute: 30,
 		DeliveryRetention: 7 * 24 * time.Hour, DeadLetterRetention: 30 * 24 * time.Hour,
 		EventMaxAge: 24 * time.Hour, EventMaxFuture: 5 * time.Minute,
-		// The defaults of core.DefaultBudget and gitops.HelmProcess, which this package does not
+		// The defaults of core.DefaultBudget and gitops.RenderProcess, which this package does not
 		// import; TestBudgetDefaultsAreTheLibraries' keeps them the same.
 		MaxFileSize: 8 << 20, MaxFieldsPerFile: 20_000, MaxFields: 50_000, MaxValueSize: 64 << 10,
 		RenderTimeout: 30 * time.Second, RenderMemory: 512, RenderParallel: 2,

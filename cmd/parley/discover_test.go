@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -276,5 +277,44 @@ func TestDiscoverNamesFilesAboveTheBudget(t *testing.T) {
 	schematest.Validate(t, "discover.schema.json", []byte(out))
 	if want := `"k8s/prod/big.yaml: 3.1 kB, above the 2 KiB Parley reads; not judged"`; !strings.Contains(out, want) {
 		t.Errorf("output lacks %s:\n%s", want, out)
+	}
+}
+
+// writeFanningOverlay adds to the repository at dir an overlay tree that fans out, k8s/fan/prod,
+// applied by a Flux Kustomization: each of 23 levels names both kustomizations of the level below,
+// so the base is built 2^23 times.
+func writeFanningOverlay(t *testing.T, dir string) {
+	t.Helper()
+	writeFile(t, filepath.Join(dir, "k8s/fan/base/cm.yaml"), "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: fan\ndata:\n  a: b\n")
+	writeFile(t, filepath.Join(dir, "k8s/fan/base/kustomization.yaml"), "resources: [cm.yaml]\n")
+	for i := 1; i <= 23; i++ {
+		below := "[../../base]"
+		if i > 1 {
+			below = fmt.Sprintf("[../../l%d/a, ../../l%d/b]", i-1, i-1)
+		}
+		for _, s := range []string{"a", "b"} {
+			writeFile(t, filepath.Join(dir, fmt.Sprintf("k8s/fan/l%d/%s/kustomization.yaml", i, s)), "nameSuffix: -"+s+"\nresources: "+below+"\n")
+		}
+	}
+	writeFile(t, filepath.Join(dir, "k8s/fan/prod/kustomization.yaml"), "namespace: prod\nresources: [../l23/a, ../l23/b]\n")
+	writeFile(t, filepath.Join(dir, "clusters/fan.yaml"), "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: fan\n  namespace: flux-system\n"+
+		"spec:\n  interval: 10m\n  path: ./k8s/fan/prod\n  sourceRef:\n    kind: GitRepository\n    name: flux-system\n")
+}
+
+// The overlay tree that fans out is stopped at the render budget, named, and read as written;
+// discover still answers, exit 0.
+func TestDiscoverStopsAnOverlayThatFansOut(t *testing.T) {
+	dir, git := demoRepo(t)
+	writeFanningOverlay(t, dir)
+	git.Run("add", "-A")
+	git.Run("commit", "--quiet", "-m", "An overlay tree that fans out")
+
+	code, out, errOut := runCLI(t, "discover", "--repo", dir, "--render-timeout", "2s")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	want := "k8s/fan/prod: not built: stopped after 2s, the time Parley gives a kustomize build; its files are read as written"
+	if !strings.Contains(out, want) {
+		t.Errorf("output lacks %q:\n%s", want, out)
 	}
 }

@@ -20,10 +20,12 @@ import (
 	"github.com/parleyhq/parley/policy"
 	"github.com/parleyhq/parley/reconcile"
 	"github.com/parleyhq/parley/reconcile/driftstate"
+	"github.com/parleyhq/parley/reconcile/gitops"
 )
 
 func newMCPCmd() *cobra.Command {
 	var dir, as, statePath, policyPath, at string
+	var render *renderFlags
 	cmd := &cobra.Command{
 		Use:   "mcp --repo DIR --as SOURCE:ID [--state FILE] [--policy FILE]",
 		Short: "Serve the Model Context Protocol on stdio: AI agents ask before they change infrastructure",
@@ -49,6 +51,8 @@ the server stops. The repository is read again on every call: new commits are se
 Nothing is written to the repository.
 
 --at fixes the clock (an RFC 3339 time) for replays and tests; by default claims are judged now.
+
+` + renderHelp + `
 
 To use it from an MCP client, add a server entry to the client's configuration (the mcpServers
 object of Claude Desktop's, Cursor's or VS Code's MCP settings; paths absolute):
@@ -92,8 +96,12 @@ object of Claude Desktop's, Cursor's or VS Code's MCP settings; paths absolute):
 					return findingsErr(err)
 				}
 			}
+			helm, err := render.renderer()
+			if err != nil {
+				return err
+			}
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
-			b, err := openLocalBackend(cmd, dir, statePath, id, pol, fixed, log)
+			b, err := openLocalBackend(cmd, dir, statePath, id, pol, fixed, log, helm)
 			if err != nil {
 				return err
 			}
@@ -122,6 +130,7 @@ object of Claude Desktop's, Cursor's or VS Code's MCP settings; paths absolute):
 	f.StringVar(&statePath, "state", "", "drift state file whose standing claims are weighed and where accepted claims are recorded (default: in memory)")
 	f.StringVar(&policyPath, "policy", "", "policy file to use instead of the default branch's .parley/policy.hcl")
 	f.StringVar(&at, "at", "", "judge at this RFC 3339 time instead of now (replays, tests)")
+	render = addRenderFlags(cmd)
 	return cmd
 }
 
@@ -154,13 +163,16 @@ type localBackend struct {
 	log        *slog.Logger
 }
 
-func openLocalBackend(cmd *cobra.Command, dir, statePath string, id core.Identity, pol *policy.Policy, at time.Time, log *slog.Logger) (*localBackend, error) {
+// helm renders the repository's charts and builds its kustomizations when its snapshots are
+// discovered (a gitops.RenderProcess, under the --render-* budgets); nil does it in this process.
+func openLocalBackend(cmd *cobra.Command, dir, statePath string, id core.Identity, pol *policy.Policy, at time.Time, log *slog.Logger, helm gitops.HelmRenderer) (*localBackend, error) {
 	ctx := cmd.Context()
 	repo, err := openRepo(cmd, dir)
 	if err != nil {
 		return nil, err
 	}
 	b := &localBackend{repo: repo, repository: localRepositoryName(dir), statePath: statePath, pol: pol, id: id, at: at, log: log}
+	b.snaps.Helm = helm
 	if b.statePath == "" {
 		b.statePath = ":memory:"
 	}

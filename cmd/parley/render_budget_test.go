@@ -1,9 +1,17 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
+	"io"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/parleyhq/parley/app/mcptools"
+	"github.com/parleyhq/parley/internal/gittest"
 )
 
 // growingShop is the demo repository with a Flux HelmRelease of a chart whose one template renders
@@ -74,5 +82,51 @@ func TestRenderBudgetsMustBePositive(t *testing.T) {
 		if code != 2 || !strings.Contains(errOut, "each must be above 0") {
 			t.Errorf("%s: exit %d, %s", flag, code, errOut)
 		}
+	}
+}
+
+// parley mcp discovers under the same budgets: with the growing chart and an overlay tree that fans
+// out in the repository, the HPA's proposal is answered (the overlay stopped at --render-timeout)
+// and judged uncontested (the chart stopped at --render-memory), where in process the build would
+// never end.
+func TestMCPRendersUnderTheRenderBudget(t *testing.T) {
+	dir, _ := growingShop(t)
+	writeFanningOverlay(t, dir)
+	git := gittest.New(t, dir)
+	git.Run("add", "-A")
+	git.Run("commit", "--quiet", "-m", "An overlay tree that fans out")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	serverIn, clientOut := io.Pipe()
+	clientIn, serverOut := io.Pipe()
+	var stderr syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"mcp", "--repo", dir, "--as", "k8s-user:system:serviceaccount:kube-system:horizontal-pod-autoscaler",
+			"--at", "2026-11-20T10:00:00Z", "--render-memory", "64", "--render-timeout", "2s"}, serverIn, serverOut, &stderr)
+		serverOut.Close()
+	}()
+	client := mcp.NewClient(&mcp.Implementation{Name: "parley-test", Version: "v0"}, nil)
+	cs, err := client.Connect(ctx, &mcp.IOTransport{Reader: clientIn, Writer: clientOut}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v\n%s", err, stderr.String())
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "propose_change",
+		Arguments: map[string]any{"field": "k8s:apps/Deployment/prod/shop-api#/spec/replicas", "value": 9}})
+	if err != nil || res.IsError {
+		t.Fatalf("propose_change: %v %+v\n%s", err, res, stderr.String())
+	}
+	var out mcptools.ProposeOutput
+	b, _ := json.Marshal(res.StructuredContent)
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !out.Accepted || out.Rule != "uncontested" {
+		t.Errorf("the claim was judged against the growing chart's rendering: %+v", out)
+	}
+	cs.Close()
+	if code := <-done; code != 0 {
+		t.Errorf("parley mcp: exit %d\n%s", code, stderr.String())
 	}
 }

@@ -11,36 +11,38 @@ import (
 	"github.com/parleyhq/parley/reconcile/gitops"
 )
 
-// newRenderWorkerCmd is the hidden child process that renders one Helm chart for a
-// gitops.HelmProcess (parley serve, discover, ingest, propose): it reads the job on standard input and
-// writes the rendered templates on standard output, under the memory budget its parent gives it;
-// its parent kills it when the time budget is spent or the work is cancelled.
+// newRenderWorkerCmd is the hidden child process that renders one Helm chart or builds one
+// kustomization for a gitops.RenderProcess (parley serve, discover, ingest, propose): it reads the
+// job on standard input and writes the result on standard output, under the memory budget its
+// parent gives it; its parent kills it when the time budget is spent or the work is cancelled.
 func newRenderWorkerCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:    "render-worker helm",
-		Short:  "Render one Helm chart for a parent parley process (internal)",
-		Hidden: true,
-		Args:   cobra.ExactArgs(1),
+		Use:       "render-worker helm|kustomize",
+		Short:     "Render one Helm chart or build one kustomization for a parent parley process (internal)",
+		Hidden:    true,
+		Args:      cobra.ExactArgs(1),
+		ValidArgs: []string{gitops.WorkerHelm, gitops.WorkerKustomize},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if args[0] != "helm" {
-				return usageErr(fmt.Errorf("render-worker %q: the only worker is helm", args[0]))
+			if args[0] != gitops.WorkerHelm && args[0] != gitops.WorkerKustomize {
+				return usageErr(fmt.Errorf("render-worker %q: the workers are %s and %s", args[0], gitops.WorkerHelm, gitops.WorkerKustomize))
 			}
-			return gitops.ServeHelm(cmd.InOrStdin(), cmd.OutOrStdout())
+			return gitops.ServeWorker(args[0], cmd.InOrStdin(), cmd.OutOrStdout())
 		},
 	}
 }
 
-// helmWorker is the command that re-executes this binary as a Helm render worker. os.Executable
-// reads /proc/self/exe on Linux; where /proc is not mounted (a chroot, a minimal sandbox) the path
-// the binary was started by serves when it is absolute and names this very file.
-func helmWorker() ([]string, error) {
+// renderWorker is the command that re-executes this binary as a render worker; the
+// gitops.RenderProcess appends the worker's kind (helm, kustomize). os.Executable reads
+// /proc/self/exe on Linux; where /proc is not mounted (a chroot, a minimal sandbox) the path the
+// binary was started by serves when it is absolute and names this very file.
+func renderWorker() ([]string, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		if exe, err = startedAs(os.Args[0]); err != nil {
-			return nil, fmt.Errorf("find the parley binary to render charts in a child process: %w", err)
+			return nil, fmt.Errorf("find the parley binary to render charts and build kustomizations in a child process: %w", err)
 		}
 	}
-	return []string{exe, "render-worker", "helm"}, nil
+	return []string{exe, "render-worker"}, nil
 }
 
 // startedAs returns arg0 when it is an absolute path to an executable file.
@@ -58,16 +60,20 @@ func startedAs(arg0 string) (string, error) {
 	return arg0, nil
 }
 
-// renderHelp is the paragraph of --help of every command that renders a repository's charts.
-const renderHelp = `Each chart is rendered in a child process (this binary, re-executed) under a time budget
-(--render-timeout, default 30s) and a memory budget (--render-memory, default 512 MiB), two at a
-time: Helm's template engine cannot be interrupted, so a chart whose templates loop or grow is
-stopped there, and reported as not rendered, with why. Ctrl-C stops the workers too.
---render-in-process renders in this process instead, without budgets, for charts you trust.`
+// renderHelp is the paragraph of --help of every command that renders a repository's charts and
+// builds its kustomizations.
+const renderHelp = `Each chart is rendered, and each kustomization a manager applies is built, in a child process
+(this binary, re-executed) under a time budget (--render-timeout, default 30s) and a memory budget
+(--render-memory, default 512 MiB), two at a time: neither Helm's template engine nor kustomize can
+be interrupted, so a chart whose templates loop or grow, or an overlay tree that fans out, is
+stopped there and reported as not rendered (not built), with why; an overlay not built is read as
+its files are written. Ctrl-C stops the workers too. --render-in-process renders and builds in
+this process instead, without budgets, for repositories you trust.`
 
-// renderFlags are the Helm rendering budgets of a command that discovers a repository's managers
+// renderFlags are the rendering budgets of a command that discovers a repository's managers
 // (parley discover, ingest, propose): one set of flags, registered by addRenderFlags, so that
-// every command that renders a repository's charts renders them the same way.
+// every command that renders a repository's charts and builds its kustomizations does it the same
+// way.
 type renderFlags struct {
 	timeout   time.Duration
 	memoryMiB int64
@@ -80,15 +86,15 @@ type renderFlags struct {
 func addRenderFlags(cmd *cobra.Command) *renderFlags {
 	r := &renderFlags{}
 	f := cmd.Flags()
-	f.DurationVar(&r.timeout, "render-timeout", gitops.DefaultHelmTimeout, "the longest one chart may take to render")
-	f.Int64Var(&r.memoryMiB, "render-memory", gitops.DefaultHelmMemory>>20, "the most memory one chart's rendering may use, in MiB")
-	f.IntVar(&r.parallel, "render-parallel", gitops.DefaultHelmParallel, "how many charts render at once")
-	f.BoolVar(&r.inProcess, "render-in-process", false, "render charts in this process, without a time or memory budget (for trusted charts)")
+	f.DurationVar(&r.timeout, "render-timeout", gitops.DefaultRenderTimeout, "the longest one chart's rendering or one kustomize build may take")
+	f.Int64Var(&r.memoryMiB, "render-memory", gitops.DefaultRenderMemory>>20, "the most memory one chart's rendering or one kustomize build may use, in MiB")
+	f.IntVar(&r.parallel, "render-parallel", gitops.DefaultRenderParallel, "how many charts render and kustomizations build at once")
+	f.BoolVar(&r.inProcess, "render-in-process", false, "render charts and build kustomizations in this process, without a time or memory budget (for trusted repositories)")
 	return r
 }
 
-// renderer is the Helm renderer the flags ask for: a worker per chart under the budgets, or nil
-// (render in this process) with --render-in-process.
+// renderer is the renderer the flags ask for: a worker per chart and per kustomize build under the
+// budgets, or nil (render and build in this process) with --render-in-process.
 func (r *renderFlags) renderer() (gitops.HelmRenderer, error) {
 	if r.inProcess {
 		return nil, nil
@@ -97,9 +103,9 @@ func (r *renderFlags) renderer() (gitops.HelmRenderer, error) {
 		return nil, usageErr(fmt.Errorf("--render-timeout %s, --render-memory %d, --render-parallel %d: each must be above 0 (--render-in-process renders without budgets)",
 			r.timeout, r.memoryMiB, r.parallel))
 	}
-	worker, err := helmWorker()
+	worker, err := renderWorker()
 	if err != nil {
 		return nil, err
 	}
-	return &gitops.HelmProcess{Command: worker, Timeout: r.timeout, Memory: r.memoryMiB << 20, Parallel: r.parallel}, nil
+	return &gitops.RenderProcess{Command: worker, Timeout: r.timeout, Memory: r.memoryMiB << 20, Parallel: r.parallel}, nil
 }

@@ -32,9 +32,9 @@ can hold (timeouts, connections, failed authentications) is bounded by the keys 
 
 What a repository holds is read within budgets (docs/security.md; max_file_size ... render_parallel
 below): by default files up to 8 MiB, 20,000 changed fields a file and 50,000 a pull request,
-values up to 64 KiB; each Helm chart renders in a child process (this binary, re-executed) for at
-most 30s and 512 MiB, two at a time. What is over a budget is named in the verdict's problems, not
-judged.
+values up to 64 KiB; each Helm chart renders, and each kustomization a GitOps manager applies is
+built, in a child process (this binary, re-executed) for at most 30s and 512 MiB, two at a time.
+What is over a budget is named in the verdict's problems, not judged.
 
 Configuration comes from an HCL file (--config) and then the environment, which overrides it:
 
@@ -47,7 +47,7 @@ Configuration comes from an HCL file (--config) and then the environment, which 
 			if err != nil {
 				return usageErr(err)
 			}
-			if cfg.HelmWorker, err = helmWorker(); err != nil {
+			if cfg.RenderWorker, err = renderWorker(); err != nil {
 				return err
 			}
 			log := slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: cfg.LogLevel}))

@@ -10,10 +10,10 @@ import (
 // reads and writes Git with go-git and keeps its data in SQLite or PostgreSQL. Only cmd/ (the
 // offline CLI's `review` fetching a shallow clone, `explain`) and test support may use os/exec.
 //
-// One exception, named here so that no other slips in: reconcile/gitops runs Helm charts in a
-// child process (HelmProcess) because Helm's engine cannot be stopped in-process; the command it
-// runs is the parley binary itself (`parley render-worker helm`, from os.Executable), which the
-// image holds.
+// One exception, named here so that no other slips in: reconcile/gitops renders Helm charts and
+// builds kustomizations in a child process (RenderProcess) because neither Helm's engine nor
+// kustomize can be stopped in-process; the command it runs is the parley binary itself
+// (`parley render-worker helm|kustomize`, from os.Executable), which the image holds.
 func TestServeRunsNoProgram(t *testing.T) {
 	reexecsItself := map[string]bool{"reconcile/gitops": true}
 	checked := 0

@@ -152,20 +152,29 @@ type Options struct {
 	// Origin is the repository's own URL, as DiscoverFrom takes it.
 	Origin string
 	// Helm renders the repository's charts. nil renders them in this process (InProcess), which
-	// nothing can stop or bound: where the repository is not trusted, give a HelmProcess, and a
-	// chart over its time or memory budget is reported as not rendered.
+	// nothing can stop or bound: where the repository is not trusted, give a RenderProcess, and a
+	// chart over its time or memory budget is reported as not rendered. A renderer that is also a
+	// KustomizeBuilder (a RenderProcess is) builds the repository's kustomizations too, under the
+	// same budgets, and an overlay over them is reported as not built; with any other, they are
+	// built in this process.
 	Helm HelmRenderer
 }
 
-// DiscoverWith is DiscoverFrom with its options; ctx stops the rendering of charts (a HelmProcess
-// kills its workers when ctx ends, and the charts not rendered are reported).
+// DiscoverWith is DiscoverFrom with its options; ctx stops the rendering of charts and the builds
+// of kustomizations (a RenderProcess kills its workers when ctx ends, and what was not rendered or
+// built is reported).
 func DiscoverWith(ctx context.Context, files map[string][]byte, o Options) (inv *Inventory, problems []error) {
 	if o.Helm == nil {
 		o.Helm = InProcess{}
 	}
+	kustomizer, ok := o.Helm.(KustomizeBuilder)
+	if !ok {
+		kustomizer = InProcess{}
+	}
 	d := &discovery{
 		ctx:          ctx,
 		helm:         o.Helm,
+		kustomizer:   kustomizer,
 		self:         RepoKey(o.Origin),
 		files:        map[string][]byte{},
 		dirFiles:     map[string][]string{},
@@ -343,6 +352,8 @@ type discovery struct {
 	dirs     map[string]bool     // every directory holding a file, and their parents; "." is the root
 	dirFiles map[string][]string // YAML files directly in a directory, sorted
 	subdirs  map[string][]string // directories directly in a directory, sorted
+
+	kustomizer KustomizeBuilder // builds kustomizations; nil builds them in this process (InProcess)
 
 	docs      map[string][]document // the object documents of each YAML file, in order
 	kustomize map[string]*kustomizeFile

@@ -1,6 +1,7 @@
 package gitops
 
 import (
+	"context"
 	"flag"
 	"io/fs"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	yamlv3 "go.yaml.in/yaml/v3"
 
@@ -679,10 +681,18 @@ func BenchmarkDiscoverRepo(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.ResetTimer()
-	for b.Loop() {
-		inv, _ := Discover(files)
-		b.ReportMetric(float64(len(inv.Managers())), "managers")
+	// In this process (as before issue 24), and in a worker per chart and per kustomize build (as
+	// parley serve and discover run it since).
+	for _, r := range []struct {
+		name string
+		opts Options
+	}{{"in-process", Options{}}, {"worker", Options{Helm: testWorker(time.Minute, 512<<20)}}} {
+		b.Run(r.name, func(b *testing.B) {
+			for b.Loop() {
+				inv, _ := DiscoverWith(context.Background(), files, r.opts)
+				b.ReportMetric(float64(len(inv.Managers())), "managers")
+			}
+		})
 	}
 }
 

@@ -12,13 +12,13 @@ import (
 	"github.com/parleyhq/parley/core"
 )
 
-// workerEnv makes this test binary a render worker (TestMain): HelmProcess re-executes it, as
-// parley serve re-executes parley.
-const workerEnv = "PARLEY_TEST_HELM_WORKER"
+// workerEnv makes this test binary a render worker (TestMain): RenderProcess re-executes it, as
+// parley serve re-executes parley, with the worker's kind as its last argument.
+const workerEnv = "PARLEY_TEST_RENDER_WORKER"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(workerEnv) == "1" {
-		if err := ServeHelm(os.Stdin, os.Stdout); err != nil {
+		if err := ServeWorker(os.Args[len(os.Args)-1], os.Stdin, os.Stdout); err != nil {
 			os.Stderr.WriteString(err.Error() + "\n")
 			os.Exit(3)
 		}
@@ -27,9 +27,9 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// testWorker is a HelmProcess running this test binary as the worker.
-func testWorker(timeout time.Duration, memory int64) *HelmProcess {
-	return &HelmProcess{Command: []string{os.Args[0]}, Env: []string{workerEnv + "=1"}, Timeout: timeout, Memory: memory, Parallel: 2}
+// testWorker is a RenderProcess running this test binary as the worker.
+func testWorker(timeout time.Duration, memory int64) *RenderProcess {
+	return &RenderProcess{Command: []string{os.Args[0]}, Env: []string{workerEnv + "=1"}, Timeout: timeout, Memory: memory, Parallel: 2}
 }
 
 // chartRepo is a repository with a Flux HelmRelease of the chart at charts/NAME, whose one template
@@ -135,14 +135,16 @@ func TestHelmProcessRendersAsInProcess(t *testing.T) {
 // of its crash, including the runtime's own fault when a mapping is refused mid-collection.
 func TestOutOfMemoryReadsTheWorkersCrash(t *testing.T) {
 	for stderr, want := range map[string]bool{
-		"fatal error: runtime: out of memory\n\nruntime stack:":                              true,
-		"fatal error: out of memory allocating heap arena metadata\n":                        true,
-		"runtime: cannot map pages\nfatal error: cannot allocate memory":                     false, // the first line is not the fatal error
-		"fatal error: runtime: cannot allocate memory\n":                                     true,
-		"SIGSEGV: segmentation violation\nPC=0xcc77dd m=3 sigcode=1 addr=0x0\n\ngoroutine 0": true,
-		"fatal error: unexpected signal during runtime execution\n[signal SIGSEGV":           true,
-		"panic: runtime error: invalid memory address or nil pointer dereference\n":          false,
-		"render: template: x:1: function \"nope\" not defined":                               false,
+		"fatal error: runtime: out of memory\n\nruntime stack:":                                      true,
+		"fatal error: out of memory allocating heap arena metadata\n":                                true,
+		"runtime: cannot map pages\nfatal error: cannot allocate memory":                             false, // the first line is not the fatal error
+		"fatal error: runtime: cannot allocate memory\n":                                             true,
+		"SIGSEGV: segmentation violation\nPC=0xcc77dd m=3 sigcode=1 addr=0x0\n\ngoroutine 0":         true,
+		"fatal error: unexpected signal during runtime execution\n[signal SIGSEGV":                   true,
+		"panic: runtime error: invalid memory address or nil pointer dereference\n":                  false,
+		"runtime/cgo: pthread_create failed: Resource temporarily unavailable\nSIGABRT: abort":       true,
+		"runtime: failed to create new OS thread (have 5 already; errno=11)\nfatal error: newosproc": true,
+		"render: template: x:1: function \"nope\" not defined":                                       false,
 		"": false,
 	} {
 		if got := outOfMemory(stderr); got != want {

@@ -1,8 +1,13 @@
 package gitops
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
 	"path"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -24,6 +29,42 @@ import (
 // originAnnotation is where kustomize records an object's source with buildMetadata: [originAnnotations].
 const originAnnotation = "config.kubernetes.io/origin"
 
+// KustomizeJob is one kustomization to build: what a child process is given on standard input.
+type KustomizeJob struct {
+	Dir   string            `json:"dir"`   // the directory to build, repository-relative: what messages name
+	Files map[string][]byte `json:"files"` // the repository's files, by repository path
+}
+
+// KustomizeBuilder builds a kustomization: kustomize's output, as YAML.
+type KustomizeBuilder interface {
+	BuildKustomization(ctx context.Context, job KustomizeJob) ([]byte, error)
+}
+
+// BuildKustomization implements KustomizeBuilder in the calling process: fast, and right for
+// overlays the caller trusts, but an overlay tree that fans out is neither stopped nor bounded
+// (krusty takes no context).
+func (InProcess) BuildKustomization(_ context.Context, job KustomizeJob) ([]byte, error) {
+	return buildJob(job)
+}
+
+// buildJob is krusty's build of a job, as kustomize-controller builds it: in memory, nothing
+// fetched, loads anywhere in the repository.
+func buildJob(job KustomizeJob) ([]byte, error) {
+	fs := filesys.MakeFsInMemory()
+	for _, name := range slices.Sorted(maps.Keys(job.Files)) {
+		if err := fs.WriteFile("/"+name, job.Files[name]); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	opts := krusty.MakeDefaultOptions()
+	opts.LoadRestrictions = types.LoadRestrictionsNone // as kustomize-controller builds
+	m, err := krusty.MakeKustomizer(opts).Run(fs, path.Join("/", job.Dir))
+	if err != nil {
+		return nil, err
+	}
+	return m.AsYaml()
+}
+
 // builtDoc is one object a kustomization builds.
 type builtDoc struct {
 	key     objectKey
@@ -34,21 +75,14 @@ type builtDoc struct {
 	node    *yamlv3.Node
 }
 
-// buildKustomization builds dir for a manager and records its objects; false when it does not
-// build (the caller reads the files as written instead).
+// buildKustomization builds dir for a manager, with the discovery's KustomizeBuilder, and records
+// its objects; false when it does not build (the caller reads the files as written instead).
 func (d *discovery) buildKustomization(dir, kfile, override, fill string, manager int) bool {
 	if remote := d.remoteResource(kfile, map[string]bool{}); remote != "" {
 		d.problem("%s: uses the remote resource %s, which Parley does not fetch; its files are read as written", kfile, remote)
 		return false
 	}
-	fs := filesys.MakeFsInMemory()
-	for name, b := range d.files {
-		if err := fs.WriteFile("/"+name, b); err != nil {
-			d.problem("%s: %v", name, err)
-			return false
-		}
-	}
-	// Origin annotations, asked for in the top kustomization only (the copy in memory).
+	// Origin annotations, asked for in the top kustomization only (the copy the job holds).
 	var k map[string]any
 	if err := yamlv3.Unmarshal(d.files[kfile], &k); err != nil || k == nil {
 		return false // the walker reports the unreadable kustomization
@@ -59,19 +93,22 @@ func (d *discovery) buildKustomization(dir, kfile, override, fill string, manage
 	if err != nil {
 		return false
 	}
-	if err := fs.WriteFile("/"+kfile, kb); err != nil {
-		return false
+	job := KustomizeJob{Dir: dir, Files: maps.Clone(d.files)}
+	job.Files[kfile] = kb
+	build, ctx := d.kustomizer, d.ctx
+	if build == nil {
+		build = InProcess{}
 	}
-	opts := krusty.MakeDefaultOptions()
-	opts.LoadRestrictions = types.LoadRestrictionsNone // as kustomize-controller builds
-	m, err := krusty.MakeKustomizer(opts).Run(fs, path.Join("/", dir))
-	if err != nil {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	out, err := build.BuildKustomization(ctx, job)
+	switch {
+	case errors.Is(err, ErrNotBuilt): // the worker's budget or the caller stopped it: not kustomize's verdict
+		d.problem("%v; its files are read as written", err)
+		return false
+	case err != nil:
 		d.problem("%s: does not build with kustomize (%v); its files are read as written", kfile, err)
-		return false
-	}
-	out, err := m.AsYaml()
-	if err != nil {
-		d.problem("%s: %v", kfile, err)
 		return false
 	}
 	docs, err := readDocuments(out)

@@ -2,6 +2,7 @@ package gitops
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -59,7 +60,11 @@ const overlayMarker = "parley.internal/overlay-doc"
 // Only patch files inside the overlay directory are edited; a patch file outside it (shared like a
 // base) is left alone, and a new patch is written instead. An object a generator makes
 // (configMapGenerator, secretGenerator) is refused: its hashed name changes with its content.
-func AdoptOverlayPatch(files map[string][]byte, overlay string, f core.Field, v core.Value) (map[string][]byte, error) {
+//
+// Each build runs with build (nil builds in this process, as InProcess): the overlay is the
+// repository's, so where the repository is not trusted give a RenderProcess, whose budgets stop an
+// overlay that fans out; ctx ends the builds.
+func AdoptOverlayPatch(ctx context.Context, build KustomizeBuilder, files map[string][]byte, overlay string, f core.Field, v core.Value) (map[string][]byte, error) {
 	if f.Scheme != core.SchemeKubernetes || f.Path == "" {
 		return nil, fmt.Errorf("%s is not a Kubernetes object field", f)
 	}
@@ -80,6 +85,7 @@ func AdoptOverlayPatch(files map[string][]byte, overlay string, f core.Field, v 
 	}
 	overlay = repoDir(overlay)
 	d := &discovery{
+		ctx: ctx, kustomizer: build,
 		files: repo, dirFiles: map[string][]string{}, subdirs: map[string][]string{},
 		kustomize: map[string]*kustomizeFile{}, applications: map[string][]applying{},
 		patchFiles: map[string]bool{}, builtFiles: map[string]bool{},
@@ -172,7 +178,7 @@ func AdoptOverlayPatch(files map[string][]byte, overlay string, f core.Field, v 
 // overlayBuild builds dir (whose kustomization is kfile) from files as Discover builds it, and
 // returns its objects. base gives the parsed kustomizations and manifests of the repository.
 func overlayBuild(base *discovery, files map[string][]byte, dir, kfile string) ([]builtDoc, error) {
-	b := &discovery{files: files, kustomize: base.kustomize, docs: base.docs, builtFiles: map[string]bool{}}
+	b := &discovery{ctx: base.ctx, kustomizer: base.kustomizer, files: files, kustomize: base.kustomize, docs: base.docs, builtFiles: map[string]bool{}}
 	if !b.buildKustomization(dir, kfile, "", "", 0) {
 		var msgs []string
 		for _, p := range b.problems {

@@ -1,6 +1,7 @@
 package gitops
 
 import (
+	"context"
 	"maps"
 	"strings"
 	"testing"
@@ -87,7 +88,7 @@ func overlayBuilt(t *testing.T, files map[string][]byte, f core.Field) (core.Val
 func adoptOverlay(t *testing.T, files map[string][]byte, f core.Field, v core.Value) (map[string][]byte, map[string][]byte) {
 	t.Helper()
 	orig := maps.Clone(files)
-	changed, err := AdoptOverlayPatch(files, "overlays/prod", f, v)
+	changed, err := AdoptOverlayPatch(context.Background(), nil, files, "overlays/prod", f, v)
 	if err != nil {
 		t.Fatalf("AdoptOverlayPatch: %v", err)
 	}
@@ -113,7 +114,7 @@ func adoptOverlay(t *testing.T, files map[string][]byte, f core.Field, v core.Va
 	if now, _ := overlayBuilt(t, after, staging); !now.Equal(was) {
 		t.Errorf("staging changed: %v -> %v", was, now)
 	}
-	again, err := AdoptOverlayPatch(after, "overlays/prod", f, v)
+	again, err := AdoptOverlayPatch(context.Background(), nil, after, "overlays/prod", f, v)
 	if err != nil {
 		t.Fatalf("second AdoptOverlayPatch: %v", err)
 	}
@@ -287,7 +288,7 @@ func TestOverlayPatchNestedPrefix(t *testing.T) {
 	})
 	f := core.K8sField("apps", "Deployment", "prod", "prod-app-web", "/spec/replicas")
 	orig := maps.Clone(files)
-	changed, err := AdoptOverlayPatch(files, "overlays/prod", f, overlayValue(t, 7))
+	changed, err := AdoptOverlayPatch(context.Background(), nil, files, "overlays/prod", f, overlayValue(t, 7))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +304,7 @@ func TestOverlayPatchNestedPrefix(t *testing.T) {
 
 func TestOverlayPatchAlreadyBuilt(t *testing.T) {
 	f := core.K8sField("apps", "Deployment", "prod", "prod-web", "/spec/replicas")
-	changed, err := AdoptOverlayPatch(overlayRepo(overlayProdKustomization, nil), "overlays/prod", f, overlayValue(t, 2))
+	changed, err := AdoptOverlayPatch(context.Background(), nil, overlayRepo(overlayProdKustomization, nil), "overlays/prod", f, overlayValue(t, 2))
 	if err != nil || changed == nil || len(changed) != 0 {
 		t.Errorf("got %v, %v; want an empty map", overlayKeys(changed), err)
 	}
@@ -334,7 +335,7 @@ func TestOverlayPatchRefuses(t *testing.T) {
 		{"terraform", files, "overlays/prod", core.TFField(".", "aws_instance.web", "/ami"), overlayValue(t, "x"), "not a Kubernetes object field"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			changed, err := AdoptOverlayPatch(tc.files, tc.overlay, tc.f, tc.v)
+			changed, err := AdoptOverlayPatch(context.Background(), nil, tc.files, tc.overlay, tc.f, tc.v)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("got %v, %v; want an error with %q", overlayKeys(changed), err, tc.want)
 			}
