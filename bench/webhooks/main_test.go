@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -20,7 +21,7 @@ func TestRunLosesNothing(t *testing.T) {
 		if err := run(&out, "50,100", 300*time.Millisecond, 25<<10, "normal", workers, 1000, t.TempDir()); err != nil {
 			t.Fatalf("workers=%d: %v\n%s", workers, err, out.String())
 		}
-		for _, want := range []string{"rate/s", "lost", "p99"} {
+		for _, want := range []string{"rate/s", "lost", "p99", "checkpoints", "rewinds", "(longest "} {
 			if !strings.Contains(out.String(), want) {
 				t.Errorf("output lacks %q:\n%s", want, out.String())
 			}
@@ -95,6 +96,10 @@ func TestRunLosesNothingOnPostgreSQL(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "receiver + PostgreSQL at postgres://") || !strings.Contains(out.String(), "lost") {
 		t.Errorf("output:\n%s", out.String())
+	}
+	// The server's checkpoint count is read (a number, not "-"); PostgreSQL has no rewinds.
+	if !regexp.MustCompile(`\s\d+\s+-\s*\n`).MatchString(out.String()) {
+		t.Errorf("no checkpoint count in the PostgreSQL row:\n%s", out.String())
 	}
 	if err := runEngines(&out, "mysql", "", "50", time.Second, 100, "full", 0, 10, t.TempDir()); err == nil || !strings.Contains(err.Error(), `-engine "mysql"`) {
 		t.Errorf("an unknown engine: %v", err)
