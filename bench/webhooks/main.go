@@ -125,7 +125,7 @@ func main() {
 		workers  = flag.Int("workers", 0, "if >0, run a worker pool with no-op handlers during the load")
 		maxReq   = flag.Int("max-requests", 20000, "upper bound on requests per rate")
 		dir      = flag.String("dir", "", "directory for the database files (default: a temporary directory, removed afterwards)")
-		engines  = flag.String("engine", "sqlite", "comma-separated stores to measure, in turn: sqlite, postgres")
+		engines  = flag.String("engine", "sqlite", "comma-separated stores to measure, in turn: sqlite, postgres, disk (the floor: writes and fdatasyncs alone)")
 		dsn      = flag.String("dsn", "", "with -engine postgres: a server to use (its database is used as is); default: start one")
 	)
 	flag.Parse()
@@ -134,6 +134,11 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+// diskBytesPerDelivery is what -engine disk writes per delivery: about what the SQLite store
+// appends to its WAL for one 25 KB delivery (12 frames of 4 KiB, counted from the checkpointer's
+// WAL sizes at 500/s).
+const diskBytesPerDelivery = 12 * 4096
 
 // runEngines runs the rates on each engine named, one after the other.
 func runEngines(out io.Writer, engines, dsn, rates string, duration time.Duration, bodySize int, syncMode string, workers, maxReq int, dir string) error {
@@ -152,8 +157,10 @@ func runEngines(out io.Writer, engines, dsn, rates string, duration time.Duratio
 			}
 			failed = errors.Join(failed, runWith(out, desc, open, rates, duration, bodySize, workers, maxReq))
 			stop()
+		case "disk":
+			failed = errors.Join(failed, runDisk(out, rates, duration, diskBytesPerDelivery, dir))
 		default:
-			return fmt.Errorf("-engine %q: want sqlite or postgres", e)
+			return fmt.Errorf("-engine %q: want sqlite, postgres or disk", e)
 		}
 		fmt.Fprintln(out)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -103,5 +104,21 @@ func TestRunLosesNothingOnPostgreSQL(t *testing.T) {
 	}
 	if err := runEngines(&out, "mysql", "", "50", time.Second, 100, "full", 0, 10, t.TempDir()); err == nil || !strings.Contains(err.Error(), `-engine "mysql"`) {
 		t.Errorf("an unknown engine: %v", err)
+	}
+}
+
+// TestRunDisk: the disk floor answers every request it sends, one sync covering several when
+// they fall due together.
+func TestRunDisk(t *testing.T) {
+	var out bytes.Buffer
+	if err := runEngines(&out, "disk", "", "200", 300*time.Millisecond, 25<<10, "full", 0, 1000, t.TempDir()); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	m := regexp.MustCompile(`\n\s+200\s+60\s+(\d+)\s`).FindStringSubmatch(out.String())
+	if m == nil {
+		t.Fatalf("no row for 200/s with 60 sent:\n%s", out.String())
+	}
+	if syncs, _ := strconv.Atoi(m[1]); syncs < 1 || syncs > 60 {
+		t.Errorf("%d syncs for 60 requests:\n%s", syncs, out.String())
 	}
 }
