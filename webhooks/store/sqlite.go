@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -112,12 +111,10 @@ type SQLite struct {
 	// covers any number of commits).
 	committed chan struct{}
 	pageSize  int64
-	// dbFile is the store's read-only handle on the database file, for flushDatabaseFile.
-	dbFile *os.File
 	// Counted by the checkpointer, read by CheckpointStats.
-	checkpoints, rewinds, longestRewind, dbFlushes atomic.Int64
-	closeOnce                                      sync.Once
-	closeErr                                       error
+	checkpoints, rewinds, longestRewind atomic.Int64
+	closeOnce                           sync.Once
+	closeErr                            error
 }
 
 var _ Deliveries = (*SQLite)(nil)
@@ -187,25 +184,16 @@ func Open(ctx context.Context, path string, opts Options) (*SQLite, error) {
 			return nil, fmt.Errorf("store %s: %w", path, err)
 		}
 	}
-	dbFile, err := os.Open(path)
-	if err != nil {
-		_ = write.Close()
+	closeWAL := func() {
 		if wal != nil {
 			_ = wal.Close()
 		}
-		return nil, fmt.Errorf("store %s: open the database file to flush it: %w", path, err)
-	}
-	closeFiles := func() {
-		if wal != nil {
-			_ = wal.Close()
-		}
-		_ = dbFile.Close()
 	}
 
 	read, err := sql.Open("sqlite", dsn(opts.Sync, "_pragma", "query_only(1)"))
 	if err != nil {
 		_ = write.Close()
-		closeFiles()
+		closeWAL()
 		return nil, fmt.Errorf("store %s: open reader: %w", path, err)
 	}
 	read.SetMaxOpenConns(4)
@@ -213,7 +201,7 @@ func Open(ctx context.Context, path string, opts Options) (*SQLite, error) {
 	if err := read.PingContext(ctx); err != nil {
 		_ = write.Close()
 		_ = read.Close()
-		closeFiles()
+		closeWAL()
 		return nil, fmt.Errorf("store %s: open reader: %w", path, err)
 	}
 
@@ -221,7 +209,7 @@ func Open(ctx context.Context, path string, opts Options) (*SQLite, error) {
 	if err != nil {
 		_ = write.Close()
 		_ = read.Close()
-		closeFiles()
+		closeWAL()
 		return nil, fmt.Errorf("store %s: open checkpointer: %w", path, err)
 	}
 	ckpt.SetMaxOpenConns(1)
@@ -236,7 +224,6 @@ func Open(ctx context.Context, path string, opts Options) (*SQLite, error) {
 		read:      read,
 		ckpt:      ckpt,
 		wal:       wal,
-		dbFile:    dbFile,
 		puts:      make(chan putRequest),
 		closing:   make(chan struct{}),
 		writerEnd: make(chan struct{}),
@@ -266,7 +253,6 @@ func (s *SQLite) Close() error {
 		if s.wal != nil {
 			s.closeErr = errors.Join(s.closeErr, s.wal.Close())
 		}
-		s.closeErr = errors.Join(s.closeErr, s.dbFile.Close())
 		if s.closeErr != nil {
 			s.closeErr = fmt.Errorf("store %s: close: %w", s.path, s.closeErr)
 		}
@@ -373,7 +359,6 @@ func (s *SQLite) checkpointer() {
 		walFrames, copied := s.checkpoint(s.ckpt, "PASSIVE")
 		if copied {
 			s.checkpoints.Add(1)
-			s.flushDatabaseFile()
 		}
 		// Rewind at three quarters of the limit, leaving room for the frames written until
 		// the next round: after the first rewind the file keeps the size it reached
@@ -419,23 +404,6 @@ func (s *SQLite) rewindWAL() {
 	}
 }
 
-// flushDatabaseFile fdatasyncs the database file after a checkpoint, outside every lock, so that
-// the fsync SQLite owes it finds little left to write when it comes.
-//
-// SQLite syncs the database file only in a checkpoint that copies up to the WAL's current end,
-// since only then may the WAL be reset (walCheckpoint in sqlite3.c). Under sustained writes a
-// passive checkpoint rarely does (a commit lands while it copies), so the database file's dirty
-// pages pile up over many checkpoints and are all flushed by the one that catches up: the one
-// rewindWAL runs while it holds the writer. Flushing after every checkpoint spreads that work
-// off the commit path, and the held checkpoint flushes only what it copied itself. It is only
-// ever an extra sync: SQLite still makes its own before the WAL can be reset, so a failure
-// here is not an error (the next checkpoint tries again, and SQLite's sync decides).
-func (s *SQLite) flushDatabaseFile() {
-	if err := fdatasync(s.dbFile); err == nil {
-		s.dbFlushes.Add(1)
-	}
-}
-
 // checkpoint runs PRAGMA wal_checkpoint(mode) and returns the WAL's size in frames and whether
 // it copied any frame into the database file. A failed checkpoint is not an error for anyone:
 // the WAL keeps the data, and the next one tries again.
@@ -449,12 +417,10 @@ func (s *SQLite) checkpoint(db *sql.DB, mode string) (walFrames int64, copied bo
 
 // CheckpointStats says what the checkpointer has done since Open.
 type CheckpointStats struct {
-	// Checkpoints counts the checkpoints that copied frames from the WAL into the database file
-	// (each one ends with an fsync of the database file).
+	// Checkpoints counts the checkpoints that copied frames from the WAL into the database file.
+	// Each syncs the WAL first; SQLite syncs the database file only in those that copied up to
+	// the WAL's end (a commit landing meanwhile defers it), which is what lets the WAL be reset.
 	Checkpoints int64
-	// DatabaseFlushes counts the store's own syncs of the database file after checkpoints
-	// (see flushDatabaseFile).
-	DatabaseFlushes int64
 	// Rewinds counts the times the checkpointer held the writer to let the WAL start over.
 	Rewinds int64
 	// LongestRewind is the longest the writer was held by a rewind.
@@ -464,10 +430,9 @@ type CheckpointStats struct {
 // CheckpointStats returns the checkpointer's counters, for benchmarks and diagnostics.
 func (s *SQLite) CheckpointStats() CheckpointStats {
 	return CheckpointStats{
-		Checkpoints:     s.checkpoints.Load(),
-		DatabaseFlushes: s.dbFlushes.Load(),
-		Rewinds:         s.rewinds.Load(),
-		LongestRewind:   time.Duration(s.longestRewind.Load()),
+		Checkpoints:   s.checkpoints.Load(),
+		Rewinds:       s.rewinds.Load(),
+		LongestRewind: time.Duration(s.longestRewind.Load()),
 	}
 }
 

@@ -28,6 +28,11 @@ import (
 // WAL file before it lets go of the write connection and before any caller is answered, so no
 // Claim can hand the batch to a worker and no 202 is sent before every frame of the batch is
 // on disk.
+//
+// The handle is the store's own descriptor, opened and closed beside SQLite's. That is safe for the
+// WAL and for no other file of the database: SQLite holds POSIX record locks on the database file
+// and the -shm file (traced: fcntl F_SETLK on those two only), and closing any descriptor of a
+// file drops every such lock the process holds on it; the WAL carries none.
 type walFile struct {
 	path string
 	f    *os.File

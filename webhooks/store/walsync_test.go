@@ -3,11 +3,9 @@ package store
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestPutIsNotAcknowledgedUntilTheWALIsSynced: under SyncFull the write connection commits at
@@ -44,23 +42,5 @@ func TestPutRefusesAnUnlinkedWAL(t *testing.T) {
 	ok, err := s.Put(context.Background(), delivery("after", t0))
 	if ok || !errors.Is(err, errWALReplaced) {
 		t.Fatalf("Put after the WAL was unlinked = %v, %v; want %v", ok, err, errWALReplaced)
-	}
-}
-
-// TestCheckpointerFlushesTheDatabaseFile: after checkpoints that copied frames, the store syncs
-// the database file itself, so the checkpoint a rewind runs while holding the writer does not
-// have to flush everything earlier checkpoints copied.
-func TestCheckpointerFlushesTheDatabaseFile(t *testing.T) {
-	s := openTest(t, Options{})
-	deadline := time.Now().Add(10 * time.Second)
-	for i := 0; s.CheckpointStats().DatabaseFlushes == 0; i++ {
-		if time.Now().After(deadline) {
-			t.Fatalf("no flush of the database file after %d puts: %+v", i, s.CheckpointStats())
-		}
-		mustPut(t, s, delivery(fmt.Sprint(i), t0))
-		time.Sleep(10 * time.Millisecond)
-	}
-	if st := s.CheckpointStats(); st.DatabaseFlushes > st.Checkpoints {
-		t.Errorf("%d flushes for %d checkpoints: one per checkpoint that copied frames", st.DatabaseFlushes, st.Checkpoints)
 	}
 }
