@@ -30,14 +30,17 @@ func BenchmarkReceiver(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			body := append([]byte(`{"pad":"`), append(bytes.Repeat([]byte("x"), 25<<10), '"', '}')...)
-			sig := Sign(sec, body)
+			pad := append(bytes.Repeat([]byte("x"), 25<<10), '"', '}')
 			var n atomic.Int64
-			b.SetBytes(int64(len(body)))
+			b.SetBytes(int64(len(pad)))
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
 					id := fmt.Sprint(n.Add(1))
+					// Each delivery its own body: the store refuses a body it holds under
+					// another ID (answered 200 "duplicate", not stored).
+					body := append([]byte(`{"id":"`+id+`","pad":"`), pad...)
+					sig := Sign(sec, body)
 					req := httptest.NewRequest(http.MethodPost, GitHubPath, bytes.NewReader(body))
 					req.Header.Set(HeaderEvent, "pull_request")
 					req.Header.Set(HeaderDelivery, id)

@@ -17,6 +17,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -68,6 +69,51 @@ type result struct {
 	Latencies []time.Duration // from due time to response, sorted
 	Service   []time.Duration // from actual send to response, sorted
 	Elapsed   time.Duration
+	// Checkpoints the engine ran while the load ran (SQLite: the store's checkpointer;
+	// PostgreSQL: the server's), and SQLite's WAL rewinds (-1: not applicable).
+	Checkpoints, Rewinds int64
+	LongestRewind        time.Duration
+}
+
+// checkpointCounter is a store that says how many checkpoints its engine has run so far.
+type checkpointCounter interface {
+	CheckpointStats() store.CheckpointStats
+}
+
+// pgQueue is the PostgreSQL store with the server's checkpoint counter beside it.
+type pgQueue struct {
+	*store.Postgres
+	stats *sql.DB
+}
+
+// CheckpointStats counts the server's checkpoints (timed and requested). PostgreSQL does not
+// rewind a WAL: it recycles segments, so Rewinds is -1.
+func (q pgQueue) CheckpointStats() store.CheckpointStats {
+	var n int64
+	ctx := context.Background()
+	// pg_stat_checkpointer from PostgreSQL 17 on, pg_stat_bgwriter before.
+	err := q.stats.QueryRowContext(ctx, `SELECT num_timed + num_requested FROM pg_stat_checkpointer`).Scan(&n)
+	if err != nil {
+		if err := q.stats.QueryRowContext(ctx, `SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter`).Scan(&n); err != nil {
+			return store.CheckpointStats{Checkpoints: -1, Rewinds: -1}
+		}
+	}
+	return store.CheckpointStats{Checkpoints: n, Rewinds: -1}
+}
+
+func (q pgQueue) Close() error { return errors.Join(q.Postgres.Close(), q.stats.Close()) }
+
+func openPGQueue(ctx context.Context, dsn string) (queue, func(), error) {
+	st, err := store.OpenPostgres(ctx, dsn, store.PostgresOptions{})
+	if err != nil {
+		return nil, nil, err
+	}
+	_, db, err := sqldb.OpenPostgres(ctx, dsn, 1)
+	if err != nil {
+		_ = st.Close()
+		return nil, nil, err
+	}
+	return pgQueue{Postgres: st, stats: db}, func() {}, nil
 }
 
 func main() {
@@ -79,7 +125,7 @@ func main() {
 		workers  = flag.Int("workers", 0, "if >0, run a worker pool with no-op handlers during the load")
 		maxReq   = flag.Int("max-requests", 20000, "upper bound on requests per rate")
 		dir      = flag.String("dir", "", "directory for the database files (default: a temporary directory, removed afterwards)")
-		engines  = flag.String("engine", "sqlite", "comma-separated stores to measure, in turn: sqlite, postgres")
+		engines  = flag.String("engine", "sqlite", "comma-separated stores to measure, in turn: sqlite, postgres, disk (the floor: writes and fdatasyncs alone)")
 		dsn      = flag.String("dsn", "", "with -engine postgres: a server to use (its database is used as is); default: start one")
 	)
 	flag.Parse()
@@ -88,6 +134,11 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+// diskBytesPerDelivery is what -engine disk writes per delivery: about what the SQLite store
+// appends to its WAL for one 25 KB delivery (12 frames of 4 KiB, counted from the checkpointer's
+// WAL sizes at 500/s).
+const diskBytesPerDelivery = 12 * 4096
 
 // runEngines runs the rates on each engine named, one after the other.
 func runEngines(out io.Writer, engines, dsn, rates string, duration time.Duration, bodySize int, syncMode string, workers, maxReq int, dir string) error {
@@ -106,8 +157,10 @@ func runEngines(out io.Writer, engines, dsn, rates string, duration time.Duratio
 			}
 			failed = errors.Join(failed, runWith(out, desc, open, rates, duration, bodySize, workers, maxReq))
 			stop()
+		case "disk":
+			failed = errors.Join(failed, runDisk(out, rates, duration, diskBytesPerDelivery, dir))
 		default:
-			return fmt.Errorf("-engine %q: want sqlite or postgres", e)
+			return fmt.Errorf("-engine %q: want sqlite, postgres or disk", e)
 		}
 		fmt.Fprintln(out)
 	}
@@ -120,8 +173,7 @@ func postgresOpener(dsn string) (open func(context.Context) (queue, func(), erro
 	ctx := context.Background()
 	if dsn != "" {
 		return func(ctx context.Context) (queue, func(), error) {
-			st, err := store.OpenPostgres(ctx, dsn, store.PostgresOptions{})
-			return st, func() {}, err
+			return openPGQueue(ctx, dsn)
 		}, "receiver + PostgreSQL at " + sqldb.Redact(dsn), func() {}, nil
 	}
 	srv, err := pgtest.Start(ctx, pgtest.Options{Durable: true})
@@ -133,8 +185,7 @@ func postgresOpener(dsn string) (open func(context.Context) (queue, func(), erro
 		if err != nil {
 			return nil, nil, err
 		}
-		st, err := store.OpenPostgres(ctx, db, store.PostgresOptions{})
-		return st, func() {}, err
+		return openPGQueue(ctx, db)
 	}
 	return open, fmt.Sprintf("receiver + PostgreSQL (local server, fsync=on, synchronous_commit=on, port %d)", srv.Port), func() { _ = srv.Stop() }, nil
 }
@@ -181,7 +232,7 @@ func runWith(out io.Writer, desc string, open func(context.Context) (queue, func
 	rs, _ := parseRates(rates)
 	fmt.Fprintf(out, "%s; %d-byte pull_request payloads; %v per rate; pool workers: %d\n\n", desc, bodySize, duration, workers)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "rate/s\tsent\t202\tother\terrors\tstored\tlost\tp50\tp90\tp99\tmax\tp99 service\t")
+	fmt.Fprintln(tw, "rate/s\tsent\t202\tother\terrors\tstored\tlost\tp50\tp90\tp99\tmax\tp99 service\tcheckpoints\trewinds\t")
 	var failed error
 	for _, r := range rs {
 		res, err := runRate(context.Background(), config{
@@ -195,9 +246,9 @@ func runWith(out io.Writer, desc string, open func(context.Context) (queue, func
 		if len(res.Other) > 0 {
 			other = fmt.Sprint(res.Other)
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t\n", r, res.Sent, res.Accepted, other, res.Errors,
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r, res.Sent, res.Accepted, other, res.Errors,
 			res.Stored, res.Lost, ms(pct(res.Latencies, 50)), ms(pct(res.Latencies, 90)), ms(pct(res.Latencies, 99)),
-			ms(pct(res.Latencies, 100)), ms(pct(res.Service, 99)))
+			ms(pct(res.Latencies, 100)), ms(pct(res.Service, 99)), count(res.Checkpoints), rewinds(res))
 		if res.Lost > 0 || res.Accepted != res.Sent {
 			failed = errors.Join(failed, fmt.Errorf("rate %d: %d sent, %d acknowledged, %d lost", r, res.Sent, res.Accepted, res.Lost))
 		}
@@ -206,6 +257,7 @@ func runWith(out io.Writer, desc string, open func(context.Context) (queue, func
 		return err
 	}
 	fmt.Fprintln(out, "\nlatency = from the moment a request was due to its response (open loop); service = from actual send.")
+	fmt.Fprintln(out, "checkpoints, rewinds = run by the engine between the first request and the last response (rewinds: SQLite's WAL starting over, with the longest time it held the writer).")
 	return failed
 }
 
@@ -230,6 +282,21 @@ func parseRates(rates string) ([]int, error) {
 		rs = append(rs, r)
 	}
 	return rs, nil
+}
+
+// count prints n, or "-" for a count the engine did not give.
+func count(n int64) string {
+	if n < 0 {
+		return "-"
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+func rewinds(res result) string {
+	if res.Rewinds < 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%d (longest %s)", res.Rewinds, ms(res.LongestRewind))
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d)/float64(time.Millisecond)) }
@@ -360,6 +427,13 @@ func runRate(ctx context.Context, cfg config) (result, error) {
 		_, _ = send(client, url, b, sig, id)
 	}
 
+	statsOf := func() store.CheckpointStats {
+		if c, ok := st.(checkpointCounter); ok {
+			return c.CheckpointStats()
+		}
+		return store.CheckpointStats{Checkpoints: -1, Rewinds: -1}
+	}
+	before := statsOf()
 	start := time.Now()
 	for i := range n {
 		due := start.Add(time.Duration(i) * interval)
@@ -383,6 +457,16 @@ func runRate(ctx context.Context, cfg config) (result, error) {
 	}
 	wg.Wait()
 	res.Elapsed = time.Since(start)
+	after := statsOf()
+	res.Checkpoints, res.Rewinds = after.Checkpoints-before.Checkpoints, after.Rewinds-before.Rewinds
+	if before.Checkpoints < 0 || after.Checkpoints < 0 {
+		res.Checkpoints = -1
+	}
+	if before.Rewinds < 0 || after.Rewinds < 0 {
+		res.Rewinds = -1
+	}
+	// The longest rewind since Open: the warm-up before the window rewinds nothing.
+	res.LongestRewind = after.LongestRewind
 	res.Sent = n
 
 	for i, c := range codes {

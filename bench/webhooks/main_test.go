@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,7 +22,7 @@ func TestRunLosesNothing(t *testing.T) {
 		if err := run(&out, "50,100", 300*time.Millisecond, 25<<10, "normal", workers, 1000, t.TempDir()); err != nil {
 			t.Fatalf("workers=%d: %v\n%s", workers, err, out.String())
 		}
-		for _, want := range []string{"rate/s", "lost", "p99"} {
+		for _, want := range []string{"rate/s", "lost", "p99", "checkpoints", "rewinds", "(longest "} {
 			if !strings.Contains(out.String(), want) {
 				t.Errorf("output lacks %q:\n%s", want, out.String())
 			}
@@ -96,7 +98,27 @@ func TestRunLosesNothingOnPostgreSQL(t *testing.T) {
 	if !strings.Contains(out.String(), "receiver + PostgreSQL at postgres://") || !strings.Contains(out.String(), "lost") {
 		t.Errorf("output:\n%s", out.String())
 	}
+	// The server's checkpoint count is read (a number, not "-"); PostgreSQL has no rewinds.
+	if !regexp.MustCompile(`\s\d+\s+-\s*\n`).MatchString(out.String()) {
+		t.Errorf("no checkpoint count in the PostgreSQL row:\n%s", out.String())
+	}
 	if err := runEngines(&out, "mysql", "", "50", time.Second, 100, "full", 0, 10, t.TempDir()); err == nil || !strings.Contains(err.Error(), `-engine "mysql"`) {
 		t.Errorf("an unknown engine: %v", err)
+	}
+}
+
+// TestRunDisk: the disk floor answers every request it sends, one sync covering several when
+// they fall due together.
+func TestRunDisk(t *testing.T) {
+	var out bytes.Buffer
+	if err := runEngines(&out, "disk", "", "200", 300*time.Millisecond, 25<<10, "full", 0, 1000, t.TempDir()); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	m := regexp.MustCompile(`\n\s+200\s+60\s+(\d+)\s`).FindStringSubmatch(out.String())
+	if m == nil {
+		t.Fatalf("no row for 200/s with 60 sent:\n%s", out.String())
+	}
+	if syncs, _ := strconv.Atoi(m[1]); syncs < 1 || syncs > 60 {
+		t.Errorf("%d syncs for 60 requests:\n%s", syncs, out.String())
 	}
 }

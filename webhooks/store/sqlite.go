@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the pure-Go "sqlite" database/sql driver
@@ -44,8 +45,8 @@ type Options struct {
 	// MaxBatchBytes caps the bodies in one transaction, so a burst of 25 MB payloads does not
 	// build one enormous transaction. Default 32 MiB.
 	MaxBatchBytes int
-	// MaxWALBytes bounds the WAL file: past it the checkpointer rewinds the WAL, and the
-	// rewind trims the file back to this size (journal_size_limit). Default 64 MiB.
+	// MaxWALBytes bounds the WAL file: past three quarters of it the checkpointer rewinds the
+	// WAL, and the rewind trims the file back to this size (journal_size_limit). Default 64 MiB.
 	MaxWALBytes int64
 }
 
@@ -79,23 +80,28 @@ const maxErrorLen = 4096
 // fsync), and answers each caller after the commit. Reads (Get, Stats, DeadLetters) use a
 // separate read-only pool so that metrics scrapes never queue behind writes.
 //
-// Only Put batches are committed with synchronous=FULL (under SyncFull): the write connection
-// runs at NORMAL otherwise, so Claim, Complete, Fail and the rest cost no fsync of their own.
-// The WAL is append-only and the next Put batch's fsync makes every earlier frame durable too;
-// in between, a power loss can only undo a lease or an outcome, which means the delivery is
+// The write connection commits at synchronous=NORMAL. Under SyncFull the writer then makes each
+// Put batch durable itself, with one fdatasync of the WAL before it answers anyone (see walFile
+// for why not SQLite's own fsync, and why this is as durable). Claim, Complete, Fail and the rest
+// cost no sync of their own: the next Put batch's fdatasync makes every earlier frame durable
+// too; in between, a power loss can only undo a lease or an outcome, which means the delivery is
 // processed again (at-least-once), never lost. A process crash undoes nothing.
 //
 // Checkpoints (copying the WAL back into the database file) are kept off the commit path: the
 // write connection's automatic checkpoint is off, and a checkpointer goroutine, also owned by
 // the store, runs PASSIVE checkpoints on its own connection after commits, at most every
-// 100 ms. A PASSIVE checkpoint never blocks the writer. Once the WAL passes MaxWALBytes the
-// checkpointer rewinds it (see rewindWAL), so the file stays bounded under sustained load.
+// 100 ms. A PASSIVE checkpoint never blocks the writer. Once the WAL passes three quarters of
+// MaxWALBytes the checkpointer rewinds it (see rewindWAL), so the file stays bounded under
+// sustained load and commits keep overwriting blocks the WAL file already has.
 type SQLite struct {
 	path  string
 	opts  Options
 	write *sql.DB
 	read  *sql.DB
 	ckpt  *sql.DB
+	// wal is the store's handle on the WAL file under SyncFull (nil under SyncNormal): the
+	// writer fdatasyncs it after each Put batch (see walFile).
+	wal *walFile
 
 	puts      chan putRequest
 	closing   chan struct{}
@@ -105,8 +111,10 @@ type SQLite struct {
 	// covers any number of commits).
 	committed chan struct{}
 	pageSize  int64
-	closeOnce sync.Once
-	closeErr  error
+	// Counted by the checkpointer, read by CheckpointStats.
+	checkpoints, rewinds, longestRewind atomic.Int64
+	closeOnce                           sync.Once
+	closeErr                            error
 }
 
 var _ Deliveries = (*SQLite)(nil)
@@ -167,9 +175,25 @@ func Open(ctx context.Context, path string, opts Options) (*SQLite, error) {
 		return nil, fmt.Errorf("store %s: page size: %w", path, err)
 	}
 
+	// Under SyncFull the writer makes each Put batch durable itself (see walFile). migrate has
+	// written through the write connection, so the WAL file exists and is the one it uses.
+	var wal *walFile
+	if opts.Sync == SyncFull {
+		if wal, err = openWALFile(path + "-wal"); err != nil {
+			_ = write.Close()
+			return nil, fmt.Errorf("store %s: %w", path, err)
+		}
+	}
+	closeWAL := func() {
+		if wal != nil {
+			_ = wal.Close()
+		}
+	}
+
 	read, err := sql.Open("sqlite", dsn(opts.Sync, "_pragma", "query_only(1)"))
 	if err != nil {
 		_ = write.Close()
+		closeWAL()
 		return nil, fmt.Errorf("store %s: open reader: %w", path, err)
 	}
 	read.SetMaxOpenConns(4)
@@ -177,6 +201,7 @@ func Open(ctx context.Context, path string, opts Options) (*SQLite, error) {
 	if err := read.PingContext(ctx); err != nil {
 		_ = write.Close()
 		_ = read.Close()
+		closeWAL()
 		return nil, fmt.Errorf("store %s: open reader: %w", path, err)
 	}
 
@@ -184,6 +209,7 @@ func Open(ctx context.Context, path string, opts Options) (*SQLite, error) {
 	if err != nil {
 		_ = write.Close()
 		_ = read.Close()
+		closeWAL()
 		return nil, fmt.Errorf("store %s: open checkpointer: %w", path, err)
 	}
 	ckpt.SetMaxOpenConns(1)
@@ -197,6 +223,7 @@ func Open(ctx context.Context, path string, opts Options) (*SQLite, error) {
 		write:     write,
 		read:      read,
 		ckpt:      ckpt,
+		wal:       wal,
 		puts:      make(chan putRequest),
 		closing:   make(chan struct{}),
 		writerEnd: make(chan struct{}),
@@ -223,6 +250,9 @@ func (s *SQLite) Close() error {
 		<-s.writerEnd
 		<-s.ckptEnd
 		s.closeErr = errors.Join(s.ckpt.Close(), s.read.Close(), s.write.Close())
+		if s.wal != nil {
+			s.closeErr = errors.Join(s.closeErr, s.wal.Close())
+		}
 		if s.closeErr != nil {
 			s.closeErr = fmt.Errorf("store %s: close: %w", s.path, s.closeErr)
 		}
@@ -326,8 +356,16 @@ func (s *SQLite) checkpointer() {
 			return
 		}
 		idle.Reset(ckptIdle)
-		walFrames := s.checkpoint(s.ckpt, "PASSIVE")
-		if walFrames*s.pageSize > s.opts.MaxWALBytes {
+		walFrames, copied := s.checkpoint(s.ckpt, "PASSIVE")
+		if copied {
+			s.checkpoints.Add(1)
+		}
+		// Rewind at three quarters of the limit, leaving room for the frames written until
+		// the next round: after the first rewind the file keeps the size it reached
+		// (journal_size_limit trims only past MaxWALBytes), so commits overwrite blocks the
+		// file already has instead of growing it, which costs every fdatasync a metadata
+		// write (and on a journaled filesystem a journal commit).
+		if walFrames*s.pageSize > s.opts.MaxWALBytes/4*3 {
 			s.rewindWAL()
 		}
 		pace.Reset(ckptInterval)
@@ -354,17 +392,48 @@ func (s *SQLite) rewindWAL() {
 		return // closing, or the writer is stuck; the next round tries again
 	}
 	defer conn.Close() // back to the pool, not closed
+	t0 := time.Now()
 	s.checkpoint(s.ckpt, "PASSIVE")
+	held := time.Since(t0)
+	s.rewinds.Add(1)
+	for {
+		longest := s.longestRewind.Load()
+		if int64(held) <= longest || s.longestRewind.CompareAndSwap(longest, int64(held)) {
+			break
+		}
+	}
 }
 
-// checkpoint runs PRAGMA wal_checkpoint(mode) and returns the WAL's size in frames. A failed
-// checkpoint is not an error for anyone: the WAL keeps the data, and the next one tries again.
-func (s *SQLite) checkpoint(db *sql.DB, mode string) (walFrames int64) {
+// checkpoint runs PRAGMA wal_checkpoint(mode) and returns the WAL's size in frames and whether
+// it copied any frame into the database file. A failed checkpoint is not an error for anyone:
+// the WAL keeps the data, and the next one tries again.
+func (s *SQLite) checkpoint(db *sql.DB, mode string) (walFrames int64, copied bool) {
 	var busy, checkpointed int64
 	if err := db.QueryRowContext(context.Background(), "PRAGMA wal_checkpoint("+mode+")").Scan(&busy, &walFrames, &checkpointed); err != nil {
-		return 0
+		return 0, false
 	}
-	return walFrames
+	return walFrames, checkpointed > 0
+}
+
+// CheckpointStats says what the checkpointer has done since Open.
+type CheckpointStats struct {
+	// Checkpoints counts the checkpoints that copied frames from the WAL into the database file.
+	// Each syncs the WAL first; SQLite syncs the database file only in those that copied up to
+	// the WAL's end (a commit landing meanwhile defers it), which is what lets the WAL be reset.
+	Checkpoints int64
+	// Rewinds counts the times the checkpointer held the writer to let the WAL start over.
+	Rewinds int64
+	// LongestRewind is the longest the writer was held by a rewind.
+	LongestRewind time.Duration
+}
+
+// CheckpointStats returns the checkpointer's counters, for benchmarks and diagnostics.
+func (s *SQLite) CheckpointStats() CheckpointStats {
+	return CheckpointStats{
+		Checkpoints:   s.checkpoints.Load(),
+		Rewinds:       s.rewinds.Load(),
+		LongestRewind: time.Duration(s.longestRewind.Load()),
+	}
 }
 
 func (s *SQLite) commitBatch(batch []putRequest) ([]putResult, error) {
@@ -375,13 +444,6 @@ func (s *SQLite) commitBatch(batch []putRequest) ([]putResult, error) {
 		return nil, fmt.Errorf("store %s: batch of %d: %w", s.path, len(batch), err)
 	}
 	defer conn.Close() // back to the pool
-	if s.opts.Sync == SyncFull {
-		// synchronous cannot change inside a transaction: raise it around this one.
-		if _, err := conn.ExecContext(ctx, `PRAGMA synchronous = FULL`); err != nil {
-			return nil, fmt.Errorf("store %s: batch of %d: synchronous=FULL: %w", s.path, len(batch), err)
-		}
-		defer func() { _, _ = conn.ExecContext(ctx, `PRAGMA synchronous = NORMAL`) }()
-	}
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("store %s: begin batch of %d: %w", s.path, len(batch), err)
@@ -435,6 +497,12 @@ func (s *SQLite) commitBatch(batch []putRequest) ([]putResult, error) {
 	_ = stmt.Close()
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("store %s: commit batch of %d: %w", s.path, len(batch), err)
+	}
+	if s.wal != nil {
+		// Still holding the write connection: no Claim sees the batch before it is durable.
+		if err := s.wal.sync(); err != nil {
+			return nil, fmt.Errorf("store %s: batch of %d committed but not made durable: %w", s.path, len(batch), err)
+		}
 	}
 	return results, nil
 }

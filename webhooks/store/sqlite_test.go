@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -101,8 +102,12 @@ func TestOpenRefusesNewerSchema(t *testing.T) {
 	}
 }
 
-// crashEnv names the database a crash-helper subprocess writes to.
-const crashEnv = "PARLEY_STORE_CRASH_DB"
+// crashEnv names the database a crash-helper subprocess writes to; crashWALEnv, if set, its
+// MaxWALBytes.
+const (
+	crashEnv    = "PARLEY_STORE_CRASH_DB"
+	crashWALEnv = "PARLEY_STORE_CRASH_MAX_WAL"
+)
 
 // TestMain turns the test binary into the crash helper when crashEnv is set: see
 // TestCrashKeepsAcknowledgedPuts.
@@ -115,16 +120,36 @@ func TestMain(m *testing.M) {
 }
 
 // crashHelper puts deliveries from several goroutines for ever and prints "ack <id>" after
-// each Put returned inserted, the moment a receiver would answer 202. It never closes the
-// store: it is killed with SIGKILL.
+// each Put returned inserted, the moment a receiver would answer 202, and "rewinds <n>" as the
+// checkpointer rewinds the WAL. It never closes the store: it is killed with SIGKILL.
 func crashHelper(path string) {
-	s, err := Open(context.Background(), path, Options{})
+	var opts Options
+	if v := os.Getenv(crashWALEnv); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			fmt.Println("bad", crashWALEnv, err)
+			os.Exit(2)
+		}
+		opts.MaxWALBytes = n
+	}
+	s, err := Open(context.Background(), path, opts)
 	if err != nil {
 		fmt.Println("open failed:", err)
 		os.Exit(2)
 	}
 	var mu sync.Mutex
 	out := bufio.NewWriter(os.Stdout)
+	go func() { // ends with the process
+		for last := int64(0); ; time.Sleep(time.Millisecond) {
+			if n := s.CheckpointStats().Rewinds; n != last {
+				last = n
+				mu.Lock()
+				fmt.Fprintf(out, "rewinds %d\n", n)
+				_ = out.Flush()
+				mu.Unlock()
+			}
+		}
+	}()
 	body := []byte(strings.Repeat("x", 25<<10))
 	var wg sync.WaitGroup
 	for g := range 8 {
@@ -151,9 +176,33 @@ func TestCrashKeepsAcknowledgedPuts(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns a subprocess")
 	}
+	crashAndCheck(t, 0, 0)
+}
+
+// TestCrashAmidCheckpointsKeepsAcknowledgedPuts kills the writer while the checkpointer is busy:
+// with a 256 KiB WAL it checkpoints after nearly every batch and rewinds the WAL every few
+// deliveries (each rewind resets the WAL that the writer then overwrites from its start), so
+// the SIGKILL lands amid copies into the database file, its fsyncs and WAL restarts.
+func TestCrashAmidCheckpointsKeepsAcknowledgedPuts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns a subprocess")
+	}
+	for range 3 {
+		crashAndCheck(t, 256<<10, 5)
+	}
+}
+
+// crashAndCheck runs crashHelper with MaxWALBytes maxWAL (0: the default), SIGKILLs it once 300
+// Puts were acknowledged and the WAL was rewound at least minRewinds times, and checks that
+// every acknowledged delivery is in the reopened store and the database is sound.
+func crashAndCheck(t *testing.T, maxWAL int64, minRewinds int) {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "crash.db")
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), crashEnv+"="+path)
+	if maxWAL > 0 {
+		cmd.Env = append(cmd.Env, fmt.Sprintf("%s=%d", crashWALEnv, maxWAL))
+	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -166,14 +215,17 @@ func TestCrashKeepsAcknowledgedPuts(t *testing.T) {
 	var other []string
 	sc := bufio.NewScanner(stdout)
 	killed := false
+	rewinds := 0
 	for sc.Scan() {
 		line := sc.Text()
 		if id, ok := strings.CutPrefix(line, "ack "); ok {
 			acked[id] = true
+		} else if n, ok := strings.CutPrefix(line, "rewinds "); ok {
+			rewinds, _ = strconv.Atoi(n)
 		} else {
 			other = append(other, line)
 		}
-		if len(acked) == 300 && !killed {
+		if len(acked) >= 300 && rewinds >= minRewinds && !killed {
 			// Kill mid-stream: more Puts are in flight, some batches half-written.
 			if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 				t.Fatal(err)
@@ -207,7 +259,11 @@ func TestCrashKeepsAcknowledgedPuts(t *testing.T) {
 	if err != nil || st.Pending < len(acked) {
 		t.Errorf("Stats = %+v, %v; want at least %d pending", st, err, len(acked))
 	}
-	t.Logf("%d acknowledged before SIGKILL, %d found after reopen", len(acked), st.Pending)
+	var check string
+	if err := s.read.QueryRowContext(context.Background(), `PRAGMA integrity_check`).Scan(&check); err != nil || check != "ok" {
+		t.Errorf("after SIGKILL: integrity_check = %q, %v", check, err)
+	}
+	t.Logf("%d acknowledged before SIGKILL (WAL rewound %d times), %d found after reopen", len(acked), rewinds, st.Pending)
 }
 
 func fileSize(t *testing.T, path string) int64 {
