@@ -38,8 +38,8 @@ The base is --base (a local or remote-tracking branch), else the branch origin/H
 origin/NAME), else a local main or master; with none of them review stops and asks for --base. The
 branch being judged never supplies its own policy or history. A commit counts as the actor its
 author email names only when a key the base policy lists for that actor signed it, and the
-branch's claims are judged as the head commit's author and as every other commit's author: the
-least favourable verdict stands.
+branch's claims are judged as the head commit's author and, on the fields of the files each
+touched, as every other commit's author: the least favourable verdict stands.
 
 Exit status: 0 when nothing is vetoed, 1 when a claim is vetoed, 2 for bad input.
 
