@@ -100,3 +100,81 @@ func TestEveryContributorOfAPullRequestIsJudged(t *testing.T) {
 		})
 	}
 }
+
+// TestEachCommitAuthorIsJudgedOnTheFieldsItTouched: the cost optimizer opens a pull request and
+// pushes every commit of it itself, but one commit is authored by someone else. The claim on a
+// field is judged also as the author of each commit that touched the field's file, as far as
+// GitHub's verification proves them (or the commit's own signature): an unverified author is an
+// unverified identity (a veto: it may not write the capacity), named in the explanation; a commit
+// that touched another file changes nothing for the capacity; a verified author counts as the
+// actor their login names, directly or through one of the policy's github_teams (carol is on
+// call through parleyhq/sre).
+func TestEachCommitAuthorIsJudgedOnTheFieldsItTouched(t *testing.T) {
+	bot := fakegithub.Commit{AuthorLogin: "cost-optimizer[bot]", CommitterLogin: "cost-optimizer[bot]", Verified: true}
+	carol := fakegithub.Commit{AuthorLogin: "carol", CommitterLogin: "carol", Verified: true}
+	for _, tc := range []struct {
+		name         string
+		file, change string // what carol's commit changes
+		verified     *fakegithub.Commit
+		team         bool // carol is in parleyhq/sre
+		want         core.Decision
+		names        string // in the capacity's explanation; "": carol is not named there
+	}{
+		{"unverified author of the field", "infra/kafka/main.tf", "desired_capacity = 8", nil, false, core.DecisionVeto, "carol@parley.example (authored commit "},
+		{"unverified author of another file", "k8s/prod/web.yaml", "replicas: 4", nil, false, core.DecisionAdopt, ""},
+		{"verified author, on call by team", "infra/kafka/main.tf", "desired_capacity = 8", &carol, true, core.DecisionAdopt, "carol (authored commit "},
+		{"verified author in no team", "infra/kafka/main.tf", "desired_capacity = 8", &carol, false, core.DecisionVeto, "carol (authored commit "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir, git := remote(t)
+			git("checkout", "-q", "-b", "two", "main")
+			edit(t, dir, "infra/kafka/main.tf", "desired_capacity = 6", "desired_capacity = 5")
+			git("commit", "-q", "-am", "Right-size the consumers\n\nIntent: cost\nMotivation: budget\n")
+			first := git("rev-parse", "HEAD")
+			old := map[string]string{"infra/kafka/main.tf": "desired_capacity = 5", "k8s/prod/web.yaml": "replicas: 3"}[tc.file]
+			edit(t, dir, tc.file, old, tc.change)
+			git("commit", "-q", "-a", "--author=Carol <carol@parley.example>", "-m", "Adjust")
+			head := git("rev-parse", "HEAD")
+			git("update-ref", "refs/pull/7/head", head)
+			git("checkout", "-q", "main")
+			base := git("rev-parse", "main")
+
+			h, gh := handler(t)
+			gh.SetCommit("acme/infra", first, bot)
+			if tc.verified != nil {
+				gh.SetCommit("acme/infra", head, *tc.verified)
+			}
+			if tc.team {
+				gh.SetTeamMember("parleyhq", "sre", "carol")
+			}
+			var ev github.PullRequestEvent
+			if err := json.Unmarshal(prEvent(t, dir, base, head, "opened"), &ev); err != nil {
+				t.Fatal(err)
+			}
+			res, err := h.Judge(context.Background(), Target{Installation: ev.GetInstallation().GetID(), Owner: "acme", Repo: "infra",
+				FullName: "acme/infra", CloneURL: dir, DefaultBranch: "main", PR: ev.GetPullRequest()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var v *core.Verdict
+			for i := range res.Verdicts {
+				if res.Verdicts[i].Field.String() == capacity {
+					v = &res.Verdicts[i]
+				}
+			}
+			if v == nil {
+				t.Fatalf("no verdict on %s in %+v", capacity, res.Verdicts)
+			}
+			text := strings.Join(stepDetails(*v), "\n")
+			if v.Decision != tc.want {
+				t.Errorf("capacity: %s, want %s:\n%s", v.Decision, tc.want, text)
+			}
+			if tc.names == "" && strings.Contains(text, "carol") {
+				t.Errorf("carol's commit touched no capacity, yet the capacity names her:\n%s", text)
+			}
+			if tc.names != "" && !strings.Contains(text, tc.names) {
+				t.Errorf("the explanation does not name %q:\n%s", tc.names, text)
+			}
+		})
+	}
+}
