@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-github/v60/github"
 
+	"github.com/parleyhq/parley/app/review"
 	"github.com/parleyhq/parley/core"
 	"github.com/parleyhq/parley/trailers/ledger"
 )
@@ -17,6 +18,7 @@ type crediting struct {
 	*ledger.Ledger
 	ctx   context.Context
 	vouch func(ctx context.Context, commit string) (core.Identity, string, error)
+	teams *teamsOf // a credited GitHub user matches github_teams too
 }
 
 func (c *crediting) Current(f core.Field) (core.Claim, bool, error) {
@@ -25,10 +27,16 @@ func (c *crediting) Current(f core.Field) (core.Claim, bool, error) {
 		return cur, ok, err
 	}
 	credited, err := c.ensure(cur)
-	if err != nil || !credited {
+	if err != nil {
 		return cur, ok, err
 	}
-	return c.Ledger.Current(f)
+	if credited {
+		if cur, ok, err = c.Ledger.Current(f); err != nil || !ok {
+			return cur, ok, err
+		}
+	}
+	cur.Actor.Identity, err = c.teams.withTeams(c.ctx, cur.Actor.Identity)
+	return cur, ok, err
 }
 
 func (c *crediting) History(f core.Field) ([]core.Claim, error) {
@@ -45,7 +53,14 @@ func (c *crediting) History(f core.Field) ([]core.Claim, error) {
 		again = again || credited
 	}
 	if again {
-		return c.Ledger.History(f)
+		if hist, err = c.Ledger.History(f); err != nil {
+			return nil, err
+		}
+	}
+	for i := range hist {
+		if hist[i].Actor.Identity, err = c.teams.withTeams(c.ctx, hist[i].Actor.Identity); err != nil {
+			return nil, err
+		}
 	}
 	return hist, nil
 }
@@ -121,17 +136,39 @@ func commitVoucher(gh *github.Client, t Target) func(context.Context, string) (c
 					fmt.Sprintf("GitHub: merged to %s in pull request #%d, opened by %s", t.DefaultBranch, pr.GetNumber(), login), nil
 			}
 		}
-		c, resp, err := gh.Repositories.GetCommit(ctx, t.Owner, t.Repo, sha, nil)
-		if resp != nil && resp.StatusCode == 404 {
-			return core.Identity{}, "", nil
-		}
-		if err != nil {
-			return core.Identity{}, "", fmt.Errorf("commit %s: %w", sha, err)
-		}
-		author, committer := c.GetAuthor().GetLogin(), c.GetCommitter().GetLogin()
-		if c.GetCommit().GetVerification().GetVerified() && author != "" && author == committer {
-			return core.Identity{Source: core.SourceGitHubUser, ID: author}, "GitHub verified the commit's signature as " + author + "'s", nil
-		}
+		return verifiedBy(ctx, gh, t, sha)
+	}
+}
+
+// verifiedBy returns the GitHub user whose signature GitHub verified on the commit, when that user
+// both authored and committed it (GitHub checks a signature against the committer's keys); a zero
+// identity otherwise, or when GitHub does not know the commit.
+func verifiedBy(ctx context.Context, gh *github.Client, t Target, sha string) (core.Identity, string, error) {
+	c, resp, err := gh.Repositories.GetCommit(ctx, t.Owner, t.Repo, sha, nil)
+	if resp != nil && resp.StatusCode == 404 {
 		return core.Identity{}, "", nil
+	}
+	if err != nil {
+		return core.Identity{}, "", fmt.Errorf("commit %s: %w", sha, err)
+	}
+	author, committer := c.GetAuthor().GetLogin(), c.GetCommitter().GetLogin()
+	if c.GetCommit().GetVerification().GetVerified() && author != "" && author == committer {
+		return core.Identity{Source: core.SourceGitHubUser, ID: author}, "GitHub verified the commit's signature as " + author + "'s", nil
+	}
+	return core.Identity{}, "", nil
+}
+
+// commitAuthorVouch is how the App proves the author of a pull request's commit whose own
+// signature proves nothing: GitHub's verification of it (verifiedBy), the user then matched
+// through github_users and github_teams. Nobody else vouches for a commit not yet merged: who
+// pushed it is judged on its own (a synchronize contribution), not as its author.
+func commitAuthorVouch(gh *github.Client, t Target, teams *teamsOf) review.Vouch {
+	return func(ctx context.Context, c review.Commit) (core.Identity, string, error) {
+		who, how, err := verifiedBy(ctx, gh, t, c.SHA)
+		if err != nil || who.ID == "" {
+			return who, how, err
+		}
+		who, err = teams.withTeams(ctx, who)
+		return who, how, err
 	}
 }
