@@ -3,8 +3,6 @@ package app
 import (
 	"context"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -187,17 +185,5 @@ func TestCreditedCommitsMatchGitHubTeams(t *testing.T) {
 				t.Errorf("carol in the team: %v, yet her commit's incident downgraded: %v:\n%s", inTeam, downgraded, text)
 			}
 		})
-	}
-}
-
-// edit replaces from with to in the file p of the repository at dir.
-func edit(t *testing.T, dir, p, from, to string) {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join(dir, p))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, p), []byte(strings.Replace(string(data), from, to, 1)), 0o644); err != nil {
-		t.Fatal(err)
 	}
 }
