@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -183,5 +184,102 @@ func TestEachCommitAuthorIsJudgedOnTheFieldsItTouched(t *testing.T) {
 				t.Errorf("the explanation does not name %q:\n%s", tc.names, text)
 			}
 		})
+	}
+}
+
+// TestJudgingTheSameCommitsAgainAsksGitHubNothingNew: a pull request's commits are judged as
+// their verified authors, which costs asking GitHub about each commit (GET .../commits/{sha}) and
+// about each verified author's teams. A commit's verification is asked once, whichever delivery
+// judges it: pushes and edits that bring no new commit add no commit lookups, and every judgement
+// of the same commits costs the same number of calls, however often it is repeated. Asking again
+// per judgement is what stalled two replicas' queue once GitHub answered some lookups 404.
+func TestJudgingTheSameCommitsAgainAsksGitHubNothingNew(t *testing.T) {
+	dir, git := remote(t)
+	git("checkout", "-q", "-b", "two", "main")
+	edit(t, dir, "infra/kafka/main.tf", "desired_capacity = 6", "desired_capacity = 5")
+	git("commit", "-q", "-am", "Right-size the consumers\n\nIntent: cost\nMotivation: budget\n")
+	first := git("rev-parse", "HEAD")
+	edit(t, dir, "infra/kafka/main.tf", "desired_capacity = 5", "desired_capacity = 8")
+	git("commit", "-q", "-a", "--author=Carol <carol@parley.example>", "-m", "Adjust")
+	head := git("rev-parse", "HEAD")
+	git("update-ref", "refs/pull/7/head", head)
+	git("checkout", "-q", "main")
+	base := git("rev-parse", "main")
+
+	h, gh := handler(t)
+	gh.SetCommit("acme/infra", first, fakegithub.Commit{AuthorLogin: "cost-optimizer[bot]", CommitterLogin: "cost-optimizer[bot]", Verified: true})
+	gh.SetCommit("acme/infra", head, fakegithub.Commit{AuthorLogin: "carol", CommitterLogin: "carol", Verified: true})
+	gh.SetTeamMember("parleyhq", "sre", "carol")
+	judge := func(i int, action string) (calls, commitLookups int) {
+		t.Helper()
+		before, lookups := gh.TotalCalls(), gh.Calls()["repos/get-commit 200"]
+		if err := h.Handle(context.Background(), store.Delivery{ID: fmt.Sprintf("d-%d", i), Event: "pull_request", Body: prEvent(t, dir, base, head, action)}); err != nil {
+			t.Fatal(err)
+		}
+		return gh.TotalCalls() - before, gh.Calls()["repos/get-commit 200"] - lookups
+	}
+	if _, lookups := judge(0, "opened"); lookups != 2 {
+		t.Fatalf("the first judgement looked up %d commits, want both of the pull request's (%v)", lookups, gh.Calls())
+	}
+	var again []int
+	for i, action := range []string{"synchronize", "edited", "synchronize", "reopened"} {
+		calls, lookups := judge(i+1, action)
+		if lookups != 0 {
+			t.Errorf("judgement %d (%s) of the same commits looked them up again: %d commit lookups (%v)", i+2, action, lookups, gh.Calls())
+		}
+		again = append(again, calls)
+	}
+	for i, n := range again[1:] {
+		if n > again[0] {
+			t.Errorf("the same commits judged again cost more each time: %v calls per judgement (judgement %d)", again, i+3)
+		}
+	}
+	// Each judgement asks about each verified author's teams once: carol and the cost optimizer,
+	// in the policy's one team.
+	calls := gh.Calls()
+	if members := calls["teams/get-membership-for-user-in-org 200"] + calls["teams/get-membership-for-user-in-org 404"]; members > 2*5 {
+		t.Errorf("5 judgements asked %d team memberships, want at most one per verified author and judgement (%v)", members, calls)
+	}
+}
+
+// TestCommitLookupsPerJudgementAreBounded: a push of more commits than one judgement looks up
+// (maxCommitLookups) costs that many calls, not one per commit; the commits left over are judged
+// as their unverified authors, which the explanation says, and the next judgement looks them up.
+func TestCommitLookupsPerJudgementAreBounded(t *testing.T) {
+	dir, git := remote(t)
+	git("checkout", "-q", "-b", "many", "main")
+	h, gh := handler(t)
+	for i := range maxCommitLookups + 1 {
+		edit(t, dir, "infra/kafka/main.tf", fmt.Sprintf("desired_capacity = %d", 6+i), fmt.Sprintf("desired_capacity = %d", 7+i))
+		git("commit", "-q", "-a", "--author=Carol <carol@parley.example>", "-m", fmt.Sprintf("Step %d", i))
+		gh.SetCommit("acme/infra", git("rev-parse", "HEAD"), fakegithub.Commit{AuthorLogin: "carol", CommitterLogin: "cost-optimizer[bot]"})
+	}
+	head := git("rev-parse", "HEAD")
+	git("update-ref", "refs/pull/7/head", head)
+	git("checkout", "-q", "main")
+	base := git("rev-parse", "main")
+	var ev github.PullRequestEvent
+	if err := json.Unmarshal(prEvent(t, dir, base, head, "opened"), &ev); err != nil {
+		t.Fatal(err)
+	}
+	target := Target{Installation: ev.GetInstallation().GetID(), Owner: "acme", Repo: "infra", FullName: "acme/infra", CloneURL: dir, DefaultBranch: "main", PR: ev.GetPullRequest()}
+	for i, want := range []int{maxCommitLookups, 1, 0} {
+		before := gh.Calls()["repos/get-commit 200"]
+		res, err := h.Judge(context.Background(), target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := gh.Calls()["repos/get-commit 200"] - before; n != want {
+			t.Errorf("judgement %d looked up %d commits, want %d", i+1, n, want)
+		}
+		var text string
+		for _, v := range res.Verdicts {
+			if v.Field.String() == capacity {
+				text = strings.Join(stepDetails(v), "\n")
+			}
+		}
+		if notAsked := strings.Contains(text, "GitHub not asked about it yet"); notAsked != (i == 0) {
+			t.Errorf("judgement %d: the explanation says a commit was not looked up: %v, want %v:\n%s", i+1, notAsked, i == 0, text)
+		}
 	}
 }

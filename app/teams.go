@@ -14,12 +14,18 @@ import (
 // teamsOf finds which of the policy's github_teams a GitHub user is in, through GitHub's team
 // membership API, so an identity GitHub vouches for (a verified commit, a merged pull request's
 // author) matches an actor by team as well as by login. It lives for one judgement: each login is
-// asked about once.
+// asked about once per team, and a policy naming no team asks nothing.
 type teamsOf struct {
 	gh    *github.Client
 	teams []string // org/team slugs the policy names; a glob cannot be asked about and is left out
 	cache map[string][]string
+	asked int // membership calls made in this judgement
 }
+
+// maxMembershipLookups bounds the team membership calls of one judgement (users × the policy's
+// teams). Past it the judgement fails with an error saying so, rather than matching a user GitHub
+// vouches for without their teams, which could weigh a field's history wrongly either way.
+const maxMembershipLookups = 200
 
 func newTeamsOf(gh *github.Client, pol *policy.Policy) *teamsOf {
 	t := &teamsOf{gh: gh, cache: map[string][]string{}}
@@ -47,6 +53,10 @@ func (t *teamsOf) withTeams(ctx context.Context, id core.Identity) (core.Identit
 	groups, ok := t.cache[login]
 	if !ok {
 		groups = []string{}
+		if t.asked+len(t.teams) > maxMembershipLookups {
+			return id, fmt.Errorf("teams of %s: more than %d GitHub team membership lookups in one judgement (%d teams in the policy)", id.ID, maxMembershipLookups, len(t.teams))
+		}
+		t.asked += len(t.teams)
 		for _, team := range t.teams {
 			in, err := namedAmong(ctx, t.gh, id.ID, []string{team})
 			if err != nil {

@@ -240,7 +240,7 @@ func (s *GitSource) Dependents(f core.Field) ([]core.Dependent, error) {
 
 // Vouch is asked about a commit whose signature proves nothing: it returns who else proves its
 // author (the App asks GitHub whether it verified the commit) and how, or a zero identity when
-// nobody does.
+// nobody does (how, if set, then says why the explanation should know, e.g. it was not asked).
 type Vouch func(ctx context.Context, c Commit) (who core.Identity, how string, err error)
 
 // CommitAuthors returns the author of each of the branch's commits but skip (the commit already
@@ -269,7 +269,10 @@ func (s *GitSource) CommitAuthors(ctx context.Context, skip string, vouch Vouch)
 				return nil, fmt.Errorf("commit %s: %w", short(c.SHA), err)
 			}
 			if alt.ID != "" {
-				who, what = alt, what+"; "+how
+				who = alt
+			}
+			if how != "" {
+				what += "; " + how
 			}
 		}
 		out = append(out, Contributor{Identity: who, What: what, Files: files})
