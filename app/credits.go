@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-github/v60/github"
 
+	"github.com/parleyhq/parley/app/review"
 	"github.com/parleyhq/parley/core"
 	"github.com/parleyhq/parley/trailers/ledger"
 )
@@ -17,6 +18,7 @@ type crediting struct {
 	*ledger.Ledger
 	ctx   context.Context
 	vouch func(ctx context.Context, commit string) (core.Identity, string, error)
+	teams *teamsOf // a credited GitHub user matches github_teams too
 }
 
 func (c *crediting) Current(f core.Field) (core.Claim, bool, error) {
@@ -25,10 +27,16 @@ func (c *crediting) Current(f core.Field) (core.Claim, bool, error) {
 		return cur, ok, err
 	}
 	credited, err := c.ensure(cur)
-	if err != nil || !credited {
+	if err != nil {
 		return cur, ok, err
 	}
-	return c.Ledger.Current(f)
+	if credited {
+		if cur, ok, err = c.Ledger.Current(f); err != nil || !ok {
+			return cur, ok, err
+		}
+	}
+	cur.Actor.Identity, err = c.teams.withTeams(c.ctx, cur.Actor.Identity)
+	return cur, ok, err
 }
 
 func (c *crediting) History(f core.Field) ([]core.Claim, error) {
@@ -45,7 +53,14 @@ func (c *crediting) History(f core.Field) ([]core.Claim, error) {
 		again = again || credited
 	}
 	if again {
-		return c.Ledger.History(f)
+		if hist, err = c.Ledger.History(f); err != nil {
+			return nil, err
+		}
+	}
+	for i := range hist {
+		if hist[i].Actor.Identity, err = c.teams.withTeams(c.ctx, hist[i].Actor.Identity); err != nil {
+			return nil, err
+		}
 	}
 	return hist, nil
 }
@@ -108,7 +123,7 @@ func (h *PullRequests) recordMerge(ctx context.Context, ev github.PullRequestEve
 // whose signature GitHub verified on it, when that user both authored and committed it (GitHub
 // checks a signature against the committer's keys, so a verified commit proves nothing of an
 // author who is someone else). Nobody: a zero identity.
-func commitVoucher(gh *github.Client, t Target) func(context.Context, string) (core.Identity, string, error) {
+func commitVoucher(gh *github.Client, t Target, v *verifications) func(context.Context, string) (core.Identity, string, error) {
 	return func(ctx context.Context, sha string) (core.Identity, string, error) {
 		prs, _, err := gh.PullRequests.ListPullRequestsWithCommit(ctx, t.Owner, t.Repo, sha, nil)
 		if err != nil {
@@ -121,17 +136,68 @@ func commitVoucher(gh *github.Client, t Target) func(context.Context, string) (c
 					fmt.Sprintf("GitHub: merged to %s in pull request #%d, opened by %s", t.DefaultBranch, pr.GetNumber(), login), nil
 			}
 		}
-		c, resp, err := gh.Repositories.GetCommit(ctx, t.Owner, t.Repo, sha, nil)
-		if resp != nil && resp.StatusCode == 404 {
-			return core.Identity{}, "", nil
-		}
-		if err != nil {
-			return core.Identity{}, "", fmt.Errorf("commit %s: %w", sha, err)
-		}
-		author, committer := c.GetAuthor().GetLogin(), c.GetCommitter().GetLogin()
-		if c.GetCommit().GetVerification().GetVerified() && author != "" && author == committer {
-			return core.Identity{Source: core.SourceGitHubUser, ID: author}, "GitHub verified the commit's signature as " + author + "'s", nil
-		}
+		// A default-branch commit is credited once, so its lookup is not bounded.
+		return v.lookup(ctx, sha, 0)
+	}
+}
+
+// maxCommitLookups bounds the commits of a pull request whose verification one judgement asks
+// GitHub for. Each commit is asked about once (the answer is kept in the ledger), so a pull
+// request with more new commits than this is looked up over its next judgements; until then a
+// commit not asked about is judged as its unverified author, and the explanation says so.
+const maxCommitLookups = 50
+
+// verifications is GitHub's verification of commits' signatures for one judgement: read from the
+// ledger, else asked of GitHub once (GET /repos/{o}/{r}/commits/{sha}) and recorded there, so
+// judging the same commits again costs no call.
+type verifications struct {
+	gh    *github.Client
+	t     Target
+	led   *ledger.Ledger
+	asked int // commits this judgement asked GitHub about
+}
+
+// lookup returns the GitHub user whose signature GitHub verified on the commit, when that user
+// both authored and committed it (GitHub checks a signature against the committer's keys); a zero
+// identity otherwise. The ledger answers for a commit asked about before; GitHub is asked only if
+// fewer than bound commits were asked about in this judgement (0: no bound), else the answer is a
+// zero identity and how says the commit was not looked up. A commit GitHub does not know (404) is
+// not recorded: it is asked about again when next judged.
+func (v *verifications) lookup(ctx context.Context, sha string, bound int) (who core.Identity, how string, err error) {
+	who, how, found, err := v.led.Verification(ctx, sha)
+	if err != nil || found {
+		return who, how, err
+	}
+	if bound > 0 && v.asked >= bound {
+		return core.Identity{}, fmt.Sprintf("GitHub not asked about it yet: at most %d commits are looked up per judgement", bound), nil
+	}
+	v.asked++
+	c, resp, err := v.gh.Repositories.GetCommit(ctx, v.t.Owner, v.t.Repo, sha, nil)
+	if resp != nil && resp.StatusCode == 404 {
 		return core.Identity{}, "", nil
+	}
+	if err != nil {
+		return core.Identity{}, "", fmt.Errorf("commit %s: %w", sha, err)
+	}
+	author, committer := c.GetAuthor().GetLogin(), c.GetCommitter().GetLogin()
+	if c.GetCommit().GetVerification().GetVerified() && author != "" && author == committer {
+		who, how = core.Identity{Source: core.SourceGitHubUser, ID: author}, "GitHub verified the commit's signature as "+author+"'s"
+	}
+	return who, how, v.led.RecordVerification(ctx, sha, who, how)
+}
+
+// commitAuthorVouch is how the App proves the author of a pull request's commit whose own
+// signature proves nothing: GitHub's verification of it (verifications, at most maxCommitLookups
+// new commits per judgement), the user then matched through github_users and github_teams. Nobody
+// else vouches for a commit not yet merged: who pushed it is judged on its own (a synchronize
+// contribution), not as its author.
+func commitAuthorVouch(v *verifications, teams *teamsOf) review.Vouch {
+	return func(ctx context.Context, c review.Commit) (core.Identity, string, error) {
+		who, how, err := v.lookup(ctx, c.SHA, maxCommitLookups)
+		if err != nil || who.ID == "" {
+			return who, how, err
+		}
+		who, err = teams.withTeams(ctx, who)
+		return who, how, err
 	}
 }

@@ -141,3 +141,49 @@ func TestMergeRecordsWhoMergedACommit(t *testing.T) {
 		})
 	}
 }
+
+// TestCreditedCommitsMatchGitHubTeams: Git's value of the consumers' capacity comes from an
+// unsigned commit that declares an incident; GitHub verified its signature as carol's, who is on
+// call only through the policy's github_teams (parleyhq/sre). Credited to carol, the commit
+// carries on-call's trust, so its incident motivation stands; carol outside the team may not
+// assert it.
+func TestCreditedCommitsMatchGitHubTeams(t *testing.T) {
+	for _, inTeam := range []bool{true, false} {
+		t.Run(map[bool]string{true: "in parleyhq/sre", false: "in no team"}[inTeam], func(t *testing.T) {
+			dir, git := remote(t)
+			git("checkout", "-q", "main")
+			edit(t, dir, "infra/kafka/main.tf", "desired_capacity = 6", "desired_capacity = 10")
+			git("commit", "-q", "-a", "--author=Carol <carol@parley.example>", "-m", "Absorb the lag\n\nIntent: stability\nMotivation: incident INC-1 severity=high\n")
+			base := git("rev-parse", "main")
+			git("checkout", "-q", "-b", "two")
+			edit(t, dir, "infra/kafka/main.tf", "desired_capacity = 10", "desired_capacity = 8")
+			git("commit", "-q", "-am", "Right-size the consumers\n\nIntent: cost\nMotivation: budget\n")
+			head := git("rev-parse", "HEAD")
+			git("update-ref", "refs/pull/7/head", head)
+			git("checkout", "-q", "main")
+
+			h, gh := handler(t)
+			gh.SetCommit("acme/infra", base, fakegithub.Commit{AuthorLogin: "carol", CommitterLogin: "carol", Verified: true})
+			gh.SetCommit("acme/infra", head, fakegithub.Commit{AuthorLogin: "cost-optimizer[bot]", CommitterLogin: "cost-optimizer[bot]", Verified: true})
+			if inTeam {
+				gh.SetTeamMember("parleyhq", "sre", "carol")
+			}
+			var ev github.PullRequestEvent
+			if err := json.Unmarshal(prEvent(t, dir, base, head, "opened"), &ev); err != nil {
+				t.Fatal(err)
+			}
+			res, err := h.Judge(context.Background(), Target{Installation: ev.GetInstallation().GetID(), Owner: "acme", Repo: "infra",
+				FullName: "acme/infra", CloneURL: dir, DefaultBranch: "main", PR: ev.GetPullRequest()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Verdicts) != 1 {
+				t.Fatalf("verdicts: %+v", res.Verdicts)
+			}
+			text := strings.Join(stepDetails(res.Verdicts[0]), "\n")
+			if downgraded := strings.Contains(text, "the commit by carol asserts motivation incident"); downgraded == inTeam {
+				t.Errorf("carol in the team: %v, yet her commit's incident downgraded: %v:\n%s", inTeam, downgraded, text)
+			}
+		})
+	}
+}

@@ -319,7 +319,19 @@ func (h *PullRequests) judge(ctx context.Context, t Target) (review.Result, erro
 					Identity: core.Identity{Source: core.SourceGitHubUser, ID: c.Actor}, What: c.Reason})
 			}
 		}
-		git := &crediting{Ledger: led, ctx: ctx, vouch: commitVoucher(gh, t)}
+		// Each commit's author is judged on the fields its commit touched, as far as its
+		// signature (the base policy's signing_keys) or GitHub's verification proves them.
+		src.SetOpenPGPKeys(pol.OpenPGPKeyring())
+		// GitHub is asked about a commit once (the ledger keeps the answer) and about a user's
+		// teams once per judgement, so judging the same commits again costs no lookups.
+		teams := newTeamsOf(gh, pol)
+		verified := &verifications{gh: gh, t: t, led: led}
+		authors, err := src.CommitAuthors(ctx, "", commitAuthorVouch(verified, teams))
+		if err != nil {
+			return review.Result{}, fmt.Errorf("%s: %w", id, err)
+		}
+		in.Contributors = append(in.Contributors, authors...)
+		git := &crediting{Ledger: led, ctx: ctx, vouch: commitVoucher(gh, t, verified), teams: teams}
 		if res, err = review.Evaluate(ctx, in, src, pol, git, livestate.Live{Claims: live.Claims}, h.now()); err != nil {
 			return review.Result{}, fmt.Errorf("%s: %w", id, err)
 		}

@@ -117,6 +117,9 @@ func TestPullRequestVerdictsArePublishedOnceAndEditedInPlace(t *testing.T) {
 	dir, git := remote(t)
 	h, gh := handler(t)
 	base, head := git("rev-parse", "main"), git("rev-parse", "refs/pull/7/head")
+	// The cost optimizer's commits are its own: GitHub verified their signatures.
+	botCommit := fakegithub.Commit{AuthorLogin: "cost-optimizer[bot]", CommitterLogin: "cost-optimizer[bot]", Verified: true}
+	gh.SetCommit("acme/infra", head, botCommit)
 	deliver := func(action, head string) {
 		t.Helper()
 		if err := h.Handle(context.Background(), store.Delivery{ID: "d-" + action + head[:6], Event: "pull_request", Body: prEvent(t, dir, base, head, action)}); err != nil {
@@ -159,6 +162,7 @@ func TestPullRequestVerdictsArePublishedOnceAndEditedInPlace(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "infra/kafka/main.tf"), []byte(strings.Replace(kafkaTF, "desired_capacity = 6", "desired_capacity = 12", 1)), 0o644)
 	git("commit", "-q", "-am", "Stay inside the bounds\n\nIntent: cost\nMotivation: budget\n")
 	head2 := git("rev-parse", "HEAD")
+	gh.SetCommit("acme/infra", head2, botCommit)
 	git("update-ref", "refs/pull/7/head", head2)
 	deliver("synchronize", head2)
 	runs = gh.CheckRuns("acme/infra")

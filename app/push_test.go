@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/parleyhq/parley/internal/fakegithub"
 	"github.com/parleyhq/parley/webhooks/store"
 )
 
@@ -25,6 +26,8 @@ func TestPushReJudgesOpenPullRequests(t *testing.T) {
 	h, gh := handler(t)
 	p := &Pushes{PullRequests: h}
 	base, head := git("rev-parse", "main"), git("rev-parse", "refs/pull/7/head")
+	// The pull request's commit is the cost optimizer's own: GitHub verified its signature.
+	gh.SetCommit("acme/infra", head, fakegithub.Commit{AuthorLogin: "cost-optimizer[bot]", CommitterLogin: "cost-optimizer[bot]", Verified: true})
 	if err := h.Handle(context.Background(), store.Delivery{ID: "open", Event: "pull_request", Body: prEvent(t, dir, base, head, "opened")}); err != nil {
 		t.Fatal(err)
 	}

@@ -237,3 +237,81 @@ func (s *GitSource) Dependents(f core.Field) ([]core.Dependent, error) {
 	}
 	return out, nil
 }
+
+// Vouch is asked about a commit whose signature proves nothing: it returns who else proves its
+// author (the App asks GitHub whether it verified the commit) and how, or a zero identity when
+// nobody does (how, if set, then says why the explanation should know, e.g. it was not asked).
+type Vouch func(ctx context.Context, c Commit) (who core.Identity, how string, err error)
+
+// CommitAuthors returns the author of each of the branch's commits but skip (the commit already
+// judged as PullRequest.Author; "" for none) as a contributor of the files that commit changed:
+// the pull request's claim on a field is judged as the author of every commit that touched the
+// field's file, as far as the commit's signature (or vouch, when not nil) proves them. Offline
+// review and the App share it.
+func (s *GitSource) CommitAuthors(ctx context.Context, skip string, vouch Vouch) ([]Contributor, error) {
+	commits, err := s.Commits(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []Contributor
+	for _, c := range commits {
+		if c.SHA == skip {
+			continue
+		}
+		files, err := s.commitFiles(ctx, c.SHA)
+		if err != nil {
+			return nil, err
+		}
+		who, what := c.Author, "authored commit "+short(c.SHA)
+		if !who.Proof.Proven() && vouch != nil {
+			alt, how, err := vouch(ctx, c)
+			if err != nil {
+				return nil, fmt.Errorf("commit %s: %w", short(c.SHA), err)
+			}
+			if alt.ID != "" {
+				who = alt
+			}
+			if how != "" {
+				what += "; " + how
+			}
+		}
+		out = append(out, Contributor{Identity: who, What: what, Files: files})
+	}
+	return out, nil
+}
+
+// commitFiles lists the files a commit changed against its first parent (every file, for a root
+// commit), under their old and new names.
+func (s *GitSource) commitFiles(ctx context.Context, sha string) ([]string, error) {
+	c, err := s.repo.CommitObject(plumbing.NewHash(sha))
+	if err != nil {
+		return nil, fmt.Errorf("commit %s: %w", short(sha), err)
+	}
+	to, err := c.Tree()
+	if err != nil {
+		return nil, fmt.Errorf("tree of commit %s: %w", short(sha), err)
+	}
+	var from *object.Tree
+	if c.NumParents() > 0 {
+		p, err := c.Parent(0)
+		if err != nil {
+			return nil, fmt.Errorf("parent of commit %s: %w", short(sha), err)
+		}
+		if from, err = p.Tree(); err != nil {
+			return nil, fmt.Errorf("tree of commit %s: %w", short(p.Hash.String()), err)
+		}
+	}
+	changes, err := object.DiffTreeWithOptions(ctx, from, to, nil)
+	if err != nil {
+		return nil, fmt.Errorf("diff commit %s: %w", short(sha), err)
+	}
+	files := []string{}
+	for _, ch := range changes {
+		for _, name := range []string{ch.From.Name, ch.To.Name} {
+			if name != "" && (len(files) == 0 || files[len(files)-1] != name) {
+				files = append(files, name)
+			}
+		}
+	}
+	return files, nil
+}

@@ -47,6 +47,9 @@ type PullRequest struct {
 type Contributor struct {
 	Identity core.Identity
 	What     string // "pushed to the branch", "added label motivation/incident", ...
+	// Files limits the contributor to the fields of these files: a commit's author is judged on
+	// what the commit touched (GitSource.CommitAuthors). Nil: every field of the pull request.
+	Files []string
 }
 
 // Commit is one commit of the pull request.
@@ -149,7 +152,8 @@ func Evaluate(ctx context.Context, pr PullRequest, src Source, pol *policy.Polic
 	}
 	budget := pr.Budget.WithDefaults()
 	changed := map[core.Field]core.Value{}
-	var overPR []string // files left out once the pull request's field budget is spent
+	fileOf := map[core.Field][]string{} // the file a changed field is in, under its new and old names
+	var overPR []string                 // files left out once the pull request's field budget is spent
 	for _, fc := range files {
 		if err := ctx.Err(); err != nil {
 			return Result{}, err
@@ -205,6 +209,7 @@ func Evaluate(ctx context.Context, pr PullRequest, src Source, pol *policy.Polic
 				continue
 			}
 			changed[c.Field] = c.New
+			fileOf[c.Field] = []string{fc.Path, oldPath}
 		}
 	}
 	if len(overPR) > 0 {
@@ -283,22 +288,26 @@ func Evaluate(ctx context.Context, pr PullRequest, src Source, pol *policy.Polic
 		}
 		res.Claims = append(res.Claims, claims[f])
 		v := arb.Decide(in)
-		if isOwn && len(pr.Contributors) > 0 {
-			v = judgeAsContributors(arb, in, pr, v)
+		if isOwn && len(pr.Contributors) > 0 && contributesTo(pr.Contributors, fileOf[f]) {
+			v = judgeAsContributors(arb, in, pr, fileOf[f], v)
 		}
 		res.Verdicts = append(res.Verdicts, v)
 	}
 	return res, nil
 }
 
-// judgeAsContributors judges the pull request's own claim (in.Live[0]) as each contributor and
-// returns the least favourable verdict (a veto before a hold or escalation, before anything
-// else; the opener's on a tie), with a step naming everyone judged.
-func judgeAsContributors(arb *arbiter.Arbiter, in arbiter.Input, pr PullRequest, opener core.Verdict) core.Verdict {
+// judgeAsContributors judges the pull request's own claim (in.Live[0]) as each contributor to the
+// field (in files, when the pull request changes it there) and returns the least favourable
+// verdict (a veto before a hold or escalation, before anything else; the opener's on a tie), with
+// a step naming everyone judged.
+func judgeAsContributors(arb *arbiter.Arbiter, in arbiter.Input, pr PullRequest, files []string, opener core.Verdict) core.Verdict {
 	worst, as := opener, identityLabel(pr.Author)
 	seen := map[string]bool{identityLabel(pr.Author): true}
 	var names []string
 	for _, c := range pr.Contributors {
+		if !c.judgedOn(files) {
+			continue
+		}
 		key := identityLabel(c.Identity)
 		names = append(names, fmt.Sprintf("%s (%s)", c.Identity.ID, c.What))
 		if seen[key] {
@@ -317,6 +326,17 @@ func judgeAsContributors(arb *arbiter.Arbiter, in arbiter.Input, pr PullRequest,
 		pr.Author.ID, strings.Join(names, ", "), as)}
 	worst.Explanation = append([]core.Step{step}, worst.Explanation...)
 	return worst
+}
+
+// contributesTo reports whether any contributor is judged on a field in files.
+func contributesTo(cs []Contributor, files []string) bool {
+	return slices.ContainsFunc(cs, func(c Contributor) bool { return c.judgedOn(files) })
+}
+
+// judgedOn reports whether c is judged on a field in files. A field the pull request claims
+// without changing it (a Claim trailer, a command) has no file: everyone is judged on it.
+func (c Contributor) judgedOn(files []string) bool {
+	return c.Files == nil || files == nil || slices.ContainsFunc(files, func(p string) bool { return slices.Contains(c.Files, p) })
 }
 
 // identityLabel names an identity for the explanation, telling a commit author whose commit

@@ -38,8 +38,8 @@ The base is --base (a local or remote-tracking branch), else the branch origin/H
 origin/NAME), else a local main or master; with none of them review stops and asks for --base. The
 branch being judged never supplies its own policy or history. A commit counts as the actor its
 author email names only when a key the base policy lists for that actor signed it, and the
-branch's claims are judged as the head commit's author and as every other commit's author: the
-least favourable verdict stands.
+branch's claims are judged as the head commit's author and, on the fields of the files each
+touched, as every other commit's author: the least favourable verdict stands.
 
 Exit status: 0 when nothing is vetoed, 1 when a claim is vetoed, 2 for bad input.
 
@@ -124,15 +124,9 @@ run; 2 for bad input (a missing or malformed plan, an unsupported format_version
 			}
 			pr := review.PullRequest{BaseSHA: src.BaseSHA(), MergeBaseSHA: src.MergeBaseSHA(), HeadSHA: src.HeadSHA(), Title: head, Author: id, Updated: last.Time, Budget: budget}
 			// Every commit of the branch stands behind its claims: each author, as far as the
-			// commit's signature proves them, is judged too.
-			commits, err := src.Commits(cmd.Context())
-			if err != nil {
+			// commit's signature proves them, is judged too on the files the commit touched.
+			if pr.Contributors, err = src.CommitAuthors(cmd.Context(), last.SHA, nil); err != nil {
 				return err
-			}
-			for _, c := range commits {
-				if c.SHA != last.SHA {
-					pr.Contributors = append(pr.Contributors, review.Contributor{Identity: c.Author, What: "authored commit " + short(c.SHA)})
-				}
 			}
 			res, err := review.Evaluate(cmd.Context(), pr, src, pol, repo, nil, now)
 			if err != nil {

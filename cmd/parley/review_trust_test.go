@@ -137,7 +137,41 @@ func TestReviewJudgesEveryCommitsAuthor(t *testing.T) {
 	alice.Run("checkout", "--quiet", "main")
 
 	code, out, stderr := runIn(t, "", "review", "--repo", dir, "--head", "mixed", "--at", "2026-11-08T10:00:00Z")
-	if code != exitFindings || !strings.Contains(out, "alice@parley.example (authored commit "+forged[:8]+")") || !strings.Contains(out, "judged as git-author:alice@parley.example (unverified)") {
+	if code != exitFindings || !strings.Contains(out, "alice@parley.example (authored commit "+forged[:12]+")") || !strings.Contains(out, "judged as git-author:alice@parley.example (unverified)") {
 		t.Errorf("exit %d, want %d and the forged commit's author judged: %s\n%s", code, exitFindings, stderr, out)
+	}
+}
+
+// TestReviewJudgesACommitsAuthorOnWhatItTouched: the branch's first commit, which only carries
+// Alice's email, adds notes and touches no field; her signed commit raises the alarm with
+// Motivation: incident. The unsigned commit's author is not judged on the alarm: it passes.
+func TestReviewJudgesACommitsAuthorOnWhatItTouched(t *testing.T) {
+	dir, git := demoRepo(t)
+	key, err := demo.PrivateKey("alice@parley.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyFile := filepath.Join(t.TempDir(), "alice")
+	if err := os.WriteFile(keyFile, key, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	alice := git.As("Alice Martin", "alice@parley.example")
+	alice.Run("checkout", "--quiet", "-b", "mixed", "main")
+	writeFile(t, filepath.Join(dir, "NOTES.md"), "incident notes\n")
+	alice.Run("add", "NOTES.md")
+	alice.Run("commit", "--quiet", "-m", "Notes\n")
+	unsigned := alice.Run("rev-parse", "HEAD")
+	tf := filepath.Join(dir, "infra/kafka/main.tf")
+	b, err := os.ReadFile(tf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, tf, strings.Replace(string(b), "threshold           = 5000", "threshold           = 50000", 1))
+	alice.Run("-c", "gpg.format=ssh", "-c", "user.signingkey="+keyFile, "commit", "--quiet", "-S", "-a", "-m", "Raise the lag alarm\n\nIntent: availability\nMotivation: incident INC-4400\n")
+	alice.Run("checkout", "--quiet", "main")
+
+	code, out, stderr := runIn(t, "", "review", "--repo", dir, "--head", "mixed", "--at", "2026-11-08T10:00:00Z")
+	if code != 0 || strings.Contains(out, "authored commit "+unsigned[:12]) {
+		t.Errorf("exit %d, want 0 and the notes commit's author not judged on the alarm: %s\n%s", code, stderr, out)
 	}
 }

@@ -56,6 +56,10 @@ func TestServeEndToEnd(t *testing.T) {
 		git("commit", "-q", "-am", fmt.Sprintf("Capacity %d\n\nIntent: cost\nMotivation: budget\n", 6+n))
 		heads[n] = git("rev-parse", "HEAD")
 		git("update-ref", fmt.Sprintf("refs/pull/%d/head", n), "HEAD")
+		// The pull request's commit is its opener's own, the cost optimizer's: GitHub verified its
+		// signature (each commit's author is judged too, and an unverified one may not write the
+		// capacity).
+		gh.SetCommit("acme/infra", heads[n], fakegithub.Commit{AuthorLogin: "cost-optimizer[bot]", CommitterLogin: "cost-optimizer[bot]", Verified: true})
 	}
 	git("checkout", "-q", "main")
 	cloneURL := serveGit(t, repo)

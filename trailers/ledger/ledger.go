@@ -278,7 +278,7 @@ func isBare(d string) bool {
 
 // schemaVersion is the index layout this code writes. The index is derived from Git, so a database
 // with any other version is dropped and rebuilt instead of migrated.
-const schemaVersion = 4
+const schemaVersion = 5
 
 const schema = `
 CREATE TABLE schema_version (version INTEGER NOT NULL);
@@ -343,6 +343,17 @@ CREATE INDEX problems_by_commit ON problems (branch, seq);
 -- App: the merged pull request's author, or GitHub's verification of the signature). source and
 -- id are '' when the lookup found nobody. Not derived from Git: kept when branches are rebuilt.
 CREATE TABLE credits (
+	hash   TEXT PRIMARY KEY,
+	source TEXT NOT NULL,
+	id     TEXT NOT NULL,
+	how    TEXT NOT NULL
+) WITHOUT ROWID;
+-- GitHub's verification of a commit's signature, as the GitHub App read it: the GitHub user it
+-- proves authored and committed the commit ('' when it proves nobody). A commit's hash covers its
+-- signature and GitHub keeps a verification once made, so it is asked once per commit, whether the
+-- commit is on a branch yet or only in a pull request. Not derived from Git: kept when branches
+-- are rebuilt.
+CREATE TABLE verifications (
 	hash   TEXT PRIMARY KEY,
 	source TEXT NOT NULL,
 	id     TEXT NOT NULL,

@@ -286,18 +286,32 @@ func (l *Limit) RoundTrip(req *http.Request) (*http.Response, error) {
 		<-l.sem
 		return resp, err
 	}
-	// The slot is held until the body is read and closed: that is when the request is done.
-	resp.Body = &releaseOnClose{ReadCloser: resp.Body, release: func() { <-l.sem }}
+	// The slot is held until the body is read to its end or closed, whichever comes first: that is
+	// when the request is done. Reading to the end must be enough, because go-github never closes
+	// the body of an error answer (CheckResponse reads it and swaps in a copy, which is what Do
+	// closes): waiting for Close alone leaked a slot per 404, so a team membership or commit
+	// lookup answered "not found" a few times left every later call of the installation waiting.
+	resp.Body = &releaseOnDone{ReadCloser: resp.Body, release: func() { <-l.sem }}
 	return resp, nil
 }
 
-type releaseOnClose struct {
+// releaseOnDone releases a Limit's slot once, when its body reports the end (or a read error) or
+// is closed.
+type releaseOnDone struct {
 	io.ReadCloser
 	once    sync.Once
 	release func()
 }
 
-func (r *releaseOnClose) Close() error {
+func (r *releaseOnDone) Read(p []byte) (int, error) {
+	n, err := r.ReadCloser.Read(p)
+	if err != nil {
+		r.once.Do(r.release)
+	}
+	return n, err
+}
+
+func (r *releaseOnDone) Close() error {
 	err := r.ReadCloser.Close()
 	r.once.Do(r.release)
 	return err

@@ -126,6 +126,28 @@ func TestLimitBoundsConcurrency(t *testing.T) {
 	}
 }
 
+// TestLimitIsReleasedByErrorAnswers: go-github reads an error answer's body but never closes it
+// (it closes a copy), so a slot held until Close leaked on every 404, and once the installation's
+// slots were gone every call waited until its context ended. Two "not found" answers through a
+// limit of one slot must both come back, and a third call must still get through.
+func TestLimitIsReleasedByErrorAnswers(t *testing.T) {
+	gh := fakegithub.New(t)
+	gh.SetInstallation("acme/infra", 5)
+	c, _ := github.NewClient(&http.Client{Transport: NewLimit(gh.Client().Transport, 1)}).WithEnterpriseURLs(gh.URL+"/api/v3/", gh.URL+"/api/uploads/")
+	// A guard, not a timing: without the fix the second call waits for a slot until this ends.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for i, sha := range []string{"0123456789abcdef0123456789abcdef01234567", "89abcdef0123456789abcdef0123456789abcdef"} {
+		_, resp, err := c.Repositories.GetCommit(ctx, "acme", "infra", sha, nil)
+		if resp == nil || resp.StatusCode != http.StatusNotFound {
+			t.Fatalf("call %d: %v (status %v), want GitHub's 404", i+1, err, resp)
+		}
+	}
+	if _, resp, err := c.Teams.GetTeamMembershipBySlug(ctx, "acme", "sre", "carol"); resp == nil || resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("after two 404s, a third call: %v (status %v), want an answer", err, resp)
+	}
+}
+
 func TestRouteAndCounter(t *testing.T) {
 	for in, want := range map[string]string{
 		"/api/v3/repos/acme/infra/issues/12/comments":                                   "/repos/{owner}/{repo}/issues/{n}/comments",
