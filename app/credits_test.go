@@ -187,3 +187,57 @@ func TestCreditedCommitsMatchGitHubTeams(t *testing.T) {
 		})
 	}
 }
+
+// The opener of a pull request is a GitHub user GitHub authenticated: an actor the policy names only
+// by team (the demo's oncall is parleyhq/sre) is that user when GitHub says the user is in the team.
+// Before, only commit authors were matched by team, so an SRE's own incident pull request was judged
+// as a stranger's.
+func TestPullRequestOpenerMatchesGitHubTeams(t *testing.T) {
+	for _, inTeam := range []bool{true, false} {
+		t.Run(map[bool]string{true: "in parleyhq/sre", false: "in no team"}[inTeam], func(t *testing.T) {
+			dir, git := remote(t)
+			base := git("rev-parse", "main")
+			git("checkout", "-q", "-b", "hotfix", "main")
+			edit(t, dir, "k8s/prod/web.yaml", "replicas: 3", "replicas: 6")
+			git("commit", "-q", "-a", "--author=Carol <carol@parley.example>", "-m", "Absorb the spike\n\nIntent: availability\nMotivation: incident INC-9 severity=high\n")
+			head := git("rev-parse", "HEAD")
+			git("update-ref", "refs/pull/7/head", head)
+			git("checkout", "-q", "main")
+
+			h, gh := handler(t)
+			gh.SetCommit("acme/infra", head, fakegithub.Commit{AuthorLogin: "carol", CommitterLogin: "carol", Verified: true})
+			if inTeam {
+				gh.SetTeamMember("parleyhq", "sre", "carol")
+			}
+			body := example(t, "pull_request", "opened", func(ev map[string]any) {
+				pointAt(ev, dir)
+				ev["action"], ev["number"] = "opened", 7
+				pr := ev["pull_request"].(map[string]any)
+				pr["number"], pr["title"], pr["body"] = 7, "Absorb the spike", ""
+				pr["head"].(map[string]any)["sha"] = head
+				pr["base"].(map[string]any)["sha"] = base
+				pr["user"].(map[string]any)["login"] = "carol"
+			})
+			var ev github.PullRequestEvent
+			if err := json.Unmarshal(body, &ev); err != nil {
+				t.Fatal(err)
+			}
+			res, err := h.Judge(context.Background(), Target{Installation: ev.GetInstallation().GetID(), Owner: "acme", Repo: "infra",
+				FullName: "acme/infra", CloneURL: dir, DefaultBranch: "main", PR: ev.GetPullRequest()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Verdicts) != 1 {
+				t.Fatalf("verdicts: %+v", res.Verdicts)
+			}
+			v := res.Verdicts[0]
+			text := strings.Join(stepDetails(v), "\n")
+			if downgraded := strings.Contains(text, "[trust: downgraded] github-user:carol asserts motivation incident"); downgraded == inTeam {
+				t.Errorf("carol in parleyhq/sre: %v, yet her incident downgraded: %v:\n%s", inTeam, downgraded, text)
+			}
+			if asOncall := strings.Contains(text, "oncall lose to the owner"); asOncall != inTeam {
+				t.Errorf("carol in parleyhq/sre: %v, yet judged as oncall: %v:\n%s", inTeam, asOncall, text)
+			}
+		})
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -308,23 +309,40 @@ func (h *PullRequests) judge(ctx context.Context, t Target) (review.Result, erro
 		}
 		in := review.PullRequest{Number: n, BaseSHA: src.BaseSHA(), MergeBaseSHA: src.MergeBaseSHA(), HeadSHA: headSHA, Title: t.PR.GetTitle(), Body: t.PR.GetBody(),
 			Labels: labels, Author: core.Identity{Source: core.SourceGitHubUser, ID: t.PR.GetUser().GetLogin()}, Updated: head.Time, Budget: h.Budget}
+		// GitHub is asked about a commit once (the ledger keeps the answer) and about a user's
+		// teams once per judgement, so judging the same commits again costs no lookups. Every
+		// GitHub user behind the claim (opener, pushers, labelers, editors, commit authors GitHub
+		// vouches for) matches github_teams: GitHub authenticated each of them, and an actor the
+		// policy names only by team would otherwise never match the people in it.
+		teams := newTeamsOf(gh, pol)
+		if in.Author, err = teams.withTeams(ctx, in.Author); err != nil {
+			return review.Result{}, fmt.Errorf("%s: pull request author: %w", id, err)
+		}
 		var live livestate.PR
 		if h.Live != nil {
 			if live, err = h.Live.ForPR(ctx, t.FullName, n, headSHA); err != nil {
 				return review.Result{}, fmt.Errorf("%s: %w", id, err)
 			}
-			in.Commands = live.Claims
+			// A command's claim is its commenter's, matched by team as the opener is; copied, so
+			// what the live state keeps is not changed.
+			in.Commands = slices.Clone(live.Claims)
+			for i := range in.Commands {
+				if in.Commands[i].Actor.Identity, err = teams.withTeams(ctx, in.Commands[i].Actor.Identity); err != nil {
+					return review.Result{}, fmt.Errorf("%s: command: %w", id, err)
+				}
+			}
+			live.Claims = in.Commands
 			for _, c := range live.Contributors {
-				in.Contributors = append(in.Contributors, review.Contributor{
-					Identity: core.Identity{Source: core.SourceGitHubUser, ID: c.Actor}, What: c.Reason})
+				who, err := teams.withTeams(ctx, core.Identity{Source: core.SourceGitHubUser, ID: c.Actor})
+				if err != nil {
+					return review.Result{}, fmt.Errorf("%s: contributor: %w", id, err)
+				}
+				in.Contributors = append(in.Contributors, review.Contributor{Identity: who, What: c.Reason})
 			}
 		}
 		// Each commit's author is judged on the fields its commit touched, as far as its
 		// signature (the base policy's signing_keys) or GitHub's verification proves them.
 		src.SetOpenPGPKeys(pol.OpenPGPKeyring())
-		// GitHub is asked about a commit once (the ledger keeps the answer) and about a user's
-		// teams once per judgement, so judging the same commits again costs no lookups.
-		teams := newTeamsOf(gh, pol)
 		verified := &verifications{gh: gh, t: t, led: led}
 		authors, err := src.CommitAuthors(ctx, "", commitAuthorVouch(verified, teams))
 		if err != nil {
