@@ -35,14 +35,15 @@ type DB struct {
 	db     *sql.DB
 	path   string // for errors: the SQLite file, or the PostgreSQL schema and database
 	engine sqldb.Engine
-	tables *strings.Replacer // {events}, {claims}, {verdicts}, {timers}, {meta} to the engine's table names
+	tables *strings.Replacer // {events}, {claims}, {verdicts}, {timers}, {meta}, {versions} to the engine's table names
 	owned  bool              // Close closes db (a SQLite file it opened, not a shared PostgreSQL pool)
 }
 
 // q is a query for the state's engine: its tables named in braces, its parameters as ?.
 func (d *DB) q(query string) string { return sqldb.Rebind(d.engine, d.tables.Replace(query)) }
 
-var sqliteTables = strings.NewReplacer("{events}", "events", "{claims}", "claims", "{verdicts}", "verdicts", "{timers}", "timers", "{meta}", "meta")
+var sqliteTables = strings.NewReplacer("{events}", "events", "{claims}", "claims", "{verdicts}", "verdicts", "{timers}", "timers", "{meta}", "meta",
+	"{versions}", "field_versions")
 
 // postgresMigrations are the schema of one repository's state on PostgreSQL, in the schema named
 // schema (sqldb.MigratePostgres applies them in order). Never edit a released one: append.
@@ -67,6 +68,7 @@ CREATE INDEX ON ` + t("verdicts") + ` (field, seq);
 CREATE TABLE ` + t("timers") + ` (field TEXT PRIMARY KEY, due BIGINT NOT NULL, why TEXT NOT NULL);
 CREATE INDEX ON ` + t("timers") + ` (due);
 CREATE TABLE ` + t("meta") + ` (key TEXT PRIMARY KEY, value TEXT NOT NULL);`,
+		fieldVersionsTable(t("field_versions"), "BIGINT"),
 	}
 }
 
@@ -103,7 +105,8 @@ func OpenPostgres(ctx context.Context, db *sql.DB, dbName, repository string) (*
 	}
 	t := func(name string) string { return pgx.Identifier{schema, name}.Sanitize() }
 	d := &DB{db: db, path: schema + " in " + dbName, engine: sqldb.Postgres,
-		tables: strings.NewReplacer("{events}", t("events"), "{claims}", t("claims"), "{verdicts}", t("verdicts"), "{timers}", t("timers"), "{meta}", t("meta"))}
+		tables: strings.NewReplacer("{events}", t("events"), "{claims}", t("claims"), "{verdicts}", t("verdicts"), "{timers}", t("timers"), "{meta}", t("meta"),
+			"{versions}", t("field_versions"))}
 	if err := d.Bind(ctx, repository); err != nil {
 		return nil, err
 	}
@@ -136,6 +139,16 @@ CREATE TABLE IF NOT EXISTS timers (
 CREATE INDEX IF NOT EXISTS timers_due ON timers (due);
 CREATE TABLE IF NOT EXISTS meta (
 	key TEXT PRIMARY KEY, value TEXT NOT NULL); -- "repository": the repository this state is about`,
+	fieldVersionsTable("field_versions", "INTEGER"),
+}
+
+// fieldVersionsTable counts, per field, the writes that changed what a judgement of the field reads
+// from the state (its claims, standing or closed, and its verdicts). A proposal or drift event
+// judged on version n records only while the field is still at n (Batch.Expect): that is how a
+// judgement made outside any lock stays as good as one made under it. A field never written has no
+// row: version 0.
+func fieldVersionsTable(name, integer string) string {
+	return `CREATE TABLE ` + name + ` (field TEXT PRIMARY KEY, version ` + integer + ` NOT NULL);`
 }
 
 // memCounter names in-memory databases apart: each Open(":memory:") is its own database.
@@ -245,6 +258,30 @@ type Batch struct {
 	Verdicts []Record
 	Timers   []Timer // set (or, with a zero Due, cleared)
 	At       time.Time
+	// Expect holds the versions (Version) of the fields the batch was judged on: Apply records
+	// nothing, and returns an error wrapping ErrConflict, if any of them moved on meanwhile (another
+	// proposal or event recorded a claim or verdict on it), so that the caller judges again on what
+	// stands now. Fields written and not listed move on without a check.
+	Expect map[core.Field]int64
+}
+
+// ErrConflict is Apply's error when a field the batch was judged on was written since
+// (Batch.Expect): judge it again and retry.
+var ErrConflict = errors.New("drift state: the field changed since it was judged")
+
+// Version returns f's version: how many writes changed its claims or verdicts (0: none). Read it
+// before the claims a judgement reads, so that a write between the two reads fails the
+// compare-and-swap rather than slipping by.
+func (d *DB) Version(ctx context.Context, f core.Field) (int64, error) {
+	var v int64
+	err := d.db.QueryRowContext(ctx, d.q(`SELECT version FROM {versions} WHERE field = ?`), f.String()).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("drift state: version of %s: %w", f, err)
+	}
+	return v, nil
 }
 
 // Close ends the standing claims on an object's fields made before a time (Flux or Argo CD put
@@ -290,6 +327,38 @@ func (d *DB) Apply(ctx context.Context, b Batch) error {
 		return fmt.Errorf("drift state: begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback() }()
+	if err := d.applyTx(ctx, tx, b); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("drift state: commit: %w", err)
+	}
+	return nil
+}
+
+// applyTx writes a batch in tx: the versions it expects first (so that, on PostgreSQL, the rows
+// they lock are taken before anything else is written, in the fields' order), then the batch, then
+// the versions of the other fields it wrote.
+func (d *DB) applyTx(ctx context.Context, tx *sql.Tx, b Batch) error {
+	expected := make([]core.Field, 0, len(b.Expect))
+	for f := range b.Expect {
+		expected = append(expected, f)
+	}
+	sort.Slice(expected, func(i, j int) bool { return expected[i].String() < expected[j].String() })
+	var moved []string
+	for _, f := range expected {
+		ok, err := d.swapVersion(ctx, tx, f, b.Expect[f])
+		if err != nil {
+			return err
+		}
+		if !ok {
+			moved = append(moved, f.String())
+		}
+	}
+	if len(moved) > 0 {
+		return fmt.Errorf("%w: %s", ErrConflict, strings.Join(moved, ", "))
+	}
+	written := map[string]bool{}
 	at := b.At.UnixNano()
 	fresh := map[string]bool{}
 	for _, id := range b.Events {
@@ -305,6 +374,7 @@ func (d *DB) Apply(ctx context.Context, b Batch) error {
 		if !claimIsFresh(c, fresh) {
 			continue
 		}
+		written[c.Field.String()] = true
 		js, err := json.Marshal(c)
 		if err != nil {
 			return fmt.Errorf("drift state: encode claim on %s: %w", c.Field, err)
@@ -322,7 +392,7 @@ func (d *DB) Apply(ctx context.Context, b Batch) error {
 		}
 	}
 	for _, cl := range b.Closes {
-		if err := d.closeClaims(ctx, tx, cl, at); err != nil {
+		if err := d.closeClaims(ctx, tx, cl, at, written); err != nil {
 			return err
 		}
 	}
@@ -330,6 +400,7 @@ func (d *DB) Apply(ctx context.Context, b Batch) error {
 		if err := d.saveVerdict(ctx, tx, r); err != nil {
 			return err
 		}
+		written[r.Verdict.Field.String()] = true
 	}
 	for _, t := range b.Timers {
 		var err error
@@ -343,10 +414,43 @@ func (d *DB) Apply(ctx context.Context, b Batch) error {
 			return fmt.Errorf("drift state: timer for %s: %w", t.Field, err)
 		}
 	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("drift state: commit: %w", err)
+	for _, f := range expected {
+		delete(written, f.String()) // moved on by its swap
+	}
+	fields := make([]string, 0, len(written))
+	for f := range written {
+		fields = append(fields, f)
+	}
+	sort.Strings(fields)
+	for _, f := range fields {
+		if _, err := tx.ExecContext(ctx, d.q(`INSERT INTO {versions} (field, version) VALUES (?, 1)
+			ON CONFLICT (field) DO UPDATE SET version = {versions}.version + 1`), f); err != nil {
+			return fmt.Errorf("drift state: version of %s: %w", f, err)
+		}
 	}
 	return nil
+}
+
+// swapVersion moves f from version want to the next, reporting false when f is no longer at want.
+// One statement each way, so that PostgreSQL's row lock decides between two replicas: the second
+// UPDATE waits for the first's commit, then finds the version moved on and changes nothing; two
+// INSERTs of a first version meet on the primary key the same way.
+func (d *DB) swapVersion(ctx context.Context, tx *sql.Tx, f core.Field, want int64) (bool, error) {
+	var res sql.Result
+	var err error
+	if want == 0 {
+		res, err = tx.ExecContext(ctx, d.q(`INSERT INTO {versions} (field, version) VALUES (?, 1) ON CONFLICT (field) DO NOTHING`), f.String())
+	} else {
+		res, err = tx.ExecContext(ctx, d.q(`UPDATE {versions} SET version = version + 1 WHERE field = ? AND version = ?`), f.String(), want)
+	}
+	if err != nil {
+		return false, fmt.Errorf("drift state: version of %s: %w", f, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("drift state: version of %s: %w", f, err)
+	}
+	return n == 1, nil
 }
 
 // claimIsFresh reports whether a claim comes from an event this batch took in first; a claim
@@ -370,7 +474,7 @@ func actorKey(a core.Actor) string {
 	return a.Identity.String()
 }
 
-func (d *DB) closeClaims(ctx context.Context, tx *sql.Tx, cl Close, at int64) error {
+func (d *DB) closeClaims(ctx context.Context, tx *sql.Tx, cl Close, at int64, written map[string]bool) error {
 	obj := cl.Object.Object().String()
 	rows, err := tx.QueryContext(ctx, d.q(`SELECT seq, field FROM {claims} WHERE closed_at IS NULL AND at < ? AND (field = ? OR field LIKE ? ESCAPE '\')`),
 		cl.Before.UnixNano(), obj, likePrefix(obj+"#"))
@@ -389,6 +493,7 @@ func (d *DB) closeClaims(ctx context.Context, tx *sql.Tx, cl Close, at int64) er
 			continue
 		}
 		seqs = append(seqs, seq)
+		written[field] = true
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
