@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/parleyhq/parley/core"
+	"github.com/parleyhq/parley/reconcile/events"
 )
 
 // meetingState is the real drift state with one rendezvous: the first two judgements that read a
@@ -119,5 +120,69 @@ func TestConflictingProposalsInTurnAcceptTheFirst(t *testing.T) {
 				t.Fatalf("%s, %d in turn: accepted %v: %+v", who, i+1, got[0].Accepted, got[0].Verdict)
 			}
 		}
+	}
+}
+
+// heldWriter lands changes with the real writer after the first Write has waited for release:
+// a push that GitHub is slow to take.
+type heldWriter struct {
+	Writer
+	entered chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+func (w *heldWriter) Write(ctx context.Context, c Change) (Landed, error) {
+	w.once.Do(func() { close(w.entered); <-w.release })
+	return w.Writer.Write(ctx, c)
+}
+
+// A proposal accepted while a drift event lands its change in Git is seen by that event's verdict:
+// the event's record, judged before the proposal stood, fails its compare-and-swap and the field
+// is judged again with the proposal standing. Here the Kafka agent's change (performance, over
+// Git's cost) is being landed when on-call's incident proposal is accepted: the verdict recorded
+// is on-call's, not the agent's.
+func TestDriftEventVerdictSeesAProposalAcceptedDuringItsPush(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	held := &heldWriter{Writer: e.rec.Writer, entered: make(chan struct{}), release: make(chan struct{})}
+	e.rec.Writer = held
+	snap := e.snapshot()
+	b, err := Decode(events.SourceCloudTrail, trail("ct-1", agentRole, "autoscaling.amazonaws.com", "SetDesiredCapacity", t0,
+		`{"autoScalingGroupName":"kafka-consumer","desiredCapacity":14}`), snap.Files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type ingested struct {
+		rep Report
+		err error
+	}
+	done := make(chan ingested, 1)
+	go func() { rep, err := e.rec.Ingest(ctx, snap, b); done <- ingested{rep, err} }()
+	select {
+	case <-held.entered:
+	case r := <-done:
+		t.Fatalf("the drift event wrote nothing to Git: %+v %v", r.rep, r.err)
+	}
+	got, err := e.rec.Propose(ctx, snap, "p-incident", []core.Claim{{Field: capacity, Actor: core.Actor{Identity: core.Identity{Source: core.SourceAWSPrincipal, ID: oncallARN}},
+		Value: core.CanonicalJSONValue("12"), Intent: "availability", Motivation: core.Motivation{Kind: "incident", Ref: "INC-9"}, Expires: t0.Add(time.Hour)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got[0].Accepted {
+		t.Fatalf("on-call's incident proposal during the push: %+v", got[0].Verdict)
+	}
+	close(held.release)
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	v := only(t, r.rep, capacity).Verdict
+	if v.Winner == nil || v.Winner.Actor.Name != "oncall" {
+		t.Fatalf("the drift event's verdict did not see the accepted proposal: %+v", v)
+	}
+	last, ok, err := e.state.Last(ctx, capacity)
+	if err != nil || !ok || last.Verdict.Winner == nil || last.Verdict.Winner.Actor.Name != "oncall" {
+		t.Fatalf("the verdict recorded: %+v %v %v", last.Verdict, ok, err)
 	}
 }
