@@ -147,4 +147,5 @@ func (g *Group) commit(group []groupReq) {
 		return
 	}
 	answer(nil)
+	g.prepareWrites(ctx)
 }
