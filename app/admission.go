@@ -252,7 +252,11 @@ func (h *Admission) review(ctx context.Context, cluster string, cfg config.Admis
 	id := "admission/" + cluster + "/" + adm.UID
 	var denied []string
 	warned := 0
+	base := len(resp.Warnings)
 	decide := func(judged []reconcile.Proposed) bool {
+		// Asked again when the review is judged again (another write recorded on its fields
+		// between its judgement and its record): only the last judgement's answer stands.
+		denied, warned, resp.Warnings = nil, 0, resp.Warnings[:base]
 		for _, p := range judged {
 			if p.Accepted {
 				continue

@@ -2,6 +2,8 @@ package app
 
 import (
 	"context"
+	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
@@ -10,6 +12,7 @@ import (
 	"github.com/parleyhq/parley/core"
 	"github.com/parleyhq/parley/internal/gittest"
 	"github.com/parleyhq/parley/reconcile"
+	"github.com/parleyhq/parley/reconcile/driftstate"
 )
 
 // blockedRemote serves the drift setup's bare repository over git http-backend on loopback, with a
@@ -133,5 +136,52 @@ func TestProposalIsAnsweredWhileADriftEventPushes(t *testing.T) {
 	st, err := rd.state.Standing(ctx, capacity)
 	if err != nil || len(st) != 1 || st[0].Value.String() != "13" {
 		t.Fatalf("standing on %s after the review: %+v %v", capacity, st, err)
+	}
+}
+
+// writeFirst is the repository's drift state with, before the first batch that expects a
+// version of field, another write on field (a verdict recorded by someone else): that batch's
+// compare-and-swap then fails, and its review is judged again.
+type writeFirst struct {
+	reconcile.State
+	field core.Field
+	done  bool
+}
+
+func (w *writeFirst) Apply(ctx context.Context, b driftstate.Batch) error {
+	if _, ok := b.Expect[w.field]; ok && !w.done {
+		w.done = true
+		if err := w.State.Apply(ctx, driftstate.Batch{At: b.At, Verdicts: []driftstate.Record{{Verdict: core.Verdict{Field: w.field, Decision: core.DecisionYield},
+			At: b.At, Evidence: []string{"test/elsewhere"}}}}); err != nil {
+			return err
+		}
+	}
+	return w.State.Apply(ctx, b)
+}
+
+// A review judged again because another write landed on its fields between its judgement and its
+// record is answered from the last judgement alone: in warn mode the refused field's warning is
+// given once, not once per judgement, and the accepted field's claim is recorded once.
+func TestAdmissionJudgedAgainAnswersOnce(t *testing.T) {
+	srv, _, d := admissionSetup(t, "warn")
+	ctx := context.Background()
+	rd, err := d.repo(ctx, "acme/infra", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := &writeFirst{State: rd.rec.State, field: webImage}
+	rd.rec.State = ws
+	dep := `{"kind":"Deployment","apiVersion":"apps/v1","metadata":{"name":"web","namespace":"prod","resourceVersion":"41","annotations":{%s}},` +
+		`"spec":{"replicas":%d,"template":{"spec":{"containers":[{"name":"web","image":"registry.example.com/shop/web:%s"}]}}}}`
+	body := reviewOf("again-1", "alice@parley.example", "", fmt.Sprintf(dep, hotfix, 2, "1.41.4-hotfix"), fmt.Sprintf(dep, "", 3, "1.41.0"), false)
+	code, resp, raw := admit(t, srv, admissionToken, body)
+	if !ws.done {
+		t.Fatal("the review never recorded: nothing was judged again")
+	}
+	if code != http.StatusOK || !resp.Allowed || len(resp.Warnings) != 1 {
+		t.Fatalf("a review judged twice: %d %s", code, raw)
+	}
+	if st := standing(t, d, webImage); len(st) != 1 || st[0].Actor.Name != "oncall" {
+		t.Fatalf("the accepted image: %+v", st)
 	}
 }

@@ -52,7 +52,8 @@ const maxJudgements = 8
 // ProposeIf is Propose for a caller that decides, from the verdicts, whether the accepted claims
 // are recorded at all (an admission review is allowed or denied as a whole, so the accepted fields
 // of a denied write are not claims); decide nil records nothing (Judge). recorded says whether
-// the accepted claims now stand.
+// the accepted claims now stand. decide is asked again each time the claims are judged again
+// (below), so it must answer from the verdicts it is given alone.
 //
 // Proposals are judged outside the Reconciler's lock, which a drift event holds while it writes to
 // Git: a proposal must not wait behind a push. What keeps two judgements from both winning a field
