@@ -149,3 +149,43 @@ func TestApplyComparesAndSwapsVersions(t *testing.T) {
 		}
 	})
 }
+
+// Replicas racing to record on one field, each judged on the same version through its own
+// connection to the state: exactly one records, the others are told to judge again.
+func TestComparedAndSwappedAcrossReplicas(t *testing.T) {
+	onEngines(t, func(t *testing.T, state func(string) *DB) {
+		ctx := context.Background()
+		const sessions = 6
+		dbs := make([]*DB, sessions)
+		for i := range dbs {
+			dbs[i] = state("acme/infra")
+		}
+		errs := make([]error, sessions)
+		var wg sync.WaitGroup
+		for i := range dbs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c := claim(fmt.Sprintf("replica-%d", i), i+1, t0, fmt.Sprintf("r%d", i))
+				errs[i] = dbs[i].Apply(ctx, Batch{Events: []string{fmt.Sprintf("k8s-audit/r%d", i)}, Claims: []core.Claim{c}, At: t0,
+					Expect: map[core.Field]int64{c.Field: 0}})
+			}()
+		}
+		wg.Wait()
+		won := 0
+		for i, err := range errs {
+			switch {
+			case err == nil:
+				won++
+			case !errors.Is(err, ErrConflict):
+				t.Fatalf("replica %d: %v", i, err)
+			}
+		}
+		if won != 1 {
+			t.Fatalf("%d replicas recorded on a field judged at the same version", won)
+		}
+		if st, err := dbs[0].Standing(ctx, replicas); err != nil || len(st) != 1 {
+			t.Fatalf("standing: %+v %v", st, err)
+		}
+	})
+}
