@@ -252,7 +252,11 @@ func (h *Admission) review(ctx context.Context, cluster string, cfg config.Admis
 	id := "admission/" + cluster + "/" + adm.UID
 	var denied []string
 	warned := 0
+	base := len(resp.Warnings)
 	decide := func(judged []reconcile.Proposed) bool {
+		// Asked again when the review is judged again (another write recorded on its fields
+		// between its judgement and its record): only the last judgement's answer stands.
+		denied, warned, resp.Warnings = nil, 0, resp.Warnings[:base]
 		for _, p := range judged {
 			if p.Accepted {
 				continue
@@ -366,8 +370,10 @@ func gitOpsUser(globs []string, username string) bool {
 
 // admit judges, on a repository's proposals' view, the claims pick takes from the snapshot, and
 // records the accepted ones as Propose would when decide, given the verdicts, says the write
-// goes ahead. No claims: nothing is judged and no lock is taken, so a review of fields no policy
-// covers costs a policy lookup.
+// goes ahead. No claims: nothing is judged, so a review of fields no policy covers costs a policy
+// lookup. No lock is taken either: a review is judged while a drift event may be pushing to Git,
+// and its record is a compare-and-swap on the fields' state (reconcile.Reconciler.ProposeIf), so
+// decide may be asked more than once, each time on what stands then.
 func (d *Drift) admit(ctx context.Context, repository string, maxAge time.Duration, id string,
 	pick func(reconcile.Snapshot) []core.Claim, decide func([]reconcile.Proposed) (record bool)) error {
 	recorded := false
@@ -379,20 +385,9 @@ func (d *Drift) admit(ctx context.Context, repository string, maxAge time.Durati
 		if len(claims) == 0 {
 			return nil
 		}
-		unlock, err := rd.lock(ctx)
-		if err != nil {
-			return err
-		}
-		defer unlock()
-		judged, err := rd.rec.Judge(ctx, snap, id, claims)
-		if err != nil {
-			return err
-		}
-		if !decide(judged) {
-			return nil
-		}
-		recorded = true
-		return rd.rec.Record(ctx, id, judged)
+		var err error
+		_, recorded, err = rd.rec.ProposeIf(ctx, snap, id, claims, decide)
+		return err
 	})
 	if err == nil && recorded {
 		d.poke() // an accepted change sets a timer

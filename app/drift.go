@@ -104,8 +104,11 @@ type repoDrift struct {
 	name   string // owner/name
 	branch string // "" = the repository's default branch
 	state  *driftstate.DB
-	rec    *reconcile.Reconciler
-	snaps  reconcile.SnapshotCache // the branch's files, policy and managers while it does not move
+	// group writes the state's batches with group commit (proposals and admission reviews at
+	// hundreds a second share fsyncs); its writer goroutine stops in Drift.Close.
+	group *driftstate.Group
+	rec   *reconcile.Reconciler
+	snaps reconcile.SnapshotCache // the branch's files, policy and managers while it does not move
 
 	synced atomic.Int64 // when the clone was last fetched (unix nanoseconds)
 	view   proposalView // the snapshot proposals are judged against
@@ -233,14 +236,19 @@ func (d *Drift) repo(ctx context.Context, name, branch string) (*repoDrift, erro
 		}
 		return nil, webhooks.Permanent(err)
 	}
-	rd := &repoDrift{d: d, name: name, branch: branch, state: st}
+	rd := &repoDrift{d: d, name: name, branch: branch, state: st, group: driftstate.NewGroup(st, groupCommitMax)}
 	rd.snaps.Helm, rd.snaps.FileBudget = d.Helm, d.FileBudget
-	rd.rec = &reconcile.Reconciler{State: st, Writer: driftWriter{rd}, Now: d.now, Log: d.log().With("repository", name),
+	rd.rec = &reconcile.Reconciler{State: rd.group, Writer: driftWriter{rd}, Now: d.now, Log: d.log().With("repository", name),
 		PullRequestBranches: d.Mode == reconcile.ModePullRequest}
 	d.repos[key] = rd
 	d.poke() // its timers may be due
 	return rd, nil
 }
+
+// groupCommitMax bounds the batches one drift state transaction takes: enough for a second of
+// admission reviews at 500/s arriving during one slow fsync, few enough that one transaction never
+// holds SQLite's single connection (and the reads waiting on it) for long.
+const groupCommitMax = 64
 
 // served returns the repositories served so far.
 // stateOf is the drift state of a repository this process serves; nil when it serves none.
@@ -272,7 +280,7 @@ func (d *Drift) Close() error {
 	closedDefault := false
 	for _, rd := range d.served() {
 		closedDefault = closedDefault || rd.state == d.State
-		errs = append(errs, rd.closeView(), rd.state.Close())
+		errs = append(errs, rd.closeView(), rd.group.Close(), rd.state.Close())
 	}
 	if d.State != nil && !closedDefault {
 		errs = append(errs, d.State.Close())
@@ -865,12 +873,11 @@ var ErrUnknownRepository = errors.New("unknown repository")
 // The branch is read as fetched at most maxAge ago. It returns the repository judged in.
 func (d *Drift) Propose(ctx context.Context, repository string, maxAge time.Duration, id string, claims []core.Claim) (string, []reconcile.Proposed, error) {
 	var out []reconcile.Proposed
+	// No repository lock: a drift event holds it while it pushes to Git, and a proposal is answered
+	// in milliseconds. The record is a compare-and-swap on the fields' state instead
+	// (reconcile.Reconciler.ProposeIf), which holds across replicas as the lock did.
 	repo, err := d.withRepoView(ctx, repository, maxAge, func(rd *repoDrift, snap reconcile.Snapshot) error {
-		unlock, err := rd.lock(ctx)
-		if err != nil {
-			return err
-		}
-		defer unlock()
+		var err error
 		out, err = rd.rec.Propose(ctx, snap, id, claims)
 		return err
 	})

@@ -33,32 +33,88 @@ type Proposed struct {
 // (in one transaction, before Propose returns); a refused claim is not recorded as a claim, so it
 // weighs on no later verdict. id names the proposal: it is the accepted claims' evidence.
 func (r *Reconciler) Propose(ctx context.Context, snap Snapshot, id string, claims []core.Claim) ([]Proposed, error) {
-	return r.propose(ctx, snap, id, claims, true)
+	out, _, err := r.ProposeIf(ctx, snap, id, claims, func([]Proposed) bool { return true })
+	return out, err
 }
 
 // Judge is Propose that records nothing: the verdicts the claims would get, for a dry run (an
 // admission request with dryRun set, which the API server will not persist either).
 func (r *Reconciler) Judge(ctx context.Context, snap Snapshot, id string, claims []core.Claim) ([]Proposed, error) {
-	return r.propose(ctx, snap, id, claims, false)
+	out, _, err := r.ProposeIf(ctx, snap, id, claims, nil)
+	return out, err
 }
 
-func (r *Reconciler) propose(ctx context.Context, snap Snapshot, id string, claims []core.Claim, record bool) ([]Proposed, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+// maxJudgements bounds how often a proposal, or a drift event, is judged again because another
+// recorded on one of its fields between its judgement and its record: each round trip lost means
+// another caller won, so a field argued over this hard is refused with ErrConflict, not spun on.
+const maxJudgements = 8
+
+// ProposeIf is Propose for a caller that decides, from the verdicts, whether the accepted claims
+// are recorded at all (an admission review is allowed or denied as a whole, so the accepted fields
+// of a denied write are not claims); decide nil records nothing (Judge). recorded says whether
+// the accepted claims now stand. decide is asked again each time the claims are judged again
+// (below), so it must answer from the verdicts it is given alone.
+//
+// Proposals are judged outside the Reconciler's lock, which a drift event holds while it writes to
+// Git: a proposal must not wait behind a push. What keeps two judgements from both winning a field
+// that only one may win is a compare-and-swap: the fields' state versions (driftstate.Version) are
+// read before their standing claims, and the record goes in only if every field is still at that
+// version (driftstate.Batch.Expect). Otherwise another proposal, admission review or drift event
+// recorded on one of them meanwhile, and the claims are judged again on what stands now. A drift
+// event records its verdicts under the same check (Ingest), so it either saw an accepted proposal
+// or is judged again with it standing.
+func (r *Reconciler) ProposeIf(ctx context.Context, snap Snapshot, id string, claims []core.Claim, decide func([]Proposed) bool) (_ []Proposed, recorded bool, _ error) {
 	if snap.Policy == nil {
-		return nil, errors.New("reconcile: no policy")
+		return nil, false, errors.New("reconcile: no policy")
 	}
 	if id == "" {
-		return nil, errors.New("propose: the proposal has no id")
+		return nil, false, errors.New("propose: the proposal has no id")
 	}
 	seen := map[core.Field]bool{}
+	fields := make([]core.Field, 0, len(claims))
 	for _, c := range claims {
 		if seen[c.Field] {
-			return nil, fmt.Errorf("propose: %s is proposed twice; one claim per field", c.Field)
+			return nil, false, fmt.Errorf("propose: %s is proposed twice; one claim per field", c.Field)
 		}
 		seen[c.Field] = true
+		fields = append(fields, c.Field)
 	}
-	now := r.now()
+	for attempt := 1; ; attempt++ {
+		now := r.now()
+		expect, err := r.versions(ctx, fields)
+		if err != nil {
+			return nil, false, err
+		}
+		out, err := r.judgeProposed(ctx, snap, id, claims, now)
+		if err != nil || decide == nil || !decide(out) {
+			return out, false, err
+		}
+		err = r.record(ctx, id, out, now, expect)
+		if errors.Is(err, driftstate.ErrConflict) && attempt < maxJudgements {
+			r.log().Debug("proposal judged again: a field it claims was written meanwhile", "proposal", id, "attempt", attempt, "error", err.Error())
+			continue
+		}
+		if err != nil {
+			return nil, false, fmt.Errorf("proposal %s: %w", id, err)
+		}
+		return out, slices.ContainsFunc(out, func(p Proposed) bool { return p.Accepted }), nil
+	}
+}
+
+// versions reads the fields' state versions, for a judgement's compare-and-swap.
+func (r *Reconciler) versions(ctx context.Context, fields []core.Field) (map[core.Field]int64, error) {
+	out := make(map[core.Field]int64, len(fields))
+	for _, f := range fields {
+		v, err := r.State.Version(ctx, f)
+		if err != nil {
+			return nil, err
+		}
+		out[f] = v
+	}
+	return out, nil
+}
+
+func (r *Reconciler) judgeProposed(ctx context.Context, snap Snapshot, id string, claims []core.Claim, now time.Time) ([]Proposed, error) {
 	out := make([]Proposed, 0, len(claims))
 	for _, c := range claims {
 		if a := snap.Policy.ResolveActor(c.Actor.Identity); a != nil {
@@ -86,27 +142,15 @@ func (r *Reconciler) propose(ctx context.Context, snap Snapshot, id string, clai
 		}
 		out = append(out, p)
 	}
-	if record {
-		if err := r.record(ctx, id, out, now); err != nil {
-			return nil, err
-		}
-	}
 	return out, nil
 }
 
-// Record records the accepted claims of a proposal Judge judged, as Propose would have: for a
-// caller that decides between judging and recording (an admission review is allowed or denied as
-// a whole, so the accepted fields of a denied write are not claims).
-func (r *Reconciler) Record(ctx context.Context, id string, judged []Proposed) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.record(ctx, id, judged, r.now())
-}
-
-func (r *Reconciler) record(ctx context.Context, id string, judged []Proposed, now time.Time) error {
+// record records a proposal's accepted claims, their verdicts and timers, provided the fields are
+// still at the versions expect holds (ErrConflict otherwise).
+func (r *Reconciler) record(ctx context.Context, id string, judged []Proposed, now time.Time, expect map[core.Field]int64) error {
 	// The proposal is recorded as an event: a proposal sent again under the same id records its
 	// claims once.
-	batch := driftstate.Batch{At: now, Events: []string{eventKey(EvidenceProposal, id)}}
+	batch := driftstate.Batch{At: now, Events: []string{eventKey(EvidenceProposal, id)}, Expect: expect}
 	for _, p := range judged {
 		if !p.Accepted {
 			continue
@@ -156,8 +200,6 @@ func asProposed(standing []core.Claim, fresh []core.Claim, now time.Time) map[in
 // Explain judges a field as it stands, with no new claim: the standing live claims against Git's.
 // Nothing is recorded.
 func (r *Reconciler) Explain(ctx context.Context, snap Snapshot, f core.Field) (core.Verdict, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	if snap.Policy == nil {
 		return core.Verdict{}, errors.New("reconcile: no policy")
 	}

@@ -33,6 +33,9 @@ type State interface {
 	Standing(ctx context.Context, f core.Field) ([]core.Claim, error)
 	History(ctx context.Context, f core.Field, since time.Time) ([]core.Claim, error)
 	Last(ctx context.Context, f core.Field) (driftstate.Record, bool, error)
+	// Version is a field's write count, for the compare-and-swap that lets proposals be judged
+	// outside the lock (driftstate.Batch.Expect).
+	Version(ctx context.Context, f core.Field) (int64, error)
 }
 
 // Writer lands one change in Git. It must be idempotent: landing a change whose edit finds nothing
@@ -75,7 +78,9 @@ type Snapshot struct {
 
 // Reconciler turns batches of events into verdicts and Git changes. Safe for concurrent use:
 // batches are judged one at a time, so two batches touching one field cannot race each other's
-// gate commits.
+// gate commits. Proposals (Propose, ProposeIf) and Explain do not take that turn, since a batch
+// holds it across its Git writes; they and the batches record under a compare-and-swap on each
+// field's state version instead (ProposeIf says why).
 type Reconciler struct {
 	State State
 	// Writer lands changes; nil plans them without writing.
@@ -171,35 +176,11 @@ func (r *Reconciler) Ingest(ctx context.Context, snap Snapshot, b events.Batch) 
 		}
 		return ""
 	}
-	claims := events.Claims(b, name, snap.GitValue)
-	// A change its actor proposed first carries the intent, motivation and expiry it declared
-	// then: it is the claimed change, not a surprise.
-	proposals := map[core.Field]string{}
-	standingOf := map[core.Field][]core.Claim{}
-	for _, c := range claims {
-		if _, ok := standingOf[c.Field]; !ok {
-			st, err := r.State.Standing(ctx, c.Field)
-			if err != nil {
-				return rep, err
-			}
-			standingOf[c.Field] = st
-		}
-	}
-	for i := range claims {
-		if ids := asProposed(standingOf[claims[i].Field], claims[i:i+1], now); ids[0] != "" {
-			proposals[claims[i].Field] = ids[0]
-		}
-	}
-	applyActorDefaults(pol, claims)
-	byField := map[core.Field][]core.Claim{}
-	for _, c := range claims {
-		byField[c.Field] = append(byField[c.Field], c)
-	}
-
-	batch := driftstate.Batch{Events: fresh, Claims: claims, At: now}
+	claims0 := events.Claims(b, name, snap.GitValue)
+	gated := gateIndex(snap.Files)
 	// A GitOps revert put Git's version back over the live changes on an object: their claims end,
 	// except on fields Parley gated (the revert did not touch them, or the gate is not synced yet).
-	gated := gateIndex(snap.Files)
+	var closes []driftstate.Close
 	for _, rv := range b.Reverts {
 		except := map[core.Field]bool{}
 		for f := range gated {
@@ -207,17 +188,59 @@ func (r *Reconciler) Ingest(ctx context.Context, snap Snapshot, b events.Batch) 
 				except[f] = true
 			}
 		}
-		batch.Closes = append(batch.Closes, driftstate.Close{Object: rv.Object, Before: rv.At,
+		closes = append(closes, driftstate.Close{Object: rv.Object, Before: rv.At,
 			Why: fmt.Sprintf("%s %s it at %s (%s)", rv.Controller, rv.Action, rv.At.Format(time.RFC3339), rv.Revision), Except: except})
 	}
-
-	fields := make([]core.Field, 0, len(byField))
-	for f := range byField {
-		fields = append(fields, f)
+	var fields []core.Field
+	for _, c := range claims0 {
+		if !slices.Contains(fields, c.Field) {
+			fields = append(fields, c.Field)
+		}
 	}
 	sort.Slice(fields, func(i, j int) bool { return fields[i].String() < fields[j].String() })
-	err = r.judgeFields(ctx, snap, r.planner(snap, gated), fields, byField, proposals, now, &rep, &batch)
-	return rep, err
+	pl := r.planner(snap, gated)
+	// Judged again, from the standing claims on, when a proposal recorded on one of the fields
+	// between this judgement and its record: the verdict must see an accepted proposal. The Git
+	// changes already landed are landed again, which does nothing (Writer is idempotent), or
+	// changes what the new verdict changes.
+	for attempt := 1; ; attempt++ {
+		expect, err := r.versions(ctx, fields) // before the standing claims: see ProposeIf
+		if err != nil {
+			return rep, err
+		}
+		claims := slices.Clone(claims0)
+		// A change its actor proposed first carries the intent, motivation and expiry it declared
+		// then: it is the claimed change, not a surprise.
+		proposals := map[core.Field]string{}
+		standingOf := map[core.Field][]core.Claim{}
+		for _, c := range claims {
+			if _, ok := standingOf[c.Field]; !ok {
+				st, err := r.State.Standing(ctx, c.Field)
+				if err != nil {
+					return rep, err
+				}
+				standingOf[c.Field] = st
+			}
+		}
+		for i := range claims {
+			if ids := asProposed(standingOf[claims[i].Field], claims[i:i+1], now); ids[0] != "" {
+				proposals[claims[i].Field] = ids[0]
+			}
+		}
+		applyActorDefaults(pol, claims)
+		byField := map[core.Field][]core.Claim{}
+		for _, c := range claims {
+			byField[c.Field] = append(byField[c.Field], c)
+		}
+		batch := driftstate.Batch{Events: fresh, Claims: claims, Closes: closes, At: now, Expect: expect}
+		rep.Results = nil
+		err = r.judgeFields(ctx, snap, pl, fields, byField, proposals, now, &rep, &batch)
+		if errors.Is(err, driftstate.ErrConflict) && attempt < maxJudgements {
+			r.log().Info("drift event judged again: a proposal recorded on its fields meanwhile", "attempt", attempt, "error", err.Error())
+			continue
+		}
+		return rep, err
+	}
 }
 
 // Recheck judges fields again at now with no new claims: the expiry timers call it. A field whose
@@ -229,10 +252,20 @@ func (r *Reconciler) Recheck(ctx context.Context, snap Snapshot, fields []core.F
 		return Report{}, errors.New("reconcile: no policy")
 	}
 	now := r.now()
-	var rep Report
-	batch := driftstate.Batch{At: now}
-	err := r.judgeFields(ctx, snap, r.planner(snap, gateIndex(snap.Files)), fields, nil, nil, now, &rep, &batch)
-	return rep, err
+	pl := r.planner(snap, gateIndex(snap.Files))
+	for attempt := 1; ; attempt++ {
+		var rep Report
+		expect, err := r.versions(ctx, fields)
+		if err != nil {
+			return rep, err
+		}
+		batch := driftstate.Batch{At: now, Expect: expect}
+		err = r.judgeFields(ctx, snap, pl, fields, nil, nil, now, &rep, &batch)
+		if errors.Is(err, driftstate.ErrConflict) && attempt < maxJudgements {
+			continue // a proposal recorded on one of the fields meanwhile: judge with it standing
+		}
+		return rep, err
+	}
 }
 
 func (r *Reconciler) planner(snap Snapshot, gated map[core.Field][]gateLoc) *planner {

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -32,17 +33,26 @@ import (
 // DB is the drift state. Safe for concurrent use; writes are serialised by SQLite, and on
 // PostgreSQL by the caller's lock on the repository.
 type DB struct {
-	db     *sql.DB
+	db *sql.DB
+	// read is what reads go through: for a SQLite file a few read-only connections of their own
+	// (WAL lets them read while the one writer commits), so that the judgement of a proposal or
+	// an admission review does not queue behind a transaction's fsync; otherwise db.
+	read *sql.DB
+	// readStmts and writeStmts keep the statements prepared, by query text, on read and db: at
+	// admission rates parsing the same SQL again was most of a judgement's CPU.
+	readStmts, writeStmts sync.Map
+
 	path   string // for errors: the SQLite file, or the PostgreSQL schema and database
 	engine sqldb.Engine
-	tables *strings.Replacer // {events}, {claims}, {verdicts}, {timers}, {meta} to the engine's table names
+	tables *strings.Replacer // {events}, {claims}, {verdicts}, {timers}, {meta}, {versions} to the engine's table names
 	owned  bool              // Close closes db (a SQLite file it opened, not a shared PostgreSQL pool)
 }
 
 // q is a query for the state's engine: its tables named in braces, its parameters as ?.
 func (d *DB) q(query string) string { return sqldb.Rebind(d.engine, d.tables.Replace(query)) }
 
-var sqliteTables = strings.NewReplacer("{events}", "events", "{claims}", "claims", "{verdicts}", "verdicts", "{timers}", "timers", "{meta}", "meta")
+var sqliteTables = strings.NewReplacer("{events}", "events", "{claims}", "claims", "{verdicts}", "verdicts", "{timers}", "timers", "{meta}", "meta",
+	"{versions}", "field_versions")
 
 // postgresMigrations are the schema of one repository's state on PostgreSQL, in the schema named
 // schema (sqldb.MigratePostgres applies them in order). Never edit a released one: append.
@@ -67,6 +77,7 @@ CREATE INDEX ON ` + t("verdicts") + ` (field, seq);
 CREATE TABLE ` + t("timers") + ` (field TEXT PRIMARY KEY, due BIGINT NOT NULL, why TEXT NOT NULL);
 CREATE INDEX ON ` + t("timers") + ` (due);
 CREATE TABLE ` + t("meta") + ` (key TEXT PRIMARY KEY, value TEXT NOT NULL);`,
+		fieldVersionsTable(t("field_versions"), "BIGINT"),
 	}
 }
 
@@ -102,8 +113,9 @@ func OpenPostgres(ctx context.Context, db *sql.DB, dbName, repository string) (*
 		return nil, fmt.Errorf("drift state of %s: %w", repository, err)
 	}
 	t := func(name string) string { return pgx.Identifier{schema, name}.Sanitize() }
-	d := &DB{db: db, path: schema + " in " + dbName, engine: sqldb.Postgres,
-		tables: strings.NewReplacer("{events}", t("events"), "{claims}", t("claims"), "{verdicts}", t("verdicts"), "{timers}", t("timers"), "{meta}", t("meta"))}
+	d := &DB{db: db, read: db, path: schema + " in " + dbName, engine: sqldb.Postgres,
+		tables: strings.NewReplacer("{events}", t("events"), "{claims}", t("claims"), "{verdicts}", t("verdicts"), "{timers}", t("timers"), "{meta}", t("meta"),
+			"{versions}", t("field_versions"))}
 	if err := d.Bind(ctx, repository); err != nil {
 		return nil, err
 	}
@@ -136,6 +148,16 @@ CREATE TABLE IF NOT EXISTS timers (
 CREATE INDEX IF NOT EXISTS timers_due ON timers (due);
 CREATE TABLE IF NOT EXISTS meta (
 	key TEXT PRIMARY KEY, value TEXT NOT NULL); -- "repository": the repository this state is about`,
+	fieldVersionsTable("field_versions", "INTEGER"),
+}
+
+// fieldVersionsTable counts, per field, the writes that changed what a judgement of the field reads
+// from the state (its claims, standing or closed, and its verdicts). A proposal or drift event
+// judged on version n records only while the field is still at n (Batch.Expect): that is how a
+// judgement made outside any lock stays as good as one made under it. A field never written has no
+// row: version 0.
+func fieldVersionsTable(name, integer string) string {
+	return `CREATE TABLE ` + name + ` (field TEXT PRIMARY KEY, version ` + integer + ` NOT NULL);`
 }
 
 // memCounter names in-memory databases apart: each Open(":memory:") is its own database.
@@ -151,12 +173,100 @@ func Open(ctx context.Context, path string) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open drift state %s: %w", path, err)
 	}
-	db.SetMaxOpenConns(1) // one writer; reads are short
+	db.SetMaxOpenConns(1) // one writer
 	if err := sqldb.MigrateSQLite(ctx, db, "drift state "+path, sqliteMigrations); err != nil {
 		db.Close()
 		return nil, err
 	}
-	return &DB{db: db, path: path, engine: sqldb.SQLite, tables: sqliteTables, owned: true}, nil
+	read := db
+	if path != ":memory:" { // an in-memory database is one connection's: it reads where it writes
+		if read, err = sql.Open("sqlite", dsn+"&_pragma=query_only(1)"); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("open drift state %s for reading: %w", path, err)
+		}
+		read.SetMaxOpenConns(4)
+	}
+	return &DB{db: db, read: read, path: path, engine: sqldb.SQLite, tables: sqliteTables, owned: true}, nil
+}
+
+// prepared returns the statement for query (in the engine's form) on conn, prepared once; nil if
+// it cannot be prepared, and the caller runs the query unprepared (which reports the error).
+func (d *DB) prepared(ctx context.Context, conn *sql.DB, cache *sync.Map, query string) *sql.Stmt {
+	if st, ok := cache.Load(query); ok {
+		return st.(*sql.Stmt)
+	}
+	st, err := conn.PrepareContext(ctx, query)
+	if err != nil {
+		return nil
+	}
+	if had, loaded := cache.LoadOrStore(query, st); loaded {
+		st.Close()
+		return had.(*sql.Stmt)
+	}
+	return st
+}
+
+// queryRows runs a read (in the state's query form, see q) on the read connections.
+func (d *DB) queryRows(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	query = d.q(query)
+	if st := d.prepared(ctx, d.read, &d.readStmts, query); st != nil {
+		return st.QueryContext(ctx, args...)
+	}
+	return d.read.QueryContext(ctx, query, args...)
+}
+
+// queryRow is queryRows for one row.
+func (d *DB) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
+	query = d.q(query)
+	if st := d.prepared(ctx, d.read, &d.readStmts, query); st != nil {
+		return st.QueryRowContext(ctx, args...)
+	}
+	return d.read.QueryRowContext(ctx, query, args...)
+}
+
+// txQueryRow is queryRow inside a write transaction.
+func (d *DB) txQueryRow(ctx context.Context, tx *sql.Tx, query string, args ...any) *sql.Row {
+	query = d.q(query)
+	if st := d.writeStmt(query); st != nil {
+		return tx.StmtContext(ctx, st).QueryRowContext(ctx, args...)
+	}
+	return tx.QueryRowContext(ctx, query, args...)
+}
+
+// exec runs a write (in the state's query form) in tx, on a statement prepared on the writer.
+func (d *DB) exec(ctx context.Context, tx *sql.Tx, query string, args ...any) (sql.Result, error) {
+	query = d.q(query)
+	if st := d.writeStmt(query); st != nil {
+		return tx.StmtContext(ctx, st).ExecContext(ctx, args...)
+	}
+	return tx.ExecContext(ctx, query, args...)
+}
+
+// writeStmt is query's statement prepared on the writer, or nil the first time: a SQLite state's
+// writer has one connection, which the transaction asking holds, so a statement is prepared only
+// once the transaction is over (prepareWrites).
+func (d *DB) writeStmt(query string) *sql.Stmt {
+	if st, ok := d.writeStmts.Load(query); ok {
+		if st, ok := st.(*sql.Stmt); ok {
+			return st
+		}
+		return nil
+	}
+	d.writeStmts.LoadOrStore(query, false) // to prepare
+	return nil
+}
+
+// prepareWrites prepares the write statements first used by the transaction just ended.
+func (d *DB) prepareWrites(ctx context.Context) {
+	d.writeStmts.Range(func(k, v any) bool {
+		if _, ok := v.(*sql.Stmt); ok {
+			return true
+		}
+		if st, err := d.db.PrepareContext(ctx, k.(string)); err == nil && !d.writeStmts.CompareAndSwap(k, false, st) {
+			st.Close() // prepared meanwhile by another caller
+		}
+		return true
+	})
 }
 
 // Bind ties the state to a repository ("owner/name"): the first call records it, and later
@@ -196,10 +306,23 @@ func (d *DB) Repository(ctx context.Context) (string, error) {
 
 // Close closes the database (a shared PostgreSQL pool stays open for its owner).
 func (d *DB) Close() error {
+	for _, cache := range []*sync.Map{&d.readStmts, &d.writeStmts} {
+		cache.Range(func(k, st any) bool {
+			if st, ok := st.(*sql.Stmt); ok {
+				st.Close()
+			}
+			cache.Delete(k)
+			return true
+		})
+	}
 	if !d.owned {
 		return nil
 	}
-	return d.db.Close()
+	var err error
+	if d.read != d.db {
+		err = d.read.Close()
+	}
+	return errors.Join(d.db.Close(), err)
 }
 
 // Claim is a stored claim and whether it still stands.
@@ -245,6 +368,30 @@ type Batch struct {
 	Verdicts []Record
 	Timers   []Timer // set (or, with a zero Due, cleared)
 	At       time.Time
+	// Expect holds the versions (Version) of the fields the batch was judged on: Apply records
+	// nothing, and returns an error wrapping ErrConflict, if any of them moved on meanwhile (another
+	// proposal or event recorded a claim or verdict on it), so that the caller judges again on what
+	// stands now. Fields written and not listed move on without a check.
+	Expect map[core.Field]int64
+}
+
+// ErrConflict is Apply's error when a field the batch was judged on was written since
+// (Batch.Expect): judge it again and retry.
+var ErrConflict = errors.New("drift state: the field changed since it was judged")
+
+// Version returns f's version: how many writes changed its claims or verdicts (0: none). Read it
+// before the claims a judgement reads, so that a write between the two reads fails the
+// compare-and-swap rather than slipping by.
+func (d *DB) Version(ctx context.Context, f core.Field) (int64, error) {
+	var v int64
+	err := d.queryRow(ctx, `SELECT version FROM {versions} WHERE field = ?`, f.String()).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("drift state: version of %s: %w", f, err)
+	}
+	return v, nil
 }
 
 // Close ends the standing claims on an object's fields made before a time (Flux or Argo CD put
@@ -270,7 +417,7 @@ func (d *DB) Fresh(ctx context.Context, ids []string) ([]string, error) {
 	var out []string
 	for _, id := range ids {
 		var one int
-		err := d.db.QueryRowContext(ctx, d.q(`SELECT 1 FROM {events} WHERE id = ?`), id).Scan(&one)
+		err := d.queryRow(ctx, `SELECT 1 FROM {events} WHERE id = ?`, id).Scan(&one)
 		if errors.Is(err, sql.ErrNoRows) {
 			out = append(out, id)
 			continue
@@ -290,10 +437,43 @@ func (d *DB) Apply(ctx context.Context, b Batch) error {
 		return fmt.Errorf("drift state: begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback() }()
+	if err := d.applyTx(ctx, tx, b); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("drift state: commit: %w", err)
+	}
+	d.prepareWrites(ctx)
+	return nil
+}
+
+// applyTx writes a batch in tx: the versions it expects first (so that, on PostgreSQL, the rows
+// they lock are taken before anything else is written, in the fields' order), then the batch, then
+// the versions of the other fields it wrote.
+func (d *DB) applyTx(ctx context.Context, tx *sql.Tx, b Batch) error {
+	expected := make([]core.Field, 0, len(b.Expect))
+	for f := range b.Expect {
+		expected = append(expected, f)
+	}
+	sort.Slice(expected, func(i, j int) bool { return expected[i].String() < expected[j].String() })
+	var moved []string
+	for _, f := range expected {
+		ok, err := d.swapVersion(ctx, tx, f, b.Expect[f])
+		if err != nil {
+			return err
+		}
+		if !ok {
+			moved = append(moved, f.String())
+		}
+	}
+	if len(moved) > 0 {
+		return fmt.Errorf("%w: %s", ErrConflict, strings.Join(moved, ", "))
+	}
+	written := map[string]bool{}
 	at := b.At.UnixNano()
 	fresh := map[string]bool{}
 	for _, id := range b.Events {
-		res, err := tx.ExecContext(ctx, d.q(`INSERT INTO {events} (id, seen_at) VALUES (?, ?) ON CONFLICT DO NOTHING`), id, at)
+		res, err := d.exec(ctx, tx, `INSERT INTO {events} (id, seen_at) VALUES (?, ?) ON CONFLICT DO NOTHING`, id, at)
 		if err != nil {
 			return fmt.Errorf("drift state: record event %s: %w", id, err)
 		}
@@ -305,24 +485,25 @@ func (d *DB) Apply(ctx context.Context, b Batch) error {
 		if !claimIsFresh(c, fresh) {
 			continue
 		}
+		written[c.Field.String()] = true
 		js, err := json.Marshal(c)
 		if err != nil {
 			return fmt.Errorf("drift state: encode claim on %s: %w", c.Field, err)
 		}
-		if _, err := tx.ExecContext(ctx, d.q(`INSERT INTO {claims} (field, actor, at, claim) VALUES (?, ?, ?, ?)`),
+		if _, err := d.exec(ctx, tx, `INSERT INTO {claims} (field, actor, at, claim) VALUES (?, ?, ?, ?)`,
 			c.Field.String(), actorKey(c.Actor), c.At.UnixNano(), string(js)); err != nil {
 			return fmt.Errorf("drift state: record claim on %s: %w", c.Field, err)
 		}
 		// An actor's new claim on a field replaces its earlier ones: they stay in the history (for
 		// oscillation) but no longer stand, so the standing claims stay as few as the actors, however
 		// often a machine-speed actor restates its wish.
-		if _, err := tx.ExecContext(ctx, d.q(`UPDATE {claims} SET closed_at = ?, closed_why = ? WHERE field = ? AND actor = ? AND closed_at IS NULL AND at < ?`),
+		if _, err := d.exec(ctx, tx, `UPDATE {claims} SET closed_at = ?, closed_why = ? WHERE field = ? AND actor = ? AND closed_at IS NULL AND at < ?`,
 			at, "superseded by the same actor's later claim", c.Field.String(), actorKey(c.Actor), c.At.UnixNano()); err != nil {
 			return fmt.Errorf("drift state: supersede claims on %s: %w", c.Field, err)
 		}
 	}
 	for _, cl := range b.Closes {
-		if err := d.closeClaims(ctx, tx, cl, at); err != nil {
+		if err := d.closeClaims(ctx, tx, cl, at, written); err != nil {
 			return err
 		}
 	}
@@ -330,23 +511,57 @@ func (d *DB) Apply(ctx context.Context, b Batch) error {
 		if err := d.saveVerdict(ctx, tx, r); err != nil {
 			return err
 		}
+		written[r.Verdict.Field.String()] = true
 	}
 	for _, t := range b.Timers {
 		var err error
 		if t.Due.IsZero() {
-			_, err = tx.ExecContext(ctx, d.q(`DELETE FROM {timers} WHERE field = ?`), t.Field.String())
+			_, err = d.exec(ctx, tx, `DELETE FROM {timers} WHERE field = ?`, t.Field.String())
 		} else {
-			_, err = tx.ExecContext(ctx, d.q(`INSERT INTO {timers} (field, due, why) VALUES (?, ?, ?)
-				ON CONFLICT (field) DO UPDATE SET due = excluded.due, why = excluded.why`), t.Field.String(), t.Due.UnixNano(), t.Why)
+			_, err = d.exec(ctx, tx, `INSERT INTO {timers} (field, due, why) VALUES (?, ?, ?)
+				ON CONFLICT (field) DO UPDATE SET due = excluded.due, why = excluded.why`, t.Field.String(), t.Due.UnixNano(), t.Why)
 		}
 		if err != nil {
 			return fmt.Errorf("drift state: timer for %s: %w", t.Field, err)
 		}
 	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("drift state: commit: %w", err)
+	for _, f := range expected {
+		delete(written, f.String()) // moved on by its swap
+	}
+	fields := make([]string, 0, len(written))
+	for f := range written {
+		fields = append(fields, f)
+	}
+	sort.Strings(fields)
+	for _, f := range fields {
+		if _, err := d.exec(ctx, tx, `INSERT INTO {versions} (field, version) VALUES (?, 1)
+			ON CONFLICT (field) DO UPDATE SET version = {versions}.version + 1`, f); err != nil {
+			return fmt.Errorf("drift state: version of %s: %w", f, err)
+		}
 	}
 	return nil
+}
+
+// swapVersion moves f from version want to the next, reporting false when f is no longer at want.
+// One statement each way, so that PostgreSQL's row lock decides between two replicas: the second
+// UPDATE waits for the first's commit, then finds the version moved on and changes nothing; two
+// INSERTs of a first version meet on the primary key the same way.
+func (d *DB) swapVersion(ctx context.Context, tx *sql.Tx, f core.Field, want int64) (bool, error) {
+	var res sql.Result
+	var err error
+	if want == 0 {
+		res, err = d.exec(ctx, tx, `INSERT INTO {versions} (field, version) VALUES (?, 1) ON CONFLICT (field) DO NOTHING`, f.String())
+	} else {
+		res, err = d.exec(ctx, tx, `UPDATE {versions} SET version = version + 1 WHERE field = ? AND version = ?`, f.String(), want)
+	}
+	if err != nil {
+		return false, fmt.Errorf("drift state: version of %s: %w", f, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("drift state: version of %s: %w", f, err)
+	}
+	return n == 1, nil
 }
 
 // claimIsFresh reports whether a claim comes from an event this batch took in first; a claim
@@ -370,7 +585,7 @@ func actorKey(a core.Actor) string {
 	return a.Identity.String()
 }
 
-func (d *DB) closeClaims(ctx context.Context, tx *sql.Tx, cl Close, at int64) error {
+func (d *DB) closeClaims(ctx context.Context, tx *sql.Tx, cl Close, at int64, written map[string]bool) error {
 	obj := cl.Object.Object().String()
 	rows, err := tx.QueryContext(ctx, d.q(`SELECT seq, field FROM {claims} WHERE closed_at IS NULL AND at < ? AND (field = ? OR field LIKE ? ESCAPE '\')`),
 		cl.Before.UnixNano(), obj, likePrefix(obj+"#"))
@@ -389,13 +604,14 @@ func (d *DB) closeClaims(ctx context.Context, tx *sql.Tx, cl Close, at int64) er
 			continue
 		}
 		seqs = append(seqs, seq)
+		written[field] = true
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return err
 	}
 	for _, s := range seqs {
-		if _, err := tx.ExecContext(ctx, d.q(`UPDATE {claims} SET closed_at = ?, closed_why = ? WHERE seq = ?`), at, cl.Why, s); err != nil {
+		if _, err := d.exec(ctx, tx, `UPDATE {claims} SET closed_at = ?, closed_why = ? WHERE seq = ?`, at, cl.Why, s); err != nil {
 			return fmt.Errorf("drift state: close claim: %w", err)
 		}
 	}
@@ -420,7 +636,7 @@ func (d *DB) saveVerdict(ctx context.Context, tx *sql.Tx, r Record) error {
 	}
 	var seq int64
 	var lastSig, evJSON, action, commit string
-	err = tx.QueryRowContext(ctx, d.q(`SELECT seq, signature, evidence, action, commit_hash FROM {verdicts} WHERE field = ? ORDER BY seq DESC LIMIT 1`), field).
+	err = d.txQueryRow(ctx, tx, `SELECT seq, signature, evidence, action, commit_hash FROM {verdicts} WHERE field = ? ORDER BY seq DESC LIMIT 1`, field).
 		Scan(&seq, &lastSig, &evJSON, &action, &commit)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("drift state: last verdict on %s: %w", field, err)
@@ -432,7 +648,7 @@ func (d *DB) saveVerdict(ctx context.Context, tx *sql.Tx, r Record) error {
 		_ = json.Unmarshal([]byte(evJSON), &ev)
 		ev = appendEvidence(ev, r.Evidence)
 		ej, _ := json.Marshal(ev)
-		_, err = tx.ExecContext(ctx, d.q(`UPDATE {verdicts} SET verdict = ?, evidence = ?, at = ?, note = CASE WHEN ? = '' THEN note ELSE ? END WHERE seq = ?`),
+		_, err = d.exec(ctx, tx, `UPDATE {verdicts} SET verdict = ?, evidence = ?, at = ?, note = CASE WHEN ? = '' THEN note ELSE ? END WHERE seq = ?`,
 			string(vj), string(ej), r.At.UnixNano(), r.Note, r.Note, seq)
 		if err != nil {
 			return fmt.Errorf("drift state: update verdict on %s: %w", field, err)
@@ -440,8 +656,8 @@ func (d *DB) saveVerdict(ctx context.Context, tx *sql.Tx, r Record) error {
 		return nil
 	}
 	ej, _ := json.Marshal(appendEvidence(nil, r.Evidence))
-	_, err = tx.ExecContext(ctx, d.q(`INSERT INTO {verdicts} (field, signature, at, verdict, evidence, action, commit_hash, branch, pull_request, note)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`), field, sig, r.At.UnixNano(), string(vj), string(ej), r.Action, r.Commit, r.Branch, r.PR, r.Note)
+	_, err = d.exec(ctx, tx, `INSERT INTO {verdicts} (field, signature, at, verdict, evidence, action, commit_hash, branch, pull_request, note)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, field, sig, r.At.UnixNano(), string(vj), string(ej), r.Action, r.Commit, r.Branch, r.PR, r.Note)
 	if err != nil {
 		return fmt.Errorf("drift state: record verdict on %s: %w", field, err)
 	}
@@ -475,7 +691,7 @@ func (d *DB) Claims(ctx context.Context, f core.Field, all bool) ([]Claim, error
 	if !all {
 		q += ` AND closed_at IS NULL`
 	}
-	rows, err := d.db.QueryContext(ctx, d.q(q+` ORDER BY at, seq`), f.String())
+	rows, err := d.queryRows(ctx, q+` ORDER BY at, seq`, f.String())
 	if err != nil {
 		return nil, fmt.Errorf("drift state: claims on %s: %w", f, err)
 	}
@@ -504,11 +720,11 @@ func (d *DB) Claims(ctx context.Context, f core.Field, all bool) ([]Claim, error
 // the latest one before since (the value the first of them changed from): what an oscillation
 // check over a window needs, without reading a machine-speed actor's whole past.
 func (d *DB) History(ctx context.Context, f core.Field, since time.Time) ([]core.Claim, error) {
-	rows, err := d.db.QueryContext(ctx, d.q(`SELECT claim FROM (
+	rows, err := d.queryRows(ctx, `SELECT claim FROM (
 		SELECT claim, at, seq FROM {claims} WHERE field = ? AND at >= ?
 		UNION ALL
 		SELECT * FROM (SELECT claim, at, seq FROM {claims} WHERE field = ? AND at < ? ORDER BY at DESC, seq DESC LIMIT 1) AS before_since) AS history
-		ORDER BY at, seq`), f.String(), since.UnixNano(), f.String(), since.UnixNano())
+		ORDER BY at, seq`, f.String(), since.UnixNano(), f.String(), since.UnixNano())
 	if err != nil {
 		return nil, fmt.Errorf("drift state: history of %s: %w", f, err)
 	}
@@ -558,7 +774,7 @@ func (d *DB) Verdicts(ctx context.Context, f core.Field) ([]Record, error) {
 }
 
 func (d *DB) verdicts(ctx context.Context, q string, args ...any) ([]Record, error) {
-	rows, err := d.db.QueryContext(ctx, d.q(q), args...)
+	rows, err := d.queryRows(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("drift state: verdicts: %w", err)
 	}
@@ -601,7 +817,7 @@ func (d *DB) Timers(ctx context.Context) ([]Timer, error) {
 }
 
 func (d *DB) timers(ctx context.Context, q string, args ...any) ([]Timer, error) {
-	rows, err := d.db.QueryContext(ctx, d.q(q), args...)
+	rows, err := d.queryRows(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("drift state: timers: %w", err)
 	}
@@ -625,7 +841,7 @@ func (d *DB) timers(ctx context.Context, q string, args ...any) ([]Timer, error)
 // Next returns the earliest timer's due time; ok is false when no timer is set.
 func (d *DB) Next(ctx context.Context) (time.Time, bool, error) {
 	var due sql.NullInt64
-	if err := d.db.QueryRowContext(ctx, d.q(`SELECT MIN(due) FROM {timers}`)).Scan(&due); err != nil {
+	if err := d.queryRow(ctx, `SELECT MIN(due) FROM {timers}`).Scan(&due); err != nil {
 		return time.Time{}, false, fmt.Errorf("drift state: next timer: %w", err)
 	}
 	if !due.Valid {
