@@ -57,6 +57,11 @@ type Options struct {
 	// signing_keys; see VerifyCommit). SSH signatures need none. A branch verified against other
 	// keys is rebuilt by its next Update.
 	OpenPGPKeys string
+	// GoGitBlobs makes Update read file contents with go-git even where a git binary is in PATH.
+	// By default an update reads them through one `git cat-file --batch` process, which costs a
+	// fraction of go-git's CPU on a long history, and falls back to go-git when git is missing or
+	// fails; both read the same bytes.
+	GoGitBlobs bool
 }
 
 func (o Options) withDefaults() Options {

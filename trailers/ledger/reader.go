@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 
@@ -91,6 +92,7 @@ type reader struct {
 	cache    *snapCache
 	paths    core.PathFilter
 	maxBytes int64
+	git      *catFile                       // reads blobs when a git binary runs; nil: go-git does
 	prev     map[plumbing.Hash]*object.Tree // trees decoded for the previous commit
 	cur      map[plumbing.Hash]*object.Tree // trees decoded for this commit
 }
@@ -264,13 +266,28 @@ func (r *reader) diffTrees(rc *rawCommit, prefix string, a, b plumbing.Hash) err
 	return nil
 }
 
+// blob reads blob h through git cat-file when the update started one, else (and for what git
+// does not have) through go-git.
 func (r *reader) blob(h plumbing.Hash) ([]byte, error) {
+	if r.git != nil {
+		data, err := r.git.blob(h, r.maxBytes)
+		var tooLarge tooLargeError
+		switch {
+		case err == nil, errors.As(err, &tooLarge):
+			return data, err
+		case !errors.Is(err, errCatFileMissing):
+			// The process failed (killed, or git refused the repository): go-git reads the
+			// rest of the update.
+			r.git.close()
+			r.git = nil
+		}
+	}
 	o, err := r.repo.Storer.EncodedObject(plumbing.BlobObject, h)
 	if err != nil {
 		return nil, fmt.Errorf("read blob %s: %w", h, err)
 	}
 	if o.Size() > r.maxBytes {
-		return nil, fmt.Errorf("blob %s is %d bytes, more than the %d the ledger parses", h, o.Size(), r.maxBytes)
+		return nil, tooLargeError{h, o.Size(), r.maxBytes}
 	}
 	rd, err := o.Reader()
 	if err != nil {
