@@ -91,6 +91,7 @@ func TestUpdateReadsBlobsWithoutAWorkingGit(t *testing.T) {
 		t.Helper()
 		opts.Path = filepath.Join(t.TempDir(), "ledger.db")
 		opts.MaxFileBytes = 1000 // big.yaml outgrows it in the second commit: a problem
+		opts.catFileMinCommits = 1
 		l, err := Open(r.Dir, opts)
 		if err != nil {
 			t.Fatal(err)

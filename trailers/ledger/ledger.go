@@ -62,6 +62,11 @@ type Options struct {
 	// fraction of go-git's CPU on a long history, and falls back to go-git when git is missing or
 	// fails; both read the same bytes.
 	GoGitBlobs bool
+
+	// catFileMinCommits is the fewest commits an update reads through git cat-file: starting a
+	// process costs a few milliseconds, more than go-git spends on the blobs of an incremental
+	// update of a few commits. Tests lower it.
+	catFileMinCommits int
 }
 
 func (o Options) withDefaults() Options {
@@ -79,6 +84,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.CheckpointInterval <= 0 {
 		o.CheckpointInterval = 10 * time.Second
+	}
+	if o.catFileMinCommits <= 0 {
+		o.catFileMinCommits = 100
 	}
 	if o.MaxFileBytes <= 0 {
 		o.MaxFileBytes = core.DefaultBudget().FileBytes

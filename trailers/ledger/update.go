@@ -219,7 +219,7 @@ func (l *Ledger) Update(ctx context.Context, branch string) (UpdateStats, error)
 	recs := make(chan *record, 64)
 	snaps := newSnapCache(l.opts.ParseCacheBytes)
 	rd := &reader{repo: l.repo, cache: snaps, maxBytes: l.opts.MaxFileBytes, paths: l.opts.Paths.WithDefaults()}
-	if !l.opts.GoGitBlobs {
+	if !l.opts.GoGitBlobs && len(todo) >= l.opts.catFileMinCommits {
 		// No git binary: go-git reads the blobs, as it reads everything else.
 		if cf, err := startCatFile(ctx, l.gitDir); err == nil {
 			rd.git = cf
