@@ -40,7 +40,10 @@ func startCatFile(ctx context.Context, gitDir string) (*catFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.CommandContext(ctx, bin, "--git-dir", gitDir, "cat-file", "--batch")
+	// --no-replace-objects: an object is read as its hash names it, as go-git reads it, whatever
+	// refs/replace/ in the repository says (a replacement would change a version's content
+	// without changing its hash).
+	cmd := exec.CommandContext(ctx, bin, "--git-dir", gitDir, "--no-replace-objects", "cat-file", "--batch")
 	// The repository is named on the command line: GIT_DIR, GIT_OBJECT_DIRECTORY and the like from
 	// the caller's environment must not point git at other objects than go-git reads.
 	for _, kv := range os.Environ() {

@@ -32,6 +32,8 @@ func TestCatFileReadsWhatGoGitReads(t *testing.T) {
 		r.Write(p, c)
 	}
 	tip := r.Commit("files")
+	// A replacement of one blob by another must not change what either reader reads.
+	r.Run("replace", strings.TrimSpace(r.Run("rev-parse", "HEAD:small.yaml")), strings.TrimSpace(r.Run("rev-parse", "HEAD:crlf.yaml")))
 	repo, err := git.PlainOpen(r.Dir)
 	if err != nil {
 		t.Fatal(err)
