@@ -57,16 +57,14 @@ type Options struct {
 	// signing_keys; see VerifyCommit). SSH signatures need none. A branch verified against other
 	// keys is rebuilt by its next Update.
 	OpenPGPKeys string
-	// GoGitBlobs makes Update read file contents with go-git even where a git binary is in PATH.
-	// By default an update reads them through one `git cat-file --batch` process, which costs a
-	// fraction of go-git's CPU on a long history, and falls back to go-git when git is missing or
-	// fails; both read the same bytes.
-	GoGitBlobs bool
+	// OpenBlobs, when set, opens the source an Update reads file contents from, over the git
+	// directory; nil, or a source that fails, leaves them to go-git. Both read the same bytes.
+	OpenBlobs func(ctx context.Context, gitDir string) (BlobSource, error)
 
-	// catFileMinCommits is the fewest commits an update reads through git cat-file: starting a
+	// blobSourceMinCommits is the fewest commits an update reads through OpenBlobs: starting a
 	// process costs a few milliseconds, more than go-git spends on the blobs of an incremental
 	// update of a few commits. Tests lower it.
-	catFileMinCommits int
+	blobSourceMinCommits int
 }
 
 func (o Options) withDefaults() Options {
@@ -85,8 +83,8 @@ func (o Options) withDefaults() Options {
 	if o.CheckpointInterval <= 0 {
 		o.CheckpointInterval = 10 * time.Second
 	}
-	if o.catFileMinCommits <= 0 {
-		o.catFileMinCommits = 100
+	if o.blobSourceMinCommits <= 0 {
+		o.blobSourceMinCommits = 100
 	}
 	if o.MaxFileBytes <= 0 {
 		o.MaxFileBytes = core.DefaultBudget().FileBytes

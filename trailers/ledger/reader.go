@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 
@@ -92,7 +91,7 @@ type reader struct {
 	cache    *snapCache
 	paths    core.PathFilter
 	maxBytes int64
-	git      *catFile                       // reads blobs when a git binary runs; nil: go-git does
+	blobs    BlobSource                     // reads blobs when the update has one; nil: go-git does
 	prev     map[plumbing.Hash]*object.Tree // trees decoded for the previous commit
 	cur      map[plumbing.Hash]*object.Tree // trees decoded for this commit
 }
@@ -266,20 +265,21 @@ func (r *reader) diffTrees(rc *rawCommit, prefix string, a, b plumbing.Hash) err
 	return nil
 }
 
-// blob reads blob h through git cat-file when the update started one, else (and for what git
-// does not have) through go-git.
+// blob reads blob h from the update's blob source when it has one, else (and for what the source
+// lacks) through go-git.
 func (r *reader) blob(h plumbing.Hash) ([]byte, error) {
-	if r.git != nil {
-		data, err := r.git.blob(h, r.maxBytes)
-		var tooLarge tooLargeError
+	if r.blobs != nil {
+		data, size, found, err := r.blobs.Blob(h, r.maxBytes)
 		switch {
-		case err == nil, errors.As(err, &tooLarge):
-			return data, err
-		case !errors.Is(err, errCatFileMissing):
-			// The process failed (killed, or git refused the repository): go-git reads the
-			// rest of the update.
-			r.git.close()
-			r.git = nil
+		case err != nil:
+			// The source failed (git killed, or refusing the repository): go-git reads the rest of
+			// the update.
+			_ = r.blobs.Close()
+			r.blobs = nil
+		case found && size > r.maxBytes:
+			return nil, tooLargeError{h, size, r.maxBytes}
+		case found:
+			return data, nil
 		}
 	}
 	o, err := r.repo.Storer.EncodedObject(plumbing.BlobObject, h)

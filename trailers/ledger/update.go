@@ -219,16 +219,11 @@ func (l *Ledger) Update(ctx context.Context, branch string) (UpdateStats, error)
 	recs := make(chan *record, 64)
 	snaps := newSnapCache(l.opts.ParseCacheBytes)
 	rd := &reader{repo: l.repo, cache: snaps, maxBytes: l.opts.MaxFileBytes, paths: l.opts.Paths.WithDefaults()}
-	if !l.opts.GoGitBlobs && len(todo) >= l.opts.catFileMinCommits {
-		// No git binary: go-git reads the blobs, as it reads everything else.
-		if cf, err := startCatFile(ctx, l.gitDir); err == nil {
-			rd.git = cf
-		}
-	}
-	// The reader goroutine is the process's only user; by the time this runs, g.Wait has returned.
+	rd.blobs = l.openBlobs(ctx, len(todo))
+	// The reader goroutine is the source's only user; by the time this runs, g.Wait has returned.
 	defer func() {
-		if rd.git != nil {
-			rd.git.close()
+		if rd.blobs != nil {
+			_ = rd.blobs.Close()
 		}
 	}()
 	g.Go(func() error {
