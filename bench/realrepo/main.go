@@ -4,10 +4,15 @@
 // `parley ledger --json` (index and output) against `git log --first-parent -p HEAD -- '*.yaml'
 // '*.yml' '*.tf'` in the same run, with each process's wall time and peak resident memory, at
 // several points of the history (25%, 50%, 100% of the first-parent commits by default) to show
-// how both grow with it.
+// how both grow with it. Each process's CPU time (user and system, its waited-for children
+// included, from wait4's rusage) is reported beside its wall time: on a shared machine the CPU
+// ratio is the figure that load does not move. With -runs N the sides run interleaved (git,
+// parley, git, parley, ...) and the medians are printed; -bin compares other builds of parley
+// (the code before a change) in the same interleaved runs.
 //
 //	go run ./bench/realrepo -repo /work/.mirror/argoproj+argo-cd/repo
 //	go run ./bench/realrepo -repo DIR -fractions 100 -runs 3
+//	go run ./bench/realrepo -repo DIR -fractions 100 -runs 3 -bin /tmp/parley-before,/tmp/parley-after
 //
 // The repository is cloned (bare, local, objects hard-linked) into a temporary directory, so the
 // snapshot it reads is never written to; a branch is made there at each fraction. Snapshots of
@@ -27,6 +32,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -40,7 +46,8 @@ func main() {
 	repo := flag.String("repo", "", "the repository to measure (a work tree or bare repository; required)")
 	branch := flag.String("branch", "", "the branch (default: the branch HEAD points at)")
 	fractions := flag.String("fractions", "25,50,100", "points of the first-parent history to measure, in percent")
-	runs := flag.Int("runs", 1, "measured runs at each point")
+	runs := flag.Int("runs", 1, "measured runs at each point, interleaved; medians are printed when more than one")
+	bins := flag.String("bin", "", "comma-separated parley binaries to measure (default: build ./cmd/parley)")
 	cpuprofile := flag.String("cpuprofile", "", "profile an in-process update of the whole history into this file instead")
 	memprofile := flag.String("memprofile", "", "write a heap profile after an in-process update of the whole history")
 	flag.Parse()
@@ -54,7 +61,7 @@ func main() {
 	if *cpuprofile != "" || *memprofile != "" {
 		err = profile(ctx, *repo, *branch, *cpuprofile, *memprofile)
 	} else {
-		err = run(ctx, *repo, *branch, *fractions, *runs)
+		err = run(ctx, *repo, *branch, *fractions, *runs, *bins)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench/realrepo:", err)
@@ -112,17 +119,55 @@ func measure(ctx context.Context, dir string, name string, args ...string) (meas
 	return m, nil
 }
 
-func run(ctx context.Context, repo, branch, fractions string, runs int) error {
+// median returns the median of each figure of ms, taken separately.
+func median(ms []measured) measured {
+	pick := func(f func(measured) int64) int64 {
+		v := make([]int64, len(ms))
+		for i, m := range ms {
+			v[i] = f(m)
+		}
+		slices.Sort(v)
+		if len(v)%2 == 1 {
+			return v[len(v)/2]
+		}
+		return (v[len(v)/2-1] + v[len(v)/2]) / 2
+	}
+	return measured{
+		wall:   time.Duration(pick(func(m measured) int64 { return int64(m.wall) })),
+		cpu:    time.Duration(pick(func(m measured) int64 { return int64(m.cpu) })),
+		maxRSS: pick(func(m measured) int64 { return m.maxRSS }),
+		out:    pick(func(m measured) int64 { return m.out }),
+	}
+}
+
+func ratios(p, g measured) string {
+	return fmt.Sprintf("ratio %.2fx wall, %.2fx cpu, %.2fx memory", p.wall.Seconds()/g.wall.Seconds(), p.cpu.Seconds()/g.cpu.Seconds(),
+		float64(p.maxRSS)/float64(g.maxRSS))
+}
+
+func run(ctx context.Context, repo, branch, fractions string, runs int, binList string) error {
 	tmp, err := os.MkdirTemp("", "parley-realrepo-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	bin := filepath.Join(tmp, "parley")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/parley")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		return fmt.Errorf("build parley: %w", err)
+	var bins []string
+	if binList != "" {
+		for _, b := range strings.Split(binList, ",") {
+			abs, err := filepath.Abs(b)
+			if err != nil {
+				return err
+			}
+			bins = append(bins, abs)
+		}
+	} else {
+		bin := filepath.Join(tmp, "parley")
+		build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/parley")
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			return fmt.Errorf("build parley: %w", err)
+		}
+		bins = []string{bin}
 	}
 	clone := filepath.Join(tmp, "repo.git")
 	if _, err := git(ctx, tmp, "clone", "--quiet", "--bare", "--local", repo, clone); err != nil {
@@ -151,20 +196,34 @@ func run(ctx context.Context, repo, branch, fractions string, runs int) error {
 		if _, err := git(ctx, clone, "branch", "--force", ref, commits[n-1]); err != nil {
 			return err
 		}
+		var gs []measured
+		ps := make([][]measured, len(bins))
 		for i := range runs {
 			g, err := measure(ctx, clone, "git", "log", "--first-parent", "-p", ref, "--", "*.yaml", "*.yml", "*.tf")
 			if err != nil {
 				return err
 			}
-			if err := os.RemoveAll(filepath.Join(clone, "parley")); err != nil {
-				return err
+			gs = append(gs, g)
+			fmt.Printf("%3d%% (%6d commits) run %d\n  git log -p      %s\n", pct, n, i+1, g)
+			for b, bin := range bins {
+				if err := os.RemoveAll(filepath.Join(clone, "parley")); err != nil {
+					return err
+				}
+				p, err := measure(ctx, clone, bin, "ledger", "--json", "--branch", ref)
+				if err != nil {
+					return err
+				}
+				ps[b] = append(ps[b], p)
+				fmt.Printf("  parley ledger   %s  %s\n  %s\n", p, filepath.Base(bin), ratios(p, g))
 			}
-			p, err := measure(ctx, clone, bin, "ledger", "--json", "--branch", ref)
-			if err != nil {
-				return err
+		}
+		if runs > 1 {
+			g := median(gs)
+			fmt.Printf("%3d%% (%6d commits) medians of %d interleaved runs\n  git log -p      %s\n", pct, n, runs, g)
+			for b, bin := range bins {
+				p := median(ps[b])
+				fmt.Printf("  parley ledger   %s  %s\n  %s\n", p, filepath.Base(bin), ratios(p, g))
 			}
-			fmt.Printf("%3d%% (%6d commits) run %d\n  git log -p      %s\n  parley ledger   %s\n  ratio %.2fx time, %.2fx memory\n",
-				pct, n, i+1, g, p, p.wall.Seconds()/g.wall.Seconds(), float64(p.maxRSS)/float64(g.maxRSS))
 		}
 	}
 	return nil

@@ -57,6 +57,14 @@ type Options struct {
 	// signing_keys; see VerifyCommit). SSH signatures need none. A branch verified against other
 	// keys is rebuilt by its next Update.
 	OpenPGPKeys string
+	// OpenBlobs, when set, opens the source an Update reads file contents from, over the git
+	// directory; nil, or a source that fails, leaves them to go-git. Both read the same bytes.
+	OpenBlobs func(ctx context.Context, gitDir string) (BlobSource, error)
+
+	// blobSourceMinCommits is the fewest commits an update reads through OpenBlobs: starting a
+	// process costs a few milliseconds, more than go-git spends on the blobs of an incremental
+	// update of a few commits. Tests lower it.
+	blobSourceMinCommits int
 }
 
 func (o Options) withDefaults() Options {
@@ -74,6 +82,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.CheckpointInterval <= 0 {
 		o.CheckpointInterval = 10 * time.Second
+	}
+	if o.blobSourceMinCommits <= 0 {
+		o.blobSourceMinCommits = 100
 	}
 	if o.MaxFileBytes <= 0 {
 		o.MaxFileBytes = core.DefaultBudget().FileBytes

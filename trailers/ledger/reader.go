@@ -91,6 +91,7 @@ type reader struct {
 	cache    *snapCache
 	paths    core.PathFilter
 	maxBytes int64
+	blobs    BlobSource                     // reads blobs when the update has one; nil: go-git does
 	prev     map[plumbing.Hash]*object.Tree // trees decoded for the previous commit
 	cur      map[plumbing.Hash]*object.Tree // trees decoded for this commit
 }
@@ -264,13 +265,29 @@ func (r *reader) diffTrees(rc *rawCommit, prefix string, a, b plumbing.Hash) err
 	return nil
 }
 
+// blob reads blob h from the update's blob source when it has one, else (and for what the source
+// lacks) through go-git.
 func (r *reader) blob(h plumbing.Hash) ([]byte, error) {
+	if r.blobs != nil {
+		data, size, found, err := r.blobs.Blob(h, r.maxBytes)
+		switch {
+		case err != nil:
+			// The source failed (git killed, or refusing the repository): go-git reads the rest of
+			// the update.
+			_ = r.blobs.Close()
+			r.blobs = nil
+		case found && size > r.maxBytes:
+			return nil, tooLargeError{h, size, r.maxBytes}
+		case found:
+			return data, nil
+		}
+	}
 	o, err := r.repo.Storer.EncodedObject(plumbing.BlobObject, h)
 	if err != nil {
 		return nil, fmt.Errorf("read blob %s: %w", h, err)
 	}
 	if o.Size() > r.maxBytes {
-		return nil, fmt.Errorf("blob %s is %d bytes, more than the %d the ledger parses", h, o.Size(), r.maxBytes)
+		return nil, tooLargeError{h, o.Size(), r.maxBytes}
 	}
 	rd, err := o.Reader()
 	if err != nil {

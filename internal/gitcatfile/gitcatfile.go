@@ -1,0 +1,112 @@
+// Package gitcatfile reads Git objects through one `git cat-file --batch` process. The ledger's
+// first index of a long history spends a fifth of its CPU in go-git's blob reads (most of it
+// hashing, with SHA-1 collision detection, every delta base go-git caches); git's own object reader
+// does the same work at a fraction of the cost. Only the CLI uses it (cmd/parley wires it into
+// trailers/ledger's Options.OpenBlobs): `parley serve` runs where there is no git binary, and the
+// layers below cmd run no programs (internal/layering).
+package gitcatfile
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+
+	"github.com/go-git/go-git/v5/plumbing"
+)
+
+// Reader is one `git cat-file --batch` process. It is not safe for concurrent use: its owner
+// asks for one object at a time and closes it when done.
+type Reader struct {
+	cmd *exec.Cmd
+	in  *bufio.Writer
+	out *bufio.Reader
+	win io.WriteCloser
+}
+
+// Start runs `git cat-file --batch` on gitDir. It fails when no git binary is in PATH. ctx bounds
+// the process's life (it is killed when ctx ends).
+func Start(ctx context.Context, gitDir string) (*Reader, error) {
+	bin, err := exec.LookPath("git")
+	if err != nil {
+		return nil, err
+	}
+	// --no-replace-objects: an object is read as its hash names it, as go-git reads it, whatever
+	// refs/replace/ in the repository says (a replacement would change a version's content
+	// without changing its hash).
+	cmd := exec.CommandContext(ctx, bin, "--git-dir", gitDir, "--no-replace-objects", "cat-file", "--batch")
+	// The repository is named on the command line: GIT_DIR, GIT_OBJECT_DIRECTORY and the like from
+	// the caller's environment must not point git at other objects than go-git reads.
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "GIT_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	win, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, fmt.Errorf("git cat-file: %w", err)
+	}
+	rout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, fmt.Errorf("git cat-file: %w", err)
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("git cat-file: %w", err)
+	}
+	return &Reader{cmd: cmd, in: bufio.NewWriter(win), out: bufio.NewReaderSize(rout, 64<<10), win: win}, nil
+}
+
+// Blob returns blob h's content and size. found is false when git has no such object or it is not
+// a blob. A blob larger than maxBytes is skipped: its size is returned without its content. An
+// error means the process can no longer be trusted (it died, or answered out of step).
+func (r *Reader) Blob(h plumbing.Hash, maxBytes int64) (data []byte, size int64, found bool, err error) {
+	if _, err := r.in.WriteString(h.String() + "\n"); err != nil {
+		return nil, 0, false, fmt.Errorf("git cat-file: ask for %s: %w", h, err)
+	}
+	if err := r.in.Flush(); err != nil {
+		return nil, 0, false, fmt.Errorf("git cat-file: ask for %s: %w", h, err)
+	}
+	header, err := r.out.ReadString('\n')
+	if err != nil {
+		return nil, 0, false, fmt.Errorf("git cat-file: read header of %s: %w", h, err)
+	}
+	// "<oid> <type> <size>" or "<oid> missing".
+	fields := strings.Fields(header)
+	if len(fields) == 2 && fields[0] == h.String() && fields[1] == "missing" {
+		return nil, 0, false, nil
+	}
+	if len(fields) != 3 || fields[0] != h.String() {
+		return nil, 0, false, fmt.Errorf("git cat-file: unexpected header %q for %s", strings.TrimSpace(header), h)
+	}
+	size, err = strconv.ParseInt(fields[2], 10, 64)
+	if err != nil || size < 0 {
+		return nil, 0, false, fmt.Errorf("git cat-file: unexpected header %q for %s", strings.TrimSpace(header), h)
+	}
+	if fields[1] != "blob" || size > maxBytes {
+		if _, err := r.out.Discard(int(size) + 1); err != nil {
+			return nil, 0, false, fmt.Errorf("git cat-file: read %s: %w", h, err)
+		}
+		return nil, size, fields[1] == "blob", nil
+	}
+	buf := make([]byte, size+1) // the content and git's closing newline
+	if _, err := io.ReadFull(r.out, buf); err != nil {
+		return nil, 0, false, fmt.Errorf("git cat-file: read %s: %w", h, err)
+	}
+	if buf[size] != '\n' {
+		return nil, 0, false, fmt.Errorf("git cat-file: %s does not end where its header says", h)
+	}
+	if size == 0 {
+		return nil, 0, true, nil // as go-git reads an empty blob
+	}
+	return buf[:size:size], size, true, nil
+}
+
+// Close ends the process (closing its input ends git) and waits for it.
+func (r *Reader) Close() error {
+	_ = r.win.Close()
+	return r.cmd.Wait()
+}
