@@ -64,11 +64,12 @@ func startedAs(arg0 string) (string, error) {
 // renderHelp is the paragraph of --help of every command that renders a repository's charts and
 // builds its kustomizations.
 const renderHelp = `Each chart is rendered, and each kustomization a manager applies is built, in a child process
-(this binary, re-executed) under a time budget (--render-timeout, default 30s) and a memory budget
-(--render-memory, default 512 MiB), two at a time: neither Helm's template engine nor kustomize can
-be interrupted, so a chart whose templates loop or grow, or an overlay tree that fans out, is
-stopped there and reported as not rendered (not built), with why; an overlay not built is read as
-its files are written. Ctrl-C stops the workers too. --render-in-process renders and builds in
+(this binary, re-executed, kept from one chart or build to the next) under a time budget for each
+(--render-timeout, default 30s) and a memory budget (--render-memory, default 512 MiB), two at a
+time: neither Helm's template engine nor kustomize can be interrupted, so a chart whose templates
+loop or grow, or an overlay tree that fans out, is stopped there (its worker killed, the next job
+given a fresh one) and reported as not rendered (not built), with why; an overlay not built is read
+as its files are written. Ctrl-C stops the workers too. --render-in-process renders and builds in
 this process instead, without budgets, for repositories you trust.`
 
 // renderFlags are the rendering budgets of a command that discovers a repository's managers

@@ -33,8 +33,8 @@ import (
 //     heap: after a heavy job the worker's data segment stays at that job's peak though the heap is
 //     free again. The next job reuses that space (the runtime reuses what it mapped), so it is not
 //     counted twice, but what an earlier job left behind (fragmentation, anything kept live) is
-//     memory the next job does not get. So (1) a worker whose data segment is above half the
-//     budget after a job is retired rather than kept (retireData), (2) a worker is retired after
+//     memory the next job does not get. So (1) a worker whose data segment grew by more than a
+//     quarter of the budget since its first job is retired rather than kept (retireData), (2) a worker is retired after
 //     retireJobs jobs, which bounds what a leak can take, and (3) a job whose reused worker dies
 //     (of memory above all) is done once more in a fresh worker: "it needs more than the memory
 //     Parley gives" is only ever said by a worker that did nothing else, as before, and a job is
@@ -49,9 +49,13 @@ import (
 // or kustomize (or a cache that grows with every repository) can take from later jobs.
 const retireJobs = 200
 
-// retireData reports whether a worker whose data segment is data bytes after a job is retired:
-// above half its budget, the next job would get less than half of what a fresh worker gives.
-func retireData(data, memory int64) bool { return data > memory/2 }
+// retireData reports whether a worker whose data segment is data bytes after a job, and was first
+// after its first job, is retired: grown by more than a quarter of the budget. Growth, not the
+// size: the parley binary's own data segment is about 125 MiB before it reads a job (its package
+// data and the runtime's; more under the race detector), which no share of a small budget
+// allows for. The retry in a fresh worker (run) is what keeps the budget exact; this spares most
+// jobs that would retry.
+func retireData(data, first, memory int64) bool { return data-first > memory/4 }
 
 // pool is a RenderProcess's idle workers: at most one per parallel slot, since a worker is idle
 // only after a slot's job.
@@ -82,7 +86,11 @@ func (pl *pool) take(p *RenderProcess, memory int64, fresh bool) (w *worker, reu
 // give takes back a worker whose job was answered: kept idle, or retired (retireJobs, retireData),
 // or ended if the pool was closed meanwhile.
 func (pl *pool) give(w *worker, memory int64) {
-	if data, ok := dataSegment(w.cmd.Process.Pid); w.done >= retireJobs || ok && retireData(data, memory) {
+	data, ok := dataSegment(w.cmd.Process.Pid)
+	if w.done == 1 {
+		w.firstData = data
+	}
+	if w.done >= retireJobs || ok && retireData(data, w.firstData, memory) {
 		w.end()
 		return
 	}
@@ -115,6 +123,8 @@ type worker struct {
 	answers *bufio.Reader // out, read a line at a time
 	stderr  *stderrBuffer
 	done    int // jobs answered
+
+	firstData int64 // its data segment after its first job (retireData)
 }
 
 // startWorker starts a worker of p under the memory budget. The pipes are the worker's own files

@@ -199,3 +199,33 @@ func FuzzReadAnswer(f *testing.F) {
 		}
 	})
 }
+
+// A worker whose data segment a job grew (the Go runtime keeps what it mapped) is retired after
+// that job rather than kept: the next job would have less of the memory budget than a fresh worker
+// gives it.
+func TestRenderProcessRetiresAWorkerAJobGrew(t *testing.T) {
+	if raceDetector {
+		t.Skip("under the race detector a worker cannot map a large string's shadow within its budget")
+	}
+	p := testWorker(time.Minute, 512<<20)
+	p.Parallel = 1
+	defer p.Close()
+	pids := starts(p)
+	job := func(n int) HelmJob {
+		return HelmJob{Chart: "charts/big", Release: "big", Namespace: "prod", Files: map[string][]byte{
+			"Chart.yaml":        []byte("apiVersion: v2\nname: big\nversion: 0.1.0\n"),
+			"templates/cm.yaml": []byte(fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: big\ndata:\n  x: {{ repeat %d \"x\" | quote }}\n", n)),
+		}}
+	}
+	for i, n := range []int{10, 10, 40 << 20, 10} {
+		if _, err := p.RenderHelm(context.Background(), job(n)); err != nil {
+			t.Fatalf("job %d: %v", i, err)
+		}
+		if want := 1 + i/3; len(*pids) != want {
+			t.Fatalf("after job %d (%d bytes): workers %v, want %d", i, n, *pids, want)
+		}
+	}
+	if !gone((*pids)[0]) {
+		t.Errorf("the worker the large chart grew, %d, is still there", (*pids)[0])
+	}
+}
