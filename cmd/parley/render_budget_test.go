@@ -133,6 +133,16 @@ func TestMCPRendersUnderTheRenderBudget(t *testing.T) {
 	}
 }
 
+// writeOverlay adds an ordinary overlay, k8s/web, and the Flux Kustomization that applies it to
+// the repository at dir: a build that succeeds, so its worker is kept.
+func writeOverlay(t *testing.T, dir string) {
+	t.Helper()
+	writeFile(t, filepath.Join(dir, "k8s/web/kustomization.yaml"), "namespace: prod\nresources: [cm.yaml]\n")
+	writeFile(t, filepath.Join(dir, "k8s/web/cm.yaml"), "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web-config\ndata:\n  a: b\n")
+	writeFile(t, filepath.Join(dir, "clusters/prod/web.yaml"), "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: web\n  namespace: flux-system\n"+
+		"spec:\n  interval: 10m\n  path: ./k8s/web\n  sourceRef:\n    kind: GitRepository\n    name: flux-system\n")
+}
+
 // renderWorkersLeft lists the render workers this process started that are still running.
 func renderWorkersLeft(t *testing.T) []string {
 	t.Helper()
@@ -166,10 +176,7 @@ func TestCommandsEndTheirRenderWorkers(t *testing.T) {
 		t.Skip("no /proc to list processes by")
 	}
 	dir, git := demoRepo(t)
-	writeFile(t, filepath.Join(dir, "k8s/web/kustomization.yaml"), "namespace: prod\nresources: [cm.yaml]\n")
-	writeFile(t, filepath.Join(dir, "k8s/web/cm.yaml"), "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web-config\ndata:\n  a: b\n")
-	writeFile(t, filepath.Join(dir, "clusters/prod/web.yaml"), "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: web\n  namespace: flux-system\n"+
-		"spec:\n  interval: 10m\n  path: ./k8s/web\n  sourceRef:\n    kind: GitRepository\n    name: flux-system\n")
+	writeOverlay(t, dir)
 	git.Run("add", "-A")
 	git.Run("commit", "--quiet", "-m", "An overlay")
 	for _, args := range [][]string{
