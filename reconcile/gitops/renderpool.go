@@ -43,7 +43,9 @@ import (
 //   - Output: an answer is read up to the memory budget, as before; a longer one kills the worker.
 //
 // A worker that misbehaves (an answer that is not one, an answer too long, an exit between jobs)
-// is killed and reported; nothing it writes is trusted to be well formed.
+// is killed and reported; nothing it writes is trusted to be well formed. Idle workers are ended by
+// RenderProcess.Close; should the parent die without it, a worker's input ends with the parent and
+// the worker exits on its own (ServeWorker returns at the end of its input).
 
 // retireJobs is how many jobs a worker does before it is retired, which bounds what a leak in Helm
 // or kustomize (or a cache that grows with every repository) can take from later jobs.
