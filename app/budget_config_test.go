@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,5 +77,33 @@ func TestServeGivesTheDriftLoopItsBudgets(t *testing.T) {
 	}
 	if p, ok := srv.drift.Helm.(*gitops.RenderProcess); !ok || p.Timeout != 3*time.Second {
 		t.Errorf("the drift loop's Helm renderer: %#v", srv.drift.Helm)
+	}
+}
+
+// When parley serve stops (closeStores, at the end of Run or when NewServer fails), the drift
+// loop's render workers, kept between charts, are ended: a job after it is refused, not given to a
+// worker.
+func TestServeClosesItsRenderWorkers(t *testing.T) {
+	_, _, pemKey := fakeApp(t)
+	env := map[string]string{"PARLEY_APP_ID": "99", "PARLEY_PRIVATE_KEY": string(pemKey), "PARLEY_WEBHOOK_SECRETS": "hook",
+		"PARLEY_STORE": filepath.Join(t.TempDir(), "parley.db"), "PARLEY_LISTEN": "127.0.0.1:0", "PARLEY_GITOPS_REPOSITORY": "acme/infra"}
+	cfg, err := config.Load("", func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.RenderWorker = []string{filepath.Join(t.TempDir(), "no-such-parley"), "render-worker"}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	srv, err := NewServer(ctx, cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := srv.drift.Helm.(*gitops.RenderProcess)
+	if err := srv.closeStores(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = p.BuildKustomization(ctx, gitops.KustomizeJob{Dir: "k8s/prod"})
+	if err == nil || !strings.Contains(err.Error(), "k8s/prod: not built: the render process is closed") {
+		t.Errorf("a build after the server closed: %v", err)
 	}
 }

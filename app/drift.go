@@ -48,7 +48,8 @@ type Drift struct {
 	Repos  *repocache.Cache
 	// Helm renders the charts of the repositories' GitOps sources for discovery; nil renders them
 	// in this process, which nothing stops (parley serve gives a gitops.RenderProcess, which also
-	// builds their kustomizations under the same budgets).
+	// builds their kustomizations under the same budgets). Close closes it when it is an
+	// io.Closer: a RenderProcess ends the workers it keeps between charts.
 	Helm gitops.HelmRenderer
 	// FileBudget is the largest file read from a repository's branch (core.Budget.FileBytes);
 	// zero: the default, 8 MiB.
@@ -284,6 +285,9 @@ func (d *Drift) Close() error {
 	}
 	if d.State != nil && !closedDefault {
 		errs = append(errs, d.State.Close())
+	}
+	if c, ok := d.Helm.(io.Closer); ok {
+		errs = append(errs, c.Close())
 	}
 	return errors.Join(errs...)
 }

@@ -98,9 +98,11 @@ read.`,
 			}
 			origin := originURL(dir)
 			opts := gitops.Options{Origin: origin}
-			if opts.Helm, err = render.renderer(); err != nil {
+			var closeWorkers func()
+			if opts.Helm, closeWorkers, err = render.renderer(); err != nil {
 				return err
 			}
+			defer closeWorkers()
 			inv, problems := gitops.DiscoverWith(cmd.Context(), files, opts)
 
 			rep := discoverReport{Managers: discoverManagers(inv.Managers()), Problems: []string{}}

@@ -134,10 +134,11 @@ A chart not rendered is left out of discovery: its objects are not gated or adop
 			var now time.Time
 			rec := &reconcile.Reconciler{State: st, Now: func() time.Time { return now },
 				Writer: &reconcile.LocalWriter{Dir: dir, Author: sig, Now: func() time.Time { return now }}}
-			helm, err := render.renderer()
+			helm, closeWorkers, err := render.renderer()
 			if err != nil {
 				return err
 			}
+			defer closeWorkers()
 			load := func() (reconcile.Snapshot, error) {
 				snap, err := reconcile.LoadSnapshot(ctx, dir, branch, ".parley/policy.hcl", led, pol)
 				snap.Helm = helm // before its managers are discovered, which is when charts render

@@ -96,10 +96,11 @@ object of Claude Desktop's, Cursor's or VS Code's MCP settings; paths absolute):
 					return findingsErr(err)
 				}
 			}
-			helm, err := render.renderer()
+			helm, closeWorkers, err := render.renderer()
 			if err != nil {
 				return err
 			}
+			defer closeWorkers()
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 			b, err := openLocalBackend(cmd, dir, statePath, id, pol, fixed, log, helm)
 			if err != nil {

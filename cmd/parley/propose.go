@@ -128,10 +128,11 @@ reached.`,
 			if err != nil {
 				return usageErr(fmt.Errorf("--as: %w", err))
 			}
-			helm, err := render.renderer()
+			helm, closeWorkers, err := render.renderer()
 			if err != nil {
 				return err
 			}
+			defer closeWorkers()
 			resp, err := proposeOffline(cmd, dir, statePath, repository, idemKey, id, reqClaims, now, helm)
 			if err != nil {
 				return err

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -128,5 +130,70 @@ func TestMCPRendersUnderTheRenderBudget(t *testing.T) {
 	cs.Close()
 	if code := <-done; code != 0 {
 		t.Errorf("parley mcp: exit %d\n%s", code, stderr.String())
+	}
+}
+
+// writeOverlay adds an ordinary overlay, k8s/web, and the Flux Kustomization that applies it to
+// the repository at dir: a build that succeeds, so its worker is kept.
+func writeOverlay(t *testing.T, dir string) {
+	t.Helper()
+	writeFile(t, filepath.Join(dir, "k8s/web/kustomization.yaml"), "namespace: prod\nresources: [cm.yaml]\n")
+	writeFile(t, filepath.Join(dir, "k8s/web/cm.yaml"), "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web-config\ndata:\n  a: b\n")
+	writeFile(t, filepath.Join(dir, "clusters/prod/web.yaml"), "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: web\n  namespace: flux-system\n"+
+		"spec:\n  interval: 10m\n  path: ./k8s/web\n  sourceRef:\n    kind: GitRepository\n    name: flux-system\n")
+}
+
+// renderWorkersLeft lists the render workers this process started that are still running.
+func renderWorkersLeft(t *testing.T) []string {
+	t.Helper()
+	procs, err := filepath.Glob("/proc/[0-9]*/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	for _, stat := range procs {
+		b, err := os.ReadFile(stat)
+		if err != nil {
+			continue // it ended meanwhile
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so the fields are after its ')'.
+		_, rest, _ := strings.Cut(string(b), ") ")
+		if f := strings.Fields(rest); len(f) < 2 || f[1] != strconv.Itoa(os.Getpid()) {
+			continue
+		}
+		cmdline, _ := os.ReadFile(filepath.Join(filepath.Dir(stat), "cmdline"))
+		if strings.Contains(string(cmdline), "render-worker") {
+			left = append(left, filepath.Base(filepath.Dir(stat)))
+		}
+	}
+	return left
+}
+
+// The commands that discover a repository keep their render workers between overlays, and end
+// them when they are done: no worker is left once the command returns.
+func TestCommandsEndTheirRenderWorkers(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("no /proc to list processes by")
+	}
+	dir, git := demoRepo(t)
+	writeOverlay(t, dir)
+	git.Run("add", "-A")
+	git.Run("commit", "--quiet", "-m", "An overlay")
+	for _, args := range [][]string{
+		{"discover", "--repo", dir, "--object", "k8s:core/ConfigMap/prod/web-config"},
+		append([]string{"ingest", "--repo", dir}, driftExamples...),
+		{"propose", "--repo", dir, "--as", "k8s-user:system:serviceaccount:kube-system:horizontal-pod-autoscaler",
+			"--field", "k8s:apps/Deployment/prod/web#/spec/replicas", "--value", "9", "--at", "2026-11-20T10:00:00Z"},
+	} {
+		code, out, errOut := runCLI(t, args...)
+		if code != 0 && code != 1 {
+			t.Fatalf("%s: exit %d: %s\n%s", args[0], code, errOut, out)
+		}
+		if args[0] == "discover" && !strings.Contains(out, "k8s/web") {
+			t.Fatalf("discover did not build the overlay:\n%s", out)
+		}
+		if left := renderWorkersLeft(t); len(left) != 0 {
+			t.Errorf("parley %s left render workers %v running", args[0], left)
+		}
 	}
 }

@@ -11,20 +11,21 @@ import (
 	"github.com/parleyhq/parley/reconcile/gitops"
 )
 
-// newRenderWorkerCmd is the hidden child process that renders one Helm chart or builds one
-// kustomization for a gitops.RenderProcess (parley serve, discover, ingest, propose): it reads the
-// job on standard input and writes the result on standard output, under the memory budget its
-// parent gives it; its parent kills it when the time budget is spent or the work is cancelled.
+// newRenderWorkerCmd is the hidden child process that renders Helm charts and builds
+// kustomizations for a gitops.RenderProcess (parley serve, discover, ingest, propose, mcp): it reads
+// jobs on standard input, one at a time, and writes each result on standard output, under the
+// memory budget its parent gives it; its parent kills it when a job's time budget is spent or the
+// work is cancelled, and ends it by closing its input.
 func newRenderWorkerCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:       "render-worker helm|kustomize",
-		Short:     "Render one Helm chart or build one kustomization for a parent parley process (internal)",
+		Use:       "render-worker serve",
+		Short:     "Render Helm charts and build kustomizations for a parent parley process (internal)",
 		Hidden:    true,
 		Args:      cobra.ExactArgs(1),
-		ValidArgs: []string{gitops.WorkerHelm, gitops.WorkerKustomize},
+		ValidArgs: []string{gitops.WorkerServe},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if args[0] != gitops.WorkerHelm && args[0] != gitops.WorkerKustomize {
-				return usageErr(fmt.Errorf("render-worker %q: the workers are %s and %s", args[0], gitops.WorkerHelm, gitops.WorkerKustomize))
+			if args[0] != gitops.WorkerServe {
+				return usageErr(fmt.Errorf("render-worker %q: the one mode is %s", args[0], gitops.WorkerServe))
 			}
 			return gitops.ServeWorker(args[0], cmd.InOrStdin(), cmd.OutOrStdout())
 		},
@@ -32,7 +33,7 @@ func newRenderWorkerCmd() *cobra.Command {
 }
 
 // renderWorker is the command that re-executes this binary as a render worker; the
-// gitops.RenderProcess appends the worker's kind (helm, kustomize). os.Executable reads
+// gitops.RenderProcess appends the worker's mode (serve). os.Executable reads
 // /proc/self/exe on Linux; where /proc is not mounted (a chroot, a minimal sandbox) the path the
 // binary was started by serves when it is absolute and names this very file.
 func renderWorker() ([]string, error) {
@@ -63,11 +64,12 @@ func startedAs(arg0 string) (string, error) {
 // renderHelp is the paragraph of --help of every command that renders a repository's charts and
 // builds its kustomizations.
 const renderHelp = `Each chart is rendered, and each kustomization a manager applies is built, in a child process
-(this binary, re-executed) under a time budget (--render-timeout, default 30s) and a memory budget
-(--render-memory, default 512 MiB), two at a time: neither Helm's template engine nor kustomize can
-be interrupted, so a chart whose templates loop or grow, or an overlay tree that fans out, is
-stopped there and reported as not rendered (not built), with why; an overlay not built is read as
-its files are written. Ctrl-C stops the workers too. --render-in-process renders and builds in
+(this binary, re-executed, kept from one chart or build to the next) under a time budget for each
+(--render-timeout, default 30s) and a memory budget (--render-memory, default 512 MiB), two at a
+time: neither Helm's template engine nor kustomize can be interrupted, so a chart whose templates
+loop or grow, or an overlay tree that fans out, is stopped there (its worker killed, the next job
+given a fresh one) and reported as not rendered (not built), with why; an overlay not built is read
+as its files are written. Ctrl-C stops the workers too. --render-in-process renders and builds in
 this process instead, without budgets, for repositories you trust.`
 
 // renderFlags are the rendering budgets of a command that discovers a repository's managers
@@ -93,19 +95,21 @@ func addRenderFlags(cmd *cobra.Command) *renderFlags {
 	return r
 }
 
-// renderer is the renderer the flags ask for: a worker per chart and per kustomize build under the
-// budgets, or nil (render and build in this process) with --render-in-process.
-func (r *renderFlags) renderer() (gitops.HelmRenderer, error) {
+// renderer is the renderer the flags ask for: workers that take chart after chart and build after
+// build under the budgets, or nil (render and build in this process) with --render-in-process.
+// The caller defers closeWorkers, which ends the workers kept between jobs.
+func (r *renderFlags) renderer() (helm gitops.HelmRenderer, closeWorkers func(), err error) {
 	if r.inProcess {
-		return nil, nil
+		return nil, func() {}, nil
 	}
 	if r.timeout <= 0 || r.memoryMiB <= 0 || r.parallel <= 0 {
-		return nil, usageErr(fmt.Errorf("--render-timeout %s, --render-memory %d, --render-parallel %d: each must be above 0 (--render-in-process renders without budgets)",
+		return nil, nil, usageErr(fmt.Errorf("--render-timeout %s, --render-memory %d, --render-parallel %d: each must be above 0 (--render-in-process renders without budgets)",
 			r.timeout, r.memoryMiB, r.parallel))
 	}
 	worker, err := renderWorker()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return &gitops.RenderProcess{Command: worker, Timeout: r.timeout, Memory: r.memoryMiB << 20, Parallel: r.parallel}, nil
+	p := &gitops.RenderProcess{Command: worker, Timeout: r.timeout, Memory: r.memoryMiB << 20, Parallel: r.parallel}
+	return p, func() { p.Close() }, nil
 }

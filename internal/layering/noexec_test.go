@@ -13,7 +13,7 @@ import (
 // One exception, named here so that no other slips in: reconcile/gitops renders Helm charts and
 // builds kustomizations in a child process (RenderProcess) because neither Helm's engine nor
 // kustomize can be stopped in-process; the command it runs is the parley binary itself
-// (`parley render-worker helm|kustomize`, from os.Executable), which the image holds.
+// (`parley render-worker serve`, from os.Executable), which the image holds.
 func TestServeRunsNoProgram(t *testing.T) {
 	reexecsItself := map[string]bool{"reconcile/gitops": true}
 	checked := 0

@@ -1,7 +1,6 @@
 package gitops
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,7 +8,6 @@ import (
 	"io"
 	"maps"
 	"os"
-	"os/exec"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -88,21 +86,31 @@ func renderJob(job HelmJob) (map[string]string, error) {
 // RenderMemoryEnv is the environment variable that carries a worker's memory budget in bytes.
 const RenderMemoryEnv = "PARLEY_RENDER_WORKER_MEMORY"
 
-// The kinds of work a render worker does: the argument a RenderProcess appends to its Command.
+// WorkerServe is the argument a RenderProcess appends to its Command: the worker takes jobs in
+// turn on its standard input.
+const WorkerServe = "serve"
+
+// The kinds of job a render worker does.
 const (
 	WorkerHelm      = "helm"      // render one chart release: a HelmJob
 	WorkerKustomize = "kustomize" // build one kustomization: a KustomizeJob
 )
 
+// workerJob is one request to a worker: one JSON line on its standard input, exactly one field set.
+type workerJob struct {
+	Helm      *HelmJob      `json:"helm,omitempty"`
+	Kustomize *KustomizeJob `json:"kustomize,omitempty"`
+}
+
 // ServeWorker is the child's side of a RenderProcess: it caps its own memory at the budget in
-// RenderMemoryEnv (before it reads the job, so the job's size counts too), reads one job of kind
-// (a HelmJob or a KustomizeJob) from in, does it and writes the result as JSON to out. An error of
-// the work itself (a template that fails, a kustomization kustomize refuses) is written to out as
-// {"error": ...} and ServeWorker returns nil: the parent tells work that fails from a worker that
-// died. `parley render-worker helm|kustomize` runs it.
-func ServeWorker(kind string, in io.Reader, out io.Writer) error {
-	if kind != WorkerHelm && kind != WorkerKustomize {
-		return fmt.Errorf("render worker %q: want %s or %s", kind, WorkerHelm, WorkerKustomize)
+// RenderMemoryEnv (before it reads any job, so a job's size counts too), then reads jobs from in,
+// one JSON line each (a HelmJob or a KustomizeJob), does each and writes its answer to out as one
+// JSON line, until in ends. An error of the work itself (a template that fails, a kustomization
+// kustomize refuses) is written to out as {"error": ...} and the worker takes the next job: the
+// parent tells work that fails from a worker that died. `parley render-worker serve` runs it.
+func ServeWorker(mode string, in io.Reader, out io.Writer) error {
+	if mode != WorkerServe {
+		return fmt.Errorf("render worker %q: want %s", mode, WorkerServe)
 	}
 	if s := os.Getenv(RenderMemoryEnv); s != "" {
 		n, err := strconv.ParseInt(s, 10, 64)
@@ -113,26 +121,31 @@ func ServeWorker(kind string, in io.Reader, out io.Writer) error {
 			return fmt.Errorf("limit memory to %d bytes: %w", n, err)
 		}
 	}
-	var answer workerAnswer
-	var err error
-	switch kind {
-	case WorkerHelm:
-		var job HelmJob
-		if err := json.NewDecoder(in).Decode(&job); err != nil {
-			return fmt.Errorf("read the render job: %w", err)
+	jobs, answers := json.NewDecoder(in), json.NewEncoder(out)
+	for n := 1; ; n++ {
+		var job workerJob
+		if err := jobs.Decode(&job); errors.Is(err, io.EOF) {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("read job %d: %w", n, err)
 		}
-		answer.Rendered, err = renderJob(job)
-	case WorkerKustomize:
-		var job KustomizeJob
-		if err := json.NewDecoder(in).Decode(&job); err != nil {
-			return fmt.Errorf("read the build job: %w", err)
+		var answer workerAnswer
+		var err error
+		switch {
+		case job.Helm != nil && job.Kustomize == nil:
+			answer.Rendered, err = renderJob(*job.Helm)
+		case job.Kustomize != nil && job.Helm == nil:
+			answer.Built, err = buildJob(*job.Kustomize)
+		default:
+			return fmt.Errorf("job %d: want exactly one of %s and %s", n, WorkerHelm, WorkerKustomize)
 		}
-		answer.Built, err = buildJob(job)
+		if err != nil {
+			answer = workerAnswer{Error: err.Error()}
+		}
+		if err := answers.Encode(answer); err != nil { // one Write: the line and its newline
+			return fmt.Errorf("answer job %d: %w", n, err)
+		}
 	}
-	if err != nil {
-		answer = workerAnswer{Error: err.Error()}
-	}
-	return json.NewEncoder(out).Encode(answer)
 }
 
 // workerAnswer is what a worker writes back.
@@ -148,26 +161,32 @@ type workerAnswer struct {
 func setGoMemoryLimit(n int64) { debug.SetMemoryLimit(n * 3 / 4) }
 
 // RenderProcess renders each chart and builds each kustomization in a child process under a time
-// and a memory budget, a few at a time. The child is killed when Timeout passes or the caller's
-// context ends; one that exceeds Memory dies of it. Either way the chart or the overlay is reported
-// as not rendered (not built), with why. It is a HelmRenderer and a KustomizeBuilder; charts and
-// builds share its budgets and its Parallel slots.
+// and a memory budget, a few at a time. The child is killed when a job's Timeout passes or the
+// caller's context ends; one that exceeds Memory dies of it. Either way the chart or the overlay is
+// reported as not rendered (not built), with why. It is a HelmRenderer and a KustomizeBuilder;
+// charts and builds share its budgets and its Parallel slots.
+//
+// A worker takes jobs in turn and is kept between them (see renderpool.go): starting the parley
+// binary costs far more than a small overlay's build. Whoever makes a RenderProcess closes it
+// (Close) when its work is done, which ends the workers kept idle.
 type RenderProcess struct {
-	// Command is the worker's argv without its kind, which is appended ("helm", "kustomize"): a
-	// program that runs ServeWorker with that kind, such as []string{os.Executable(), "render-worker"}.
+	// Command is the worker's argv without its mode, which is appended ("serve"): a program that
+	// runs ServeWorker, such as []string{os.Executable(), "render-worker"}.
 	Command []string
 	// Env is added to the worker's environment (which is otherwise this process's).
 	Env []string
-	// Timeout is how long one chart or build may take. Default 30s.
+	// Timeout is how long one chart or build may take, from when it is handed to a worker.
+	// Default 30s.
 	Timeout time.Duration
 	// Memory is the most memory (data segment: heap and private mappings) a worker may use, in
 	// bytes. Default 512 MiB.
 	Memory int64
-	// Parallel is how many workers run at once. Default 2.
+	// Parallel is how many workers run at once, and so the most kept idle. Default 2.
 	Parallel int
 
 	once    sync.Once
 	slots   chan struct{}
+	pool    pool
 	started func(pid int) // tests: called once a worker runs
 }
 
@@ -187,7 +206,6 @@ var (
 
 // work names one job of a RenderProcess in what it reports.
 type work struct {
-	kind    string
 	name    string // "chart charts/web", "k8s/overlays/prod"
 	stopped error  // ErrChartNotRendered or ErrNotBuilt
 	given   string // what the budgets are given to: "a chart to render"
@@ -195,7 +213,7 @@ type work struct {
 
 // RenderHelm implements HelmRenderer.
 func (p *RenderProcess) RenderHelm(ctx context.Context, job HelmJob) (map[string]string, error) {
-	answer, err := p.run(ctx, work{WorkerHelm, "chart " + job.Chart, ErrChartNotRendered, "a chart to render"}, job)
+	answer, err := p.run(ctx, work{"chart " + job.Chart, ErrChartNotRendered, "a chart to render"}, workerJob{Helm: &job})
 	if err != nil {
 		return nil, err
 	}
@@ -204,16 +222,23 @@ func (p *RenderProcess) RenderHelm(ctx context.Context, job HelmJob) (map[string
 
 // BuildKustomization implements KustomizeBuilder.
 func (p *RenderProcess) BuildKustomization(ctx context.Context, job KustomizeJob) ([]byte, error) {
-	answer, err := p.run(ctx, work{WorkerKustomize, job.Dir, ErrNotBuilt, "a kustomize build"}, job)
+	answer, err := p.run(ctx, work{job.Dir, ErrNotBuilt, "a kustomize build"}, workerJob{Kustomize: &job})
 	if err != nil {
 		return nil, err
 	}
 	return answer.Built, nil
 }
 
-// run does one job in a worker of w.kind and returns its answer: the error of the work itself
-// (answer.Error) as it is, every failure of the worker wrapped in w.stopped with w.name and why.
-func (p *RenderProcess) run(ctx context.Context, w work, job any) (workerAnswer, error) {
+// Close ends the workers kept idle; a worker busy with a job ends when its job does. Jobs given
+// after Close are refused. It is safe to call more than once.
+func (p *RenderProcess) Close() error {
+	p.pool.close()
+	return nil
+}
+
+// run does one job in a worker and returns its answer: the error of the work itself (answer.Error)
+// as it is, every failure of the worker wrapped in w.stopped with w.name and why.
+func (p *RenderProcess) run(ctx context.Context, w work, job workerJob) (workerAnswer, error) {
 	timeout, memory := p.Timeout, p.Memory
 	if timeout <= 0 {
 		timeout = DefaultRenderTimeout
@@ -231,48 +256,44 @@ func (p *RenderProcess) run(ctx context.Context, w work, job any) (workerAnswer,
 	case <-ctx.Done():
 		return workerAnswer{}, fmt.Errorf("%s: %w: cancelled (%v)", w.name, w.stopped, context.Cause(ctx))
 	}
-	input, err := json.Marshal(job)
+	frame, err := json.Marshal(job)
 	if err != nil {
 		return workerAnswer{}, fmt.Errorf("%s: encode the job: %w", w.name, err)
 	}
-	rctx, cancel := context.WithTimeoutCause(ctx, timeout, errTimeBudget)
-	defer cancel()
-	argv := append(slices.Clone(p.Command[1:]), w.kind)
-	cmd := exec.CommandContext(rctx, p.Command[0], argv...)
-	cmd.Env = append(append(os.Environ(), p.Env...), RenderMemoryEnv+"="+strconv.FormatInt(memory, 10))
-	cmd.Stdin = bytes.NewReader(input)
-	// Output is bounded like the worker's memory: a worker cannot make its parent hold more.
-	var stdout, stderr limitedBuffer
-	stdout.max, stderr.max = memory, 64<<10
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cmd.WaitDelay = time.Second // a killed worker's pipes are closed, not waited on
-	if err := cmd.Start(); err != nil {
-		return workerAnswer{}, fmt.Errorf("%s: %w: start the render worker: %v", w.name, w.stopped, err)
+	frame = append(frame, '\n')
+	// A job whose worker dies having done other jobs before is done once more in a fresh worker,
+	// so that a job is reported as failed (out of memory above all) only by a worker that did
+	// nothing else: as strict as a worker per job, and never stricter (see pool).
+	for fresh := false; ; fresh = true {
+		wk, reused, err := p.pool.take(p, memory, fresh)
+		if err != nil {
+			return workerAnswer{}, fmt.Errorf("%s: %w: %v", w.name, w.stopped, err)
+		}
+		answer, f := wk.do(ctx, frame, timeout, memory)
+		if f == nil {
+			p.pool.give(wk, memory)
+			if answer.Error != "" {
+				return workerAnswer{}, errors.New(answer.Error)
+			}
+			return answer, nil
+		}
+		switch {
+		case f.kind == failTime:
+			return workerAnswer{}, fmt.Errorf("%s: %w: stopped after %s, the time Parley gives %s", w.name, w.stopped, timeout, w.given)
+		case f.kind == failCancelled || ctx.Err() != nil:
+			return workerAnswer{}, fmt.Errorf("%s: %w: cancelled (%v)", w.name, w.stopped, context.Cause(ctx))
+		case f.kind == failOutput:
+			return workerAnswer{}, fmt.Errorf("%s: %w: its output is above %s", w.name, w.stopped, core.Size(memory))
+		case f.kind == failDied && reused:
+			continue
+		case f.kind == failDied && outOfMemory(f.stderr):
+			return workerAnswer{}, fmt.Errorf("%s: %w: it needs more than the %s of memory Parley gives %s", w.name, w.stopped, core.Size(memory), w.given)
+		case f.kind == failDied:
+			return workerAnswer{}, fmt.Errorf("%s: %w: the render worker failed (%v): %s", w.name, w.stopped, f.err, lastLine(f.stderr))
+		default: // failFrame
+			return workerAnswer{}, fmt.Errorf("%s: %w: the render worker's answer: %v", w.name, w.stopped, f.err)
+		}
 	}
-	if p.started != nil {
-		p.started(cmd.Process.Pid)
-	}
-	err = cmd.Wait()
-	switch {
-	case errors.Is(context.Cause(rctx), errTimeBudget):
-		return workerAnswer{}, fmt.Errorf("%s: %w: stopped after %s, the time Parley gives %s", w.name, w.stopped, timeout, w.given)
-	case ctx.Err() != nil:
-		return workerAnswer{}, fmt.Errorf("%s: %w: cancelled (%v)", w.name, w.stopped, context.Cause(ctx))
-	case stdout.over:
-		return workerAnswer{}, fmt.Errorf("%s: %w: its output is above %s", w.name, w.stopped, core.Size(memory))
-	case err != nil && outOfMemory(stderr.String()):
-		return workerAnswer{}, fmt.Errorf("%s: %w: it needs more than the %s of memory Parley gives %s", w.name, w.stopped, core.Size(memory), w.given)
-	case err != nil:
-		return workerAnswer{}, fmt.Errorf("%s: %w: the render worker failed (%v): %s", w.name, w.stopped, err, lastLine(stderr.String()))
-	}
-	var answer workerAnswer
-	if err := json.Unmarshal(stdout.Bytes(), &answer); err != nil {
-		return workerAnswer{}, fmt.Errorf("%s: %w: the render worker's answer: %v", w.name, w.stopped, err)
-	}
-	if answer.Error != "" {
-		return workerAnswer{}, errors.New(answer.Error)
-	}
-	return answer, nil
 }
 
 var errTimeBudget = errors.New("the render budget's time is spent")
@@ -315,22 +336,4 @@ func lastLine(s string) string {
 		s = s[i+1:]
 	}
 	return s
-}
-
-// limitedBuffer keeps at most max bytes and notes whether more came.
-type limitedBuffer struct {
-	bytes.Buffer
-	max  int64
-	over bool
-}
-
-func (b *limitedBuffer) Write(p []byte) (int, error) {
-	if room := b.max - int64(b.Len()); int64(len(p)) > room {
-		b.over = true
-		if room > 0 {
-			b.Buffer.Write(p[:room])
-		}
-		return len(p), nil // keep draining, so the worker is not blocked on a full pipe
-	}
-	return b.Buffer.Write(p)
 }

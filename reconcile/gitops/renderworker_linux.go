@@ -1,6 +1,11 @@
 package gitops
 
-import "syscall"
+import (
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+)
 
 // limitMemory caps this process's data (RLIMIT_DATA: its heap and every private writable
 // mapping) at n bytes: a heap arena past it cannot be mapped, and the Go runtime exits with "out
@@ -12,4 +17,20 @@ import "syscall"
 func limitMemory(n int64) error {
 	setGoMemoryLimit(n)
 	return syscall.Setrlimit(syscall.RLIMIT_DATA, &syscall.Rlimit{Cur: uint64(n), Max: uint64(n)})
+}
+
+// dataSegment is a process's data segment in bytes (VmData in /proc/PID/status: what RLIMIT_DATA
+// counts), false when it cannot be read.
+func dataSegment(pid int) (int64, bool) {
+	status, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, false
+	}
+	for line := range strings.Lines(string(status)) {
+		if v, ok := strings.CutPrefix(line, "VmData:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb << 10, err == nil
+		}
+	}
+	return 0, false
 }

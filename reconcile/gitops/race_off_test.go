@@ -1,0 +1,5 @@
+//go:build !race
+
+package gitops
+
+const raceDetector = false
