@@ -42,6 +42,8 @@ type GitSource struct {
 	// commitsRead counts the commit objects the merge base and the commit list read: the history
 	// above the merge base, not the repository's (TestReviewReadsOnlyAboveTheMergeBase).
 	commitsRead int
+	// treeReads counts the reads of the head's whole tree for the dependency graph.
+	treeReads int
 }
 
 // ErrNoMergeBase is returned by OpenGitSource when base and head share no commit in the
@@ -239,7 +241,13 @@ func (s *GitSource) Content(ctx context.Context, sha, path string) ([]byte, bool
 // dependencies it would merge (a Deployment it adds that reads the changed value counts). The
 // graph is built once per source (reconcile/depgraph); files it cannot read have no dependents.
 func (s *GitSource) Dependents(f core.Field) ([]core.Dependent, error) {
+	if !depgraph.MayHaveDependents(f) {
+		// Nothing reads such a field (an image tag, a chart version): no need to read and parse
+		// every manifest of the head, most of a review of a large repository's bump.
+		return nil, nil
+	}
 	s.graphOnce.Do(func() {
+		s.treeReads++
 		files, err := reconcile.ReadTree(s.repo, s.head.Hash)
 		if err != nil {
 			s.graphErr = fmt.Errorf("read the tree of %s: %w", s.head.Hash, err)

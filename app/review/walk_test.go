@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -55,7 +56,7 @@ func TestReviewReadsOnlyAboveTheMergeBase(t *testing.T) {
 		r.Commit(fmt.Sprintf("Note %d", i))
 	}
 	r.Run("checkout", "-q", "-b", "bump")
-	r.Write("k8s/prod/web.yaml", web+"\n# bumped\n")
+	r.Write("k8s/prod/web.yaml", strings.Replace(web, "ghcr.io/acme/web:1.4.2", "ghcr.io/acme/web:1.4.4", 1))
 	r.Commit("fix(container): update image web\n\nIntent: security\n")
 	r.Run("checkout", "-q", "main")
 	r.Commit("Another note")
@@ -77,8 +78,12 @@ func TestReviewReadsOnlyAboveTheMergeBase(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(commits) != 1 || len(res.Declaration.Intent) == 0 {
-		t.Fatalf("commits %v, declaration %+v: want the one bump commit, intent security", commits, res.Declaration)
+	// An image bump has no dependents: the head's other manifests are neither read nor parsed.
+	if src.treeReads != 0 {
+		t.Errorf("the review read the head's whole tree %d times for the dependents of %s; nothing reads an image", src.treeReads, imageField)
+	}
+	if len(commits) != 1 || res.Declaration.Intent != "security" || len(res.Verdicts) != 1 || res.Verdicts[0].Field.String() != imageField {
+		t.Fatalf("commits %v, declaration %+v, verdicts %v: want the one bump commit, intent security, a verdict on the image", commits, res.Declaration, res.Verdicts)
 	}
 	// The base tip, the branch's commit, the merge base and their parents, and each commit again
 	// for every file read at it: a few dozen at most, not the 150 below the merge base.
