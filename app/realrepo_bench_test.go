@@ -46,6 +46,14 @@ func BenchmarkPullRequestOnRealRepository(b *testing.B) {
 	if out, err := exec.Command("git", "clone", "--quiet", "--bare", "--local", src, clone).CombinedOutput(); err != nil {
 		b.Fatalf("clone: %v: %s", err, out)
 	}
+	// The App fetches branches and the pull request's head, never tags: its cache holds none.
+	tags := exec.Command("git", "-C", clone, "for-each-ref", "--format=delete %(refname)", "refs/tags")
+	del := exec.Command("git", "-C", clone, "update-ref", "--stdin")
+	if list, err := tags.Output(); err != nil {
+		b.Fatal(err)
+	} else if del.Stdin = strings.NewReader(string(list)); del.Run() != nil {
+		b.Fatal("delete the clone's tags")
+	}
 	index := filepath.Join(run(src, "rev-parse", "--absolute-git-dir"), "parley", "ledger.db")
 	if err := os.MkdirAll(filepath.Join(clone, "parley"), 0o755); err != nil {
 		b.Fatal(err)
@@ -53,8 +61,23 @@ func BenchmarkPullRequestOnRealRepository(b *testing.B) {
 	if err := copyFile(index, filepath.Join(clone, "parley", "ledger.db")); err != nil {
 		b.Fatalf("copy the ledger index (run parley ledger in %s first): %v", src, err)
 	}
+	// SQLite's write-ahead log holds the last transactions until a checkpoint: without it the
+	// index would be behind, and the first judgement would index the history again.
+	if err := copyFile(index+"-wal", filepath.Join(clone, "parley", "ledger.db-wal")); err != nil && !os.IsNotExist(err) {
+		b.Fatal(err)
+	}
 	repos := &repocache.Cache{Dir: cache}
-	body := prEvent(b, src, base, head, "opened")
+	// Based on main by name too: the example payload's base ref would otherwise name a branch the
+	// repository may also have (argo-cd's master, without the policy commit).
+	body := example(b, "pull_request", "opened", func(ev map[string]any) {
+		pointAt(ev, src)
+		ev["number"] = 7
+		pr := ev["pull_request"].(map[string]any)
+		pr["number"], pr["title"], pr["body"] = 7, "fix(container): update image", ""
+		pr["head"].(map[string]any)["sha"] = head
+		pr["base"].(map[string]any)["sha"], pr["base"].(map[string]any)["ref"] = base, "main"
+		pr["user"].(map[string]any)["login"] = "renovate[bot]"
+	})
 	judge := func(i int) {
 		b.Helper()
 		b.StopTimer()
