@@ -15,6 +15,7 @@ import (
 
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
+	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 )
@@ -75,8 +76,10 @@ func (c *Cache) SyncBranches(ctx context.Context, fullName, url, token string, b
 	if len(branches) > 0 {
 		specs = specs[:0]
 		for _, b := range branches {
-			if b == "" || strings.ContainsAny(b, "*:") {
-				return "", nil, fmt.Errorf("branch name %q: want a branch's name, without * or :", b)
+			// The names come from webhook payloads and become files of the clone: git's own rules
+			// for reference names (no "..", no leading "/", no "*" or ":") keep them inside refs/heads.
+			if err := plumbing.NewBranchReferenceName(b).Validate(); err != nil {
+				return "", nil, fmt.Errorf("branch name %q: %w", b, err)
 			}
 			specs = append(specs, config.RefSpec("+refs/heads/"+b+":refs/heads/"+b))
 		}

@@ -116,7 +116,7 @@ func TestSyncBranchesFetchesOnlyThoseBranches(t *testing.T) {
 	if _, err := repo.Reference("refs/heads/feature", true); err == nil {
 		t.Error("refs/heads/feature was fetched; only main and release-1 were asked for")
 	}
-	for _, bad := range []string{"", "*", "a:b"} {
+	for _, bad := range []string{"", "*", "a:b", "../../config", "x/../../../../hooks/pre-receive", "/etc", "a b"} {
 		if _, _, err := c.SyncBranches(context.Background(), "acme/infra", remote, "", []string{bad}); err == nil {
 			t.Errorf("SyncBranches accepted branch %q", bad)
 		}
