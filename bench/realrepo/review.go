@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/parleyhq/parley/internal/demo"
 )
@@ -169,8 +170,9 @@ func measureOutput(ctx context.Context, dir string, env []string, args ...string
 	cmd.Dir, cmd.Env = dir, env
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, os.Stderr
+	t := time.Now()
 	err := cmd.Run()
-	var m measured
+	m := measured{wall: time.Since(t)}
 	if cmd.ProcessState != nil {
 		m.cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
