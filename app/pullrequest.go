@@ -246,7 +246,18 @@ func (h *PullRequests) judge(ctx context.Context, t Target) (review.Result, erro
 		return review.Result{}, fmt.Errorf("%s: client: %w", id, err)
 	}
 	prRef := fmt.Sprintf("refs/parley/pull/%d", n)
-	dir, unlock, err := h.Repos.Sync(ctx, t.FullName, t.CloneURL, token, fmt.Sprintf("+refs/pull/%d/head:%s", n, prRef))
+	// The judgement reads the default branch (policy, ledger), the base branch and the head: only
+	// those are fetched. A base branch the remote no longer has falls back to every branch.
+	pullSpec := fmt.Sprintf("+refs/pull/%d/head:%s", n, prRef)
+	branches := []string{t.DefaultBranch}
+	if ref := t.PR.GetBase().GetRef(); ref != "" && ref != t.DefaultBranch {
+		branches = append(branches, ref)
+	}
+	dir, unlock, err := h.Repos.SyncBranches(ctx, t.FullName, t.CloneURL, token, branches, pullSpec)
+	var noMatch git.NoMatchingRefSpecError
+	if errors.As(err, &noMatch) || t.DefaultBranch == "" {
+		dir, unlock, err = h.Repos.Sync(ctx, t.FullName, t.CloneURL, token, pullSpec)
+	}
 	if err != nil {
 		return review.Result{}, fmt.Errorf("%s: %w", id, err)
 	}

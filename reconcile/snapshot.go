@@ -83,28 +83,34 @@ func readTree(repo *git.Repository, hash plumbing.Hash, b core.Budget) (map[stri
 	}
 	files := map[string][]byte{}
 	var problems []string
-	err = tree.Files().ForEach(func(f *object.File) error {
-		if !wanted(f.Name) || !f.Mode.IsFile() {
-			return nil
+	// A walk of the tree's entries, not tree.Files(): that reads every blob of the tree, the Go
+	// sources and images of a repository too, to hand out files this reader then ignores.
+	walk := object.NewTreeWalker(tree, true, nil)
+	defer walk.Close()
+	for {
+		name, entry, err := walk.Next()
+		if errors.Is(err, io.EOF) {
+			break
 		}
-		if f.Size > b.FileBytes {
-			problems = append(problems, b.FileTooLarge(f.Name, f.Size))
-			return nil
-		}
-		r, err := f.Reader()
 		if err != nil {
-			return fmt.Errorf("read %s: %w", f.Name, err)
+			return nil, nil, fmt.Errorf("tree of %s: %w", hash, err)
 		}
-		defer r.Close()
-		b, err := io.ReadAll(r)
+		if !entry.Mode.IsFile() || !wanted(name) {
+			continue
+		}
+		blob, err := repo.BlobObject(entry.Hash)
 		if err != nil {
-			return fmt.Errorf("read %s: %w", f.Name, err)
+			return nil, nil, fmt.Errorf("read %s: %w", name, err)
 		}
-		files[f.Name] = b
-		return nil
-	})
-	if err != nil {
-		return nil, nil, err
+		if blob.Size > b.FileBytes {
+			problems = append(problems, b.FileTooLarge(name, blob.Size))
+			continue
+		}
+		data, err := readBlob(blob)
+		if err != nil {
+			return nil, nil, fmt.Errorf("read %s: %w", name, err)
+		}
+		files[name] = data
 	}
 	// The files kustomization generators read (a script in a ConfigMap, an .env file): without
 	// them the kustomization does not build.
@@ -135,6 +141,15 @@ func readTree(repo *git.Repository, hash plumbing.Hash, b core.Budget) (map[stri
 		}
 	}
 	return files, problems, nil
+}
+
+func readBlob(blob *object.Blob) ([]byte, error) {
+	r, err := blob.Reader()
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return io.ReadAll(r)
 }
 
 // wanted: manifests, Terraform, the policy, what Helm needs to render a chart in the

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"sync"
 
 	"github.com/go-git/go-git/v5"
@@ -29,6 +28,22 @@ type GitSource struct {
 	graphOnce sync.Once
 	graph     *depgraph.Graph
 	graphErr  error
+
+	// The commits and files are read once: parley review lists the commits for the contributors
+	// and Evaluate again for their trailers, the App lists the files for Evaluate and for the
+	// policy gate.
+	commitsOnce sync.Once
+	commits     []Commit
+	commitsErr  error
+	filesOnce   sync.Once
+	files       []FileChange
+	filesErr    error
+
+	// commitsRead counts the commit objects the merge base and the commit list read: the history
+	// above the merge base, not the repository's (TestReviewReadsOnlyAboveTheMergeBase).
+	commitsRead int
+	// treeReads counts the reads of the head's whole tree for the dependency graph.
+	treeReads int
 }
 
 // ErrNoMergeBase is returned by OpenGitSource when base and head share no commit in the
@@ -44,6 +59,12 @@ func OpenGitSource(dir, base, head string) (*GitSource, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open repository %s: %w", dir, err)
 	}
+	return openGitSource(repo, base, head)
+}
+
+// openGitSource resolves base and head in repo and finds their merge base.
+func openGitSource(repo *git.Repository, base, head string) (*GitSource, error) {
+	var err error
 	s := &GitSource{repo: repo}
 	if s.base, err = resolve(repo, base); err != nil {
 		return nil, err
@@ -51,7 +72,7 @@ func OpenGitSource(dir, base, head string) (*GitSource, error) {
 	if s.head, err = resolve(repo, head); err != nil {
 		return nil, err
 	}
-	if s.mergeBase, err = mergeBase(repo, s.base, s.head); err != nil {
+	if s.mergeBase, err = s.findMergeBase(); err != nil {
 		return nil, fmt.Errorf("%s (%s) and %s (%s): %w", base, short(s.base.Hash.String()), head, short(s.head.Hash.String()), err)
 	}
 	return s, nil
@@ -59,17 +80,16 @@ func OpenGitSource(dir, base, head string) (*GitSource, error) {
 
 // mergeBase returns the best common ancestor of a and b. Of several (criss-cross merges), the most
 // recently committed is taken, then the lowest hash: the choice is stable.
-func mergeBase(repo *git.Repository, a, b *object.Commit) (*object.Commit, error) {
-	bases, err := a.MergeBase(b)
-	if err != nil && !errors.Is(err, plumbing.ErrObjectNotFound) {
+func (s *GitSource) findMergeBase() (*object.Commit, error) {
+	repo := s.repo
+	bases, read, err := mergeBases(repo, s.base, s.head)
+	s.commitsRead += read
+	if err != nil {
 		return nil, fmt.Errorf("find their merge base: %w", err)
 	}
 	if len(bases) == 0 {
 		if shallow, _ := repo.Storer.Shallow(); len(shallow) > 0 {
 			return nil, fmt.Errorf("%w in this shallow clone: fetch more history (git fetch --deepen=100, or --unshallow; fetch-depth: 0 in actions/checkout)", ErrNoMergeBase)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%w: a commit between them is missing: %v", ErrNoMergeBase, err)
 		}
 		return nil, fmt.Errorf("%w: they share no history", ErrNoMergeBase)
 	}
@@ -105,7 +125,11 @@ func (s *GitSource) HeadSHA() string { return s.head.Hash.String() }
 
 // SetOpenPGPKeys gives the armored OpenPGP keys commits' OpenPGP signatures are verified against:
 // the base policy's (policy.Policy.OpenPGPKeyring). SSH signatures need none.
-func (s *GitSource) SetOpenPGPKeys(armored string) { s.openPGPKeys = armored }
+// Commits listed before are listed again with the new keys' proofs.
+func (s *GitSource) SetOpenPGPKeys(armored string) {
+	s.openPGPKeys = armored
+	s.commitsOnce, s.commits, s.commitsErr = sync.Once{}, nil, nil
+}
 
 // HeadCommit returns the head commit's author and time, for PullRequest.Author and Updated. The
 // author carries what the commit's signature proves (ledger.VerifyCommit): an email alone proves
@@ -123,34 +147,31 @@ func (s *GitSource) author(c *object.Commit) core.Identity {
 
 // Commits lists the commits reachable from head but not from base, oldest first.
 func (s *GitSource) Commits(ctx context.Context) ([]Commit, error) {
-	inBase := map[plumbing.Hash]bool{}
-	it := object.NewCommitPreorderIter(s.base, nil, nil)
-	if err := it.ForEach(func(c *object.Commit) error {
-		inBase[c.Hash] = true
-		return ctx.Err()
-	}); err != nil {
-		return nil, fmt.Errorf("walk base %s: %w", s.base.Hash, err)
-	}
-	var out []Commit
-	it = object.NewCommitPreorderIter(s.head, inBase, nil)
-	err := it.ForEach(func(c *object.Commit) error {
-		if inBase[c.Hash] {
-			return nil
+	s.commitsOnce.Do(func() {
+		cs, read, err := headOnly(s.repo, s.base, s.head)
+		s.commitsRead += read
+		if err != nil {
+			s.commitsErr = fmt.Errorf("commits of %s not in %s: %w", s.head.Hash, s.base.Hash, err)
+			return
 		}
-		out = append(out, Commit{SHA: c.Hash.String(), Message: c.Message, Author: s.author(c), Time: c.Author.When})
-		return ctx.Err()
+		s.commits = make([]Commit, 0, len(cs))
+		for _, c := range cs {
+			s.commits = append(s.commits, Commit{SHA: c.Hash.String(), Message: c.Message, Author: s.author(c), Time: c.Author.When})
+		}
 	})
-	if err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("walk head %s: %w", s.head.Hash, err)
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
-	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
-		out[i], out[j] = out[j], out[i]
-	}
-	return out, nil
+	return s.commits, s.commitsErr
 }
 
 // Files lists the files that differ between the merge base and head.
 func (s *GitSource) Files(ctx context.Context) ([]FileChange, error) {
+	s.filesOnce.Do(func() { s.files, s.filesErr = s.diffFiles(ctx) })
+	return s.files, s.filesErr
+}
+
+func (s *GitSource) diffFiles(ctx context.Context) ([]FileChange, error) {
 	bt, err := s.mergeBase.Tree()
 	if err != nil {
 		return nil, err
@@ -220,7 +241,13 @@ func (s *GitSource) Content(ctx context.Context, sha, path string) ([]byte, bool
 // dependencies it would merge (a Deployment it adds that reads the changed value counts). The
 // graph is built once per source (reconcile/depgraph); files it cannot read have no dependents.
 func (s *GitSource) Dependents(f core.Field) ([]core.Dependent, error) {
+	if !depgraph.MayHaveDependents(f) {
+		// Nothing reads such a field (an image tag, a chart version): no need to read and parse
+		// every manifest of the head, most of a review of a large repository's bump.
+		return nil, nil
+	}
 	s.graphOnce.Do(func() {
+		s.treeReads++
 		files, err := reconcile.ReadTree(s.repo, s.head.Hash)
 		if err != nil {
 			s.graphErr = fmt.Errorf("read the tree of %s: %w", s.head.Hash, err)

@@ -13,6 +13,7 @@
 //	go run ./bench/realrepo -repo /work/.mirror/argoproj+argo-cd/repo
 //	go run ./bench/realrepo -repo DIR -fractions 100 -runs 3
 //	go run ./bench/realrepo -repo DIR -fractions 100 -runs 3 -bin /tmp/parley-before,/tmp/parley-after
+//	go run ./bench/realrepo -repo DIR -review FILE -old TEXT -new TEXT -runs 3   # one pull request (review.go)
 //
 // The repository is cloned (bare, local, objects hard-linked) into a temporary directory, so the
 // snapshot it reads is never written to; a branch is made there at each fraction. Snapshots of
@@ -50,6 +51,11 @@ func main() {
 	bins := flag.String("bin", "", "comma-separated parley binaries to measure (default: build ./cmd/parley)")
 	cpuprofile := flag.String("cpuprofile", "", "profile an in-process update of the whole history into this file instead")
 	memprofile := flag.String("memprofile", "", "write a heap profile after an in-process update of the whole history")
+	var rf reviewFlags
+	flag.StringVar(&rf.file, "review", "", "time one pull request on the indexed repository instead (issue 27): the file a Renovate-style bump changes")
+	flag.StringVar(&rf.old, "old", "", "with -review: the text the bump replaces (once in the file)")
+	flag.StringVar(&rf.new, "new", "", "with -review: the text it puts instead")
+	flag.StringVar(&rf.parley, "parley", "", "with -review: another parley binary to time beside this tree's, interleaved (an older build)")
 	flag.Parse()
 	if *repo == "" {
 		fmt.Fprintln(os.Stderr, "bench/realrepo: -repo is required: a snapshot of a public repository (see DEVELOPERS.md: fetch github:argoproj/argo-cd)")
@@ -58,7 +64,10 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var err error
-	if *cpuprofile != "" || *memprofile != "" {
+	if rf.file != "" {
+		rf.runs = *runs
+		err = review(ctx, *repo, *branch, rf)
+	} else if *cpuprofile != "" || *memprofile != "" {
 		err = profile(ctx, *repo, *branch, *cpuprofile, *memprofile)
 	} else {
 		err = run(ctx, *repo, *branch, *fractions, *runs, *bins)

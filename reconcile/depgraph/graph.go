@@ -223,3 +223,41 @@ func (g *Graph) Dependents(f core.Field) []Dependent {
 	}
 	return out
 }
+
+// MayHaveDependents reports whether a field can have dependents in any repository: false means
+// Dependents returns none for it whatever Build read, so a caller judging one field (a pull
+// request bumping an image tag) need not read and parse the whole tree to learn that. Terraform
+// fields, ConfigMaps and Secrets, and whole objects may; of other Kubernetes objects only the
+// fields an HorizontalPodAutoscaler reads, spec.replicas and the pod template's containers'
+// resources.requests (and the paths that hold them), may. It must follow every edge Build adds
+// from a Kubernetes field (TestMayHaveDependentsCoversEveryEdge).
+func MayHaveDependents(f core.Field) bool {
+	f = normalize(f)
+	if f.Scheme != core.SchemeKubernetes || f.Path == "" || f.Kind == "ConfigMap" || f.Kind == "Secret" {
+		return true
+	}
+	path := strings.Split(f.Path[1:], "/")
+	if segmentsOverlap(path, []string{"spec", "replicas"}) {
+		return true
+	}
+	specPath, ok := podSpecPaths[f.Kind]
+	for _, sp := range [][]string{specPath, nil} { // the root too for kinds not known to hold a pod
+		if sp == nil && ok {
+			continue
+		}
+		if segmentsOverlap(path, slices.Concat(sp, []string{"containers", "*", "resources", "requests"})) {
+			return true
+		}
+	}
+	return false
+}
+
+// segmentsOverlap is overlaps for pointer segments, where "*" in pattern matches any one segment.
+func segmentsOverlap(path, pattern []string) bool {
+	for i := range min(len(path), len(pattern)) {
+		if pattern[i] != "*" && pattern[i] != path[i] {
+			return false
+		}
+	}
+	return true
+}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
+	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 )
@@ -60,13 +61,32 @@ func (c *Cache) lock(name string) *sync.Mutex {
 // the clone's directory. token, if not empty, authenticates as an installation. Callers holding
 // the returned unlock function have the clone to themselves until they call it.
 func (c *Cache) Sync(ctx context.Context, fullName, url, token string, extra ...string) (dir string, unlock func(), err error) {
+	return c.SyncBranches(ctx, fullName, url, token, nil, extra...)
+}
+
+// SyncBranches is Sync fetching only the named branches (and extra) rather than every branch:
+// what judging one pull request reads. go-git's fetch checks and updates each fetched reference
+// one by one, which on a repository with hundreds of branches (argo-cd's 781) was most of a
+// judgement. No branches means all of them, as Sync.
+func (c *Cache) SyncBranches(ctx context.Context, fullName, url, token string, branches []string, extra ...string) (dir string, unlock func(), err error) {
 	if !validRepo(fullName) {
 		return "", nil, fmt.Errorf("repository name %q is not owner/repo", fullName)
+	}
+	specs := []config.RefSpec{"+refs/heads/*:refs/heads/*"}
+	if len(branches) > 0 {
+		specs = specs[:0]
+		for _, b := range branches {
+			// The names come from webhook payloads and become files of the clone: git's own rules
+			// for reference names (no "..", no leading "/", no "*" or ":") keep them inside refs/heads.
+			if err := plumbing.NewBranchReferenceName(b).Validate(); err != nil {
+				return "", nil, fmt.Errorf("branch name %q: %w", b, err)
+			}
+			specs = append(specs, config.RefSpec("+refs/heads/"+b+":refs/heads/"+b))
+		}
 	}
 	l := c.lock(fullName)
 	l.Lock()
 	dir = filepath.Join(c.Dir, filepath.FromSlash(fullName)+".git")
-	specs := []config.RefSpec{"+refs/heads/*:refs/heads/*"}
 	for _, s := range extra {
 		rs := config.RefSpec(s)
 		if err := rs.Validate(); err != nil {

@@ -85,3 +85,40 @@ func TestSyncRepacksAScatteredClone(t *testing.T) {
 	}
 	gittest.New(t, dir).Run("fsck", "--no-progress")
 }
+
+// TestSyncBranchesFetchesOnlyThoseBranches: judging a pull request fetches its base and default
+// branches and its head, not every branch of the repository.
+func TestSyncBranchesFetchesOnlyThoseBranches(t *testing.T) {
+	remote := t.TempDir()
+	run := gittest.New(t, remote).Run
+	run("init", "-q", "-b", "main")
+	os.WriteFile(filepath.Join(remote, "a.yaml"), []byte("a: 1\n"), 0o644)
+	run("add", ".")
+	run("commit", "-q", "-m", "one")
+	run("branch", "release-1")
+	run("branch", "feature")
+	run("update-ref", "refs/pull/3/head", "HEAD")
+	c := &Cache{Dir: t.TempDir()}
+	dir, unlock, err := c.SyncBranches(context.Background(), "acme/infra", remote, "", []string{"main", "release-1"}, "+refs/pull/3/head:refs/parley/pull/3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unlock()
+	repo, err := git.PlainOpen(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ref := range []string{"refs/heads/main", "refs/heads/release-1", "refs/parley/pull/3"} {
+		if _, err := repo.Reference(plumbing.ReferenceName(ref), true); err != nil {
+			t.Errorf("%s: %v", ref, err)
+		}
+	}
+	if _, err := repo.Reference("refs/heads/feature", true); err == nil {
+		t.Error("refs/heads/feature was fetched; only main and release-1 were asked for")
+	}
+	for _, bad := range []string{"", "*", "a:b", "../../config", "x/../../../../hooks/pre-receive", "/etc", "a b"} {
+		if _, _, err := c.SyncBranches(context.Background(), "acme/infra", remote, "", []string{bad}); err == nil {
+			t.Errorf("SyncBranches accepted branch %q", bad)
+		}
+	}
+}
