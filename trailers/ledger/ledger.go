@@ -112,6 +112,7 @@ type Ledger struct {
 	path    string
 	opts    Options
 	closeFn func() error
+	stmts   readStmts // prepared hot read queries; closed before the database
 
 	mu     sync.Mutex // serialises Update; guards branch
 	branch string     // the branch the Ledger's own query methods answer for
@@ -155,6 +156,7 @@ func Open(repoDir string, opts Options) (*Ledger, error) {
 	}
 	l := &Ledger{repo: repo, gitDir: gitDir, db: db, path: path, opts: opts}
 	l.closeFn = func() error {
+		l.stmts.close()
 		err := db.Close()
 		if st != nil {
 			if cerr := st.Close(); err == nil {

@@ -74,12 +74,12 @@ func (l *Ledger) Branch(name string) (*Branch, error) {
 		candidates = []string{"refs/heads/" + name, "refs/remotes/" + name}
 	}
 	for _, c := range candidates {
-		var id int64
-		err := l.db.QueryRow(`SELECT id FROM branches WHERE name = ?`, c).Scan(&id)
+		b := &Branch{l: l, name: c}
+		_, err := b.branchID(context.Background())
 		if err == nil {
-			return &Branch{l: l, name: c}, nil
+			return b, nil
 		}
-		if !errors.Is(err, sql.ErrNoRows) {
+		if !errors.Is(err, ErrNotIndexed) {
 			return nil, fmt.Errorf("ledger %s: find branch %s: %w", l.path, name, err)
 		}
 	}
@@ -209,7 +209,7 @@ func (b *Branch) EntriesContext(ctx context.Context, f core.Field) ([]Entry, err
 	if err != nil {
 		return nil, err
 	}
-	rows, err := b.l.db.QueryContext(ctx, `SELECT `+entryColumns+`
+	rows, err := b.l.query(ctx, `SELECT `+entryColumns+`
 		FROM fields f JOIN claims c ON c.branch = ? AND c.field = f.id
 		JOIN commits m ON m.branch = c.branch AND m.seq = c.seq
 		LEFT JOIN credits k ON k.hash = m.hash
@@ -470,7 +470,7 @@ func (ys yieldSet) matching(f core.Field) []storedEntry {
 
 // yieldPatterns reads the branch's pattern yields through the partial index on patterns.
 func (b *Branch) yieldPatterns(ctx context.Context, branch int64) (yieldSet, error) {
-	rows, err := b.l.db.QueryContext(ctx, `SELECT f.addr, `+entryColumns+`
+	rows, err := b.l.query(ctx, `SELECT f.addr, `+entryColumns+`
 		FROM fields f INDEXED BY fields_patterns CROSS JOIN claims c ON c.branch = ? AND c.field = f.id
 		JOIN commits m ON m.branch = c.branch AND m.seq = c.seq
 		LEFT JOIN credits k ON k.hash = m.hash
@@ -554,12 +554,19 @@ func (b *Branch) Checkpoint() (tip string, commits int, err error) {
 }
 
 func (b *Branch) branchID(ctx context.Context) (int64, error) {
-	var id int64
-	err := b.l.db.QueryRowContext(ctx, `SELECT id FROM branches WHERE name = ?`, b.name).Scan(&id)
-	if errors.Is(err, sql.ErrNoRows) {
+	rows, err := b.l.query(ctx, `SELECT id FROM branches WHERE name = ?`, b.name)
+	if err != nil {
+		return 0, fmt.Errorf("ledger %s: find branch %s: %w", b.l.path, b.name, err)
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return 0, fmt.Errorf("ledger %s: find branch %s: %w", b.l.path, b.name, err)
+		}
 		return 0, fmt.Errorf("ledger %s: %s: %w", b.l.path, b.name, ErrNotIndexed)
 	}
-	if err != nil {
+	var id int64
+	if err := rows.Scan(&id); err != nil {
 		return 0, fmt.Errorf("ledger %s: find branch %s: %w", b.l.path, b.name, err)
 	}
 	return id, nil

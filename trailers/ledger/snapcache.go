@@ -124,15 +124,17 @@ func (c *lru[K, V]) claim(k K) (call *lruCall[V], own bool) {
 }
 
 // complete ends a call its caller owns, keeping the value (of the given size) when keep is true.
+// The value is kept in the same critical section that ends the call: between the two, a caller
+// would find k neither cached nor in flight and compute it again.
 func (c *lru[K, V]) complete(k K, call *lruCall[V], v V, size int, keep bool) {
 	call.val = v
-	close(call.done)
 	c.mu.Lock()
 	delete(c.inflight, k)
-	c.mu.Unlock()
 	if keep {
-		c.add(k, v, size)
+		c.addLocked(k, v, size)
 	}
+	c.mu.Unlock()
+	close(call.done)
 }
 
 // get returns the value of k, calling compute (which also gives the value's size) only when no
@@ -164,6 +166,11 @@ func (c *lru[K, V]) peek(k K) (V, bool) {
 func (c *lru[K, V]) add(k K, v V, size int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.addLocked(k, v, size)
+}
+
+// addLocked is add with c.mu held.
+func (c *lru[K, V]) addLocked(k K, v V, size int) {
 	if _, ok := c.items[k]; ok || size > c.max {
 		return
 	}
