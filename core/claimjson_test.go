@@ -210,5 +210,34 @@ func FuzzClaimJSON(f *testing.F) {
 		if !reflect.DeepEqual(back, c) {
 			t.Fatalf("%s read back differently:\ngot  %#v\nwant %#v", out, back, c)
 		}
+		// What the drift state stores it reads back through the fast path, the same claim.
+		stored, err := core.DecodeStoredClaim(out)
+		if err != nil {
+			t.Fatalf("wrote %s, DecodeStoredClaim cannot read it: %v", out, err)
+		}
+		if !reflect.DeepEqual(stored, c) {
+			t.Fatalf("%s read back by DecodeStoredClaim differently:\ngot  %#v\nwant %#v", out, stored, c)
+		}
+		// And any input reads through it as through UnmarshalJSON, once that accepts it.
+		if again, err := core.DecodeStoredClaim(in); err != nil || !reflect.DeepEqual(again, c) {
+			t.Fatalf("%s: DecodeStoredClaim gives %#v, %v; UnmarshalJSON %#v", in, again, err, c)
+		}
 	})
+}
+
+// A store an earlier version wrote (the Go-cased shape) still reads through DecodeStoredClaim,
+// and so does a claim with a key the current shape does not know, refused as UnmarshalJSON does.
+func TestDecodeStoredClaimReadsOlderStores(t *testing.T) {
+	legacy := []byte(`{"Field":"k8s:core/ConfigMap/prod/x#/data/a","Actor":{"Name":"","Identity":{"Source":"field-manager","ID":"kubectl"}},"Value":{"json":"v"}}`)
+	var want core.Claim
+	if err := json.Unmarshal(legacy, &want); err != nil {
+		t.Fatal(err)
+	}
+	got, err := core.DecodeStoredClaim(legacy)
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("legacy claim: got %#v, %v; want %#v", got, err, want)
+	}
+	if _, err := core.DecodeStoredClaim([]byte(`{"field":"k8s:core/ConfigMap/prod/x#/data/a","actor":{"source":"k8s-user","id":"a"},"bogus":1}`)); err == nil {
+		t.Fatal("a claim with an unknown key was read")
+	}
 }

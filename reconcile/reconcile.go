@@ -450,7 +450,7 @@ type gitLookup struct {
 }
 
 func (l gitLookup) GitValue(f core.Field) (core.Value, bool, error) {
-	c, ok, err := l.g.Current(f)
+	c, ok, err := l.d.gitCurrent(l.g, f)
 	if err != nil || !ok {
 		return core.Value{}, false, err
 	}

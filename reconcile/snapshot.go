@@ -280,6 +280,45 @@ type derived struct {
 	mu         sync.Mutex
 	dependents map[core.Field][]core.Dependent // by field, as computed
 	gitFields  map[string][]core.Field         // GitFields by pattern, as asked
+	current    map[core.Field]gitAnswer        // Git's claim on a field, as asked (at most maxCurrentMemo)
+}
+
+// gitAnswer is one field's Git claim as the ledger answered it for the commit.
+type gitAnswer struct {
+	claim core.Claim
+	ok    bool
+}
+
+// maxCurrentMemo bounds the fields whose Git claim a commit's memo keeps (about 100 MB at most):
+// past it a field is asked of the ledger each time, as before the memo.
+const maxCurrentMemo = 1 << 16
+
+// gitCurrent is g.Current(f), kept per commit: at admission rates each review asks the ledger for
+// the same fields' claims (the field itself, and git_value() in an owner_when) and the ledger's
+// answer for a commit does not change. Errors are not kept. d may be nil (nothing kept).
+func (d *derived) gitCurrent(g GitState, f core.Field) (core.Claim, bool, error) {
+	if d == nil {
+		return g.Current(f)
+	}
+	d.mu.Lock()
+	a, hit := d.current[f]
+	d.mu.Unlock()
+	if hit {
+		return a.claim, a.ok, nil
+	}
+	c, ok, err := g.Current(f)
+	if err != nil {
+		return c, ok, err
+	}
+	d.mu.Lock()
+	if d.current == nil {
+		d.current = map[core.Field]gitAnswer{}
+	}
+	if len(d.current) < maxCurrentMemo {
+		d.current[f] = gitAnswer{claim: c, ok: ok}
+	}
+	d.mu.Unlock()
+	return c, ok, nil
 }
 
 // dependents returns the fields that depend on f in the snapshot's repository (its dependency
@@ -313,7 +352,7 @@ func (s Snapshot) dependents(f core.Field) []core.Dependent {
 // in the repository renders for a release, the rendered value as Git's (baseline) claim, with the
 // snapshot's commit as evidence. The ledger reads files as written, so it cannot see such a field.
 func (s Snapshot) gitClaim(f core.Field) (core.Claim, bool, error) {
-	c, ok, err := s.Git.Current(f)
+	c, ok, err := s.derive.gitCurrent(s.Git, f)
 	if err != nil || ok {
 		return c, ok, err
 	}

@@ -705,7 +705,7 @@ func (d *DB) Claims(ctx context.Context, f core.Field, all bool) ([]Claim, error
 			return nil, err
 		}
 		var c Claim
-		if err := json.Unmarshal([]byte(js), &c.Claim); err != nil {
+		if c.Claim, err = core.DecodeStoredClaim([]byte(js)); err != nil {
 			return nil, fmt.Errorf("drift state: decode claim on %s: %w", f, err)
 		}
 		if closed.Valid {
@@ -735,8 +735,8 @@ func (d *DB) History(ctx context.Context, f core.Field, since time.Time) ([]core
 		if err := rows.Scan(&js); err != nil {
 			return nil, err
 		}
-		var c core.Claim
-		if err := json.Unmarshal([]byte(js), &c); err != nil {
+		c, err := core.DecodeStoredClaim([]byte(js))
+		if err != nil {
 			return nil, fmt.Errorf("drift state: decode claim on %s: %w", f, err)
 		}
 		out = append(out, c)
