@@ -395,7 +395,7 @@ func (r *Reconciler) judge(ctx context.Context, snap Snapshot, f core.Field, fre
 	} else if ok {
 		in.Git = &c
 	}
-	hist, err := snap.Git.History(f)
+	hist, err := snap.derive.gitHistory(snap.Git, f)
 	if err != nil {
 		return core.Verdict{}, fmt.Errorf("history of %s: %w", f, err)
 	}

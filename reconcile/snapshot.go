@@ -281,6 +281,34 @@ type derived struct {
 	dependents map[core.Field][]core.Dependent // by field, as computed
 	gitFields  map[string][]core.Field         // GitFields by pattern, as asked
 	current    map[core.Field]gitAnswer        // Git's claim on a field, as asked (at most maxCurrentMemo)
+	history    map[core.Field][]core.Claim     // Git's history of a field, as asked (at most maxCurrentMemo)
+}
+
+// gitHistory is g.History(f), kept per commit like gitCurrent (the oscillation check asks it on
+// every judgement). The caller gets its own copy: judge appends the live history to it.
+func (d *derived) gitHistory(g GitState, f core.Field) ([]core.Claim, error) {
+	if d == nil {
+		return g.History(f)
+	}
+	d.mu.Lock()
+	h, hit := d.history[f]
+	d.mu.Unlock()
+	if hit {
+		return slices.Clone(h), nil
+	}
+	h, err := g.History(f)
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	if d.history == nil {
+		d.history = map[core.Field][]core.Claim{}
+	}
+	if len(d.history) < maxCurrentMemo {
+		d.history[f] = slices.Clone(h)
+	}
+	d.mu.Unlock()
+	return h, nil
 }
 
 // gitAnswer is one field's Git claim as the ledger answered it for the commit.

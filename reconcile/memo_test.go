@@ -1,0 +1,57 @@
+package reconcile
+
+import (
+	"context"
+	"reflect"
+	"testing"
+
+	"github.com/parleyhq/parley/core"
+)
+
+// countingGit is the snapshot's ledger, counting what the judgement asks of it.
+type countingGit struct {
+	GitState
+	current, history int
+}
+
+func (c *countingGit) Current(f core.Field) (core.Claim, bool, error) {
+	c.current++
+	return c.GitState.Current(f)
+}
+
+func (c *countingGit) History(f core.Field) ([]core.Claim, error) {
+	c.history++
+	return c.GitState.History(f)
+}
+
+// A commit's ledger answers do not change, so judging the same field again against the same
+// snapshot asks the ledger nothing new (an admission review at 500/s asked it three times per
+// review), and gives the same verdict: the history judge extends is its own copy, not the memo's.
+func TestJudgingAFieldAgainAsksTheLedgerOncePerCommit(t *testing.T) {
+	e := newEnv(t)
+	snap := e.snapshot()
+	counted := &countingGit{GitState: snap.Git}
+	snap.Git = counted
+	hpa := core.Claim{Field: replicas, Value: core.CanonicalJSONValue("6"), At: t0,
+		Actor: core.Actor{Identity: core.Identity{Source: core.SourceKubeUser, ID: hpaUser}}}
+	first, err := e.rec.judge(context.Background(), snap, replicas, []core.Claim{hpa}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	askedCurrent, askedHistory := counted.current, counted.history
+	if askedCurrent == 0 || askedHistory == 0 {
+		t.Fatalf("the judgement asked the ledger for Current %d and History %d times: the test measures nothing", askedCurrent, askedHistory)
+	}
+	for range 3 {
+		again, err := e.rec.judge(context.Background(), snap, replicas, []core.Claim{hpa}, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(again, first) {
+			t.Fatalf("judged again differently:\n%+v\nfirst:\n%+v", again, first)
+		}
+	}
+	if counted.current != askedCurrent || counted.history != askedHistory {
+		t.Errorf("judging again asked the ledger again: Current %d -> %d, History %d -> %d", askedCurrent, counted.current, askedHistory, counted.history)
+	}
+}
