@@ -269,7 +269,7 @@ func Keys() []Key {
 		{"max_fields", "PARLEY_MAX_FIELDS", "50000", "the most fields one pull request may change in all; the files past it are named and not judged"},
 		{"max_value_size", "PARLEY_MAX_VALUE_SIZE", "65536", "the longest value (bytes of JSON) judged; a longer one is named, never echoed"},
 		{"render_timeout", "PARLEY_RENDER_TIMEOUT", "30s", "the longest one Helm chart may take to render, or one kustomization to build, in a worker process (kept between them; killed, and the next given a fresh one, when this is spent); a chart over it is not rendered and its objects are not gated, an overlay over it is not built and is read as its files are written"},
-		{"render_memory", "PARLEY_RENDER_MEMORY", "512", "the most memory (MiB) one Helm chart's or one kustomize build's worker may use"},
+		{"render_memory", "PARLEY_RENDER_MEMORY", "512", "the most memory (MiB) one Helm chart's rendering or one kustomize build may use, beyond its worker process's own (about 100 MiB)"},
 		{"render_parallel", "PARLEY_RENDER_PARALLEL", "2", "how many Helm charts render and kustomizations build at once"},
 		{`admission "CLUSTER" {...}`, "", "(none)", `the validating admission webhook for cluster CLUSTER at /admission/CLUSTER (docs/admission.md): mode (warn, the default, or deny), token_file or client_ca_file (how its API server authenticates) or authentication = "none", gitops_users (default: Argo CD's and Flux's controllers)`},
 		{"admission_listen", "", "(none: on listen)", "separate HTTPS address for /admission/...; needs the two TLS files"},

@@ -89,7 +89,7 @@ func addRenderFlags(cmd *cobra.Command) *renderFlags {
 	r := &renderFlags{}
 	f := cmd.Flags()
 	f.DurationVar(&r.timeout, "render-timeout", gitops.DefaultRenderTimeout, "the longest one chart's rendering or one kustomize build may take")
-	f.Int64Var(&r.memoryMiB, "render-memory", gitops.DefaultRenderMemory>>20, "the most memory one chart's rendering or one kustomize build may use, in MiB")
+	f.Int64Var(&r.memoryMiB, "render-memory", gitops.DefaultRenderMemory>>20, "the most memory one chart's rendering or one kustomize build may use, in MiB, beyond its worker process's own (about 100 MiB)")
 	f.IntVar(&r.parallel, "render-parallel", gitops.DefaultRenderParallel, "how many charts render and kustomizations build at once")
 	f.BoolVar(&r.inProcess, "render-in-process", false, "render charts and build kustomizations in this process, without a time or memory budget (for trusted repositories)")
 	return r

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -155,5 +156,27 @@ func TestAdoptOverlayPatchBuildsUnderTheRenderBudget(t *testing.T) {
 	changed, err := AdoptOverlayPatch(context.Background(), testWorker(2*time.Second, 512<<20), fanningOut(23, smallConfigMap), "k8s/overlays/prod", f, core.StringValue("c"))
 	if err == nil || !strings.Contains(err.Error(), "k8s/overlays/prod: not built: stopped after 2s, the time Parley gives a kustomize build") || changed != nil {
 		t.Errorf("AdoptOverlayPatch: %v, %v; want the overlay named as stopped by its time budget", changed, err)
+	}
+}
+
+// The render budget is what the work may use beyond the worker's own start: an ordinary overlay
+// builds under a budget far below the worker binary's own data segment (a test binary like parley
+// itself starts at about 100 MiB), where before every job died of the binary's size.
+func TestRenderBudgetIsBeyondTheWorkersOwnMemory(t *testing.T) {
+	if own, ok := dataSegment(os.Getpid()); !ok || own <= 32<<20 {
+		t.Skipf("this system reports no data segment above the budget (%d bytes): nothing to show", own)
+	}
+	files := overlayRepo(overlayProdKustomization, nil)
+	job := KustomizeJob{Dir: "overlays/prod", Files: files}
+	want, err := InProcess{}.BuildKustomization(context.Background(), job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := testWorker(time.Minute, 32<<20).BuildKustomization(context.Background(), job)
+	if err != nil {
+		t.Fatalf("an ordinary overlay under a 32 MiB budget: %v", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("in a worker:\n%s\nin process:\n%s", got, want)
 	}
 }

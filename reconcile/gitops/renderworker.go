@@ -117,8 +117,13 @@ func ServeWorker(mode string, in io.Reader, out io.Writer) error {
 		if err != nil || n <= 0 {
 			return fmt.Errorf("%s=%q: want a number of bytes", RenderMemoryEnv, s)
 		}
-		if err := limitMemory(n); err != nil {
-			return fmt.Errorf("limit memory to %d bytes: %w", n, err)
+		// The budget is what the work may use beyond the worker itself: the parley binary's own
+		// data segment at start (its runtime and its packages' state, about 80–130 MiB) is added,
+		// so a budget of 64 MiB renders a chart that needs 64 MiB instead of leaving no room at
+		// all (every job then died of the binary's size, whatever it rendered).
+		own, _ := dataSegment(os.Getpid())
+		if err := limitMemory(own + n); err != nil {
+			return fmt.Errorf("limit memory to %d bytes (%d of the worker's own and the budget %d): %w", own+n, own, n, err)
 		}
 	}
 	jobs, answers := json.NewDecoder(in), json.NewEncoder(out)
