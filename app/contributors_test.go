@@ -155,15 +155,7 @@ func TestEachCommitAuthorIsJudgedOnTheFieldsItTouched(t *testing.T) {
 			if tc.team {
 				gh.SetTeamMember("parleyhq", "sre", "carol")
 			}
-			var ev github.PullRequestEvent
-			if err := json.Unmarshal(prEvent(t, dir, base, head, "opened"), &ev); err != nil {
-				t.Fatal(err)
-			}
-			res, err := h.Judge(context.Background(), Target{Installation: ev.GetInstallation().GetID(), Owner: "acme", Repo: "infra",
-				FullName: "acme/infra", CloneURL: dir, DefaultBranch: "main", PR: ev.GetPullRequest()})
-			if err != nil {
-				t.Fatal(err)
-			}
+			res := judgeEvent(t, h, dir, prEvent(t, dir, base, head, "opened"))
 			var v *core.Verdict
 			for i := range res.Verdicts {
 				if res.Verdicts[i].Field.String() == capacity {

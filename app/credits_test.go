@@ -112,15 +112,7 @@ func TestMergeRecordsWhoMergedACommit(t *testing.T) {
 			if err := h.Handle(context.Background(), store.Delivery{ID: "merged", Event: "pull_request", Body: closed}); err != nil {
 				t.Fatal(err)
 			}
-			var ev github.PullRequestEvent
-			if err := json.Unmarshal(prEvent(t, dir, base, head, "opened"), &ev); err != nil {
-				t.Fatal(err)
-			}
-			res, err := h.Judge(context.Background(), Target{Installation: ev.GetInstallation().GetID(), Owner: "acme", Repo: "infra",
-				FullName: "acme/infra", CloneURL: dir, DefaultBranch: "main", PR: ev.GetPullRequest()})
-			if err != nil {
-				t.Fatal(err)
-			}
+			res := judgeEvent(t, h, dir, prEvent(t, dir, base, head, "opened"))
 			lookups := gh.Calls()["repos/list-pull-requests-associated-with-commit 200"]
 			var by core.Identity
 			for _, c := range append([]core.Claim{*res.Verdicts[0].Winner}, res.Verdicts[0].Losers...) {
@@ -168,15 +160,7 @@ func TestCreditedCommitsMatchGitHubTeams(t *testing.T) {
 			if inTeam {
 				gh.SetTeamMember("parleyhq", "sre", "carol")
 			}
-			var ev github.PullRequestEvent
-			if err := json.Unmarshal(prEvent(t, dir, base, head, "opened"), &ev); err != nil {
-				t.Fatal(err)
-			}
-			res, err := h.Judge(context.Background(), Target{Installation: ev.GetInstallation().GetID(), Owner: "acme", Repo: "infra",
-				FullName: "acme/infra", CloneURL: dir, DefaultBranch: "main", PR: ev.GetPullRequest()})
-			if err != nil {
-				t.Fatal(err)
-			}
+			res := judgeEvent(t, h, dir, prEvent(t, dir, base, head, "opened"))
 			if len(res.Verdicts) != 1 {
 				t.Fatalf("verdicts: %+v", res.Verdicts)
 			}
@@ -218,15 +202,7 @@ func TestPullRequestOpenerMatchesGitHubTeams(t *testing.T) {
 				pr["base"].(map[string]any)["sha"] = base
 				pr["user"].(map[string]any)["login"] = "carol"
 			})
-			var ev github.PullRequestEvent
-			if err := json.Unmarshal(body, &ev); err != nil {
-				t.Fatal(err)
-			}
-			res, err := h.Judge(context.Background(), Target{Installation: ev.GetInstallation().GetID(), Owner: "acme", Repo: "infra",
-				FullName: "acme/infra", CloneURL: dir, DefaultBranch: "main", PR: ev.GetPullRequest()})
-			if err != nil {
-				t.Fatal(err)
-			}
+			res := judgeEvent(t, h, dir, body)
 			if len(res.Verdicts) != 1 {
 				t.Fatalf("verdicts: %+v", res.Verdicts)
 			}
@@ -240,4 +216,20 @@ func TestPullRequestOpenerMatchesGitHubTeams(t *testing.T) {
 			}
 		})
 	}
+}
+
+// judgeEvent judges the pull request of a pull_request delivery body on the repository at dir, as
+// the App does for acme/infra.
+func judgeEvent(t *testing.T, h *PullRequests, dir string, body []byte) review.Result {
+	t.Helper()
+	var ev github.PullRequestEvent
+	if err := json.Unmarshal(body, &ev); err != nil {
+		t.Fatal(err)
+	}
+	res, err := h.Judge(context.Background(), Target{Installation: ev.GetInstallation().GetID(), Owner: "acme", Repo: "infra",
+		FullName: "acme/infra", CloneURL: dir, DefaultBranch: "main", PR: ev.GetPullRequest()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
 }
