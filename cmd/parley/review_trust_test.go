@@ -18,23 +18,11 @@ import (
 // (gpg.format=ssh) the same change is on-call's incident and wins (exit 0).
 func TestReviewBelievesOnlySignedAuthors(t *testing.T) {
 	dir, git := demoRepo(t)
-	key, err := demo.PrivateKey("alice@parley.example")
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyFile := filepath.Join(t.TempDir(), "alice")
-	if err := os.WriteFile(keyFile, key, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	keyFile := aliceKeyFile(t)
 	alice := git.As("Alice Martin", "alice@parley.example")
 	raise := func(branch string, sign bool) string {
 		alice.Run("checkout", "--quiet", "-b", branch, "main")
-		tf := filepath.Join(dir, "infra/kafka/main.tf")
-		b, err := os.ReadFile(tf)
-		if err != nil {
-			t.Fatal(err)
-		}
-		writeFile(t, tf, strings.Replace(string(b), "threshold           = 5000", "threshold           = 50000", 1))
+		raiseLagAlarmThreshold(t, dir)
 		args := []string{"-c", "gpg.format=ssh", "-c", "user.signingkey=" + keyFile, "commit", "--quiet", "-a", "-m",
 			"Raise the lag alarm\n\nIntent: availability\nMotivation: incident INC-4400 severity=high\n"}
 		if sign {
@@ -73,12 +61,7 @@ func TestReviewBelievesOnlySignedAuthors(t *testing.T) {
 func TestReviewTakesPolicyAndLedgerFromTheBase(t *testing.T) {
 	dir, git := demoRepo(t)
 	git.Run("checkout", "--quiet", "-b", "pr", "main")
-	tf := filepath.Join(dir, "infra/kafka/main.tf")
-	b, err := os.ReadFile(tf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeFile(t, tf, strings.Replace(string(b), "threshold           = 5000", "threshold           = 50000", 1))
+	raiseLagAlarmThreshold(t, dir)
 	git.Run("commit", "--quiet", "-a", "-m", "Raise the lag alarm\n")
 	git.Run("checkout", "--quiet", "main")
 
@@ -113,22 +96,10 @@ func TestReviewTakesPolicyAndLedgerFromTheBase(t *testing.T) {
 // unverified author too: vetoed, naming the commit.
 func TestReviewJudgesEveryCommitsAuthor(t *testing.T) {
 	dir, git := demoRepo(t)
-	key, err := demo.PrivateKey("alice@parley.example")
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyFile := filepath.Join(t.TempDir(), "alice")
-	if err := os.WriteFile(keyFile, key, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	keyFile := aliceKeyFile(t)
 	alice := git.As("Alice Martin", "alice@parley.example")
 	alice.Run("checkout", "--quiet", "-b", "mixed", "main")
-	tf := filepath.Join(dir, "infra/kafka/main.tf")
-	b, err := os.ReadFile(tf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeFile(t, tf, strings.Replace(string(b), "threshold           = 5000", "threshold           = 50000", 1))
+	raiseLagAlarmThreshold(t, dir)
 	alice.Run("commit", "--quiet", "-a", "-m", "Raise the lag alarm\n\nIntent: availability\nMotivation: incident INC-4400\n")
 	forged := alice.Run("rev-parse", "HEAD")
 	writeFile(t, filepath.Join(dir, "NOTES.md"), "incident notes\n")
@@ -147,6 +118,27 @@ func TestReviewJudgesEveryCommitsAuthor(t *testing.T) {
 // Motivation: incident. The unsigned commit's author is not judged on the alarm: it passes.
 func TestReviewJudgesACommitsAuthorOnWhatItTouched(t *testing.T) {
 	dir, git := demoRepo(t)
+	keyFile := aliceKeyFile(t)
+	alice := git.As("Alice Martin", "alice@parley.example")
+	alice.Run("checkout", "--quiet", "-b", "mixed", "main")
+	writeFile(t, filepath.Join(dir, "NOTES.md"), "incident notes\n")
+	alice.Run("add", "NOTES.md")
+	alice.Run("commit", "--quiet", "-m", "Notes\n")
+	unsigned := alice.Run("rev-parse", "HEAD")
+	raiseLagAlarmThreshold(t, dir)
+	alice.Run("-c", "gpg.format=ssh", "-c", "user.signingkey="+keyFile, "commit", "--quiet", "-S", "-a", "-m", "Raise the lag alarm\n\nIntent: availability\nMotivation: incident INC-4400\n")
+	alice.Run("checkout", "--quiet", "main")
+
+	code, out, stderr := runIn(t, "", "review", "--repo", dir, "--head", "mixed", "--at", "2026-11-08T10:00:00Z")
+	if code != 0 || strings.Contains(out, "authored commit "+unsigned[:12]) {
+		t.Errorf("exit %d, want 0 and the notes commit's author not judged on the alarm: %s\n%s", code, stderr, out)
+	}
+}
+
+// aliceKeyFile writes on-call Alice's demo signing key (listed in the demo policy) to a file git's
+// user.signingkey can name.
+func aliceKeyFile(t *testing.T) string {
+	t.Helper()
 	key, err := demo.PrivateKey("alice@parley.example")
 	if err != nil {
 		t.Fatal(err)
@@ -155,23 +147,16 @@ func TestReviewJudgesACommitsAuthorOnWhatItTouched(t *testing.T) {
 	if err := os.WriteFile(keyFile, key, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	alice := git.As("Alice Martin", "alice@parley.example")
-	alice.Run("checkout", "--quiet", "-b", "mixed", "main")
-	writeFile(t, filepath.Join(dir, "NOTES.md"), "incident notes\n")
-	alice.Run("add", "NOTES.md")
-	alice.Run("commit", "--quiet", "-m", "Notes\n")
-	unsigned := alice.Run("rev-parse", "HEAD")
+	return keyFile
+}
+
+// raiseLagAlarmThreshold raises the demo's Kafka lag alarm from 5000 to 50000 in the work tree.
+func raiseLagAlarmThreshold(t *testing.T, dir string) {
+	t.Helper()
 	tf := filepath.Join(dir, "infra/kafka/main.tf")
 	b, err := os.ReadFile(tf)
 	if err != nil {
 		t.Fatal(err)
 	}
 	writeFile(t, tf, strings.Replace(string(b), "threshold           = 5000", "threshold           = 50000", 1))
-	alice.Run("-c", "gpg.format=ssh", "-c", "user.signingkey="+keyFile, "commit", "--quiet", "-S", "-a", "-m", "Raise the lag alarm\n\nIntent: availability\nMotivation: incident INC-4400\n")
-	alice.Run("checkout", "--quiet", "main")
-
-	code, out, stderr := runIn(t, "", "review", "--repo", dir, "--head", "mixed", "--at", "2026-11-08T10:00:00Z")
-	if code != 0 || strings.Contains(out, "authored commit "+unsigned[:12]) {
-		t.Errorf("exit %d, want 0 and the notes commit's author not judged on the alarm: %s\n%s", code, stderr, out)
-	}
 }
