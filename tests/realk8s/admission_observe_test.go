@@ -72,25 +72,14 @@ func TestAdmissionObservesOnlyWritesThatLanded(t *testing.T) {
 	writeFile(t, tokFile, admissionToken)
 	admissionPort, listenPort := freePort(t), freePort(t)
 	cfgFile := filepath.Join(dir, "parley.hcl")
-	writeFile(t, cfgFile, fmt.Sprintf(`
-app_id                  = 99
-webhook_secrets         = ["hook"]
-github_url              = %q
-store                   = %q
-listen                  = "127.0.0.1:%d"
-write_mode              = "direct"
-proposals_max_age       = "1m"
-admission_listen        = "127.0.0.1:%d"
-admission_tls_cert_file = %q
-admission_tls_key_file  = %q
-cluster "e2e" {
+	writeFile(t, cfgFile, admissionServeConfig(gh.URL, dir, listenPort, admissionPort, certFile, keyFile, fmt.Sprintf(`cluster "e2e" {
   repository = "acme/infra"
 }
 admission "e2e" {
   token_file = %q
   observe    = true
 }
-`, gh.URL+"/api/v3/", filepath.Join(dir, "parley.db"), listenPort, admissionPort, certFile, keyFile, tokFile))
+`, tokFile)))
 	cfg, err := config.Load(cfgFile, func(k string) string {
 		return map[string]string{"PARLEY_PRIVATE_KEY": string(appKey)}[k]
 	})
@@ -99,23 +88,7 @@ admission "e2e" {
 	}
 	startParley(t, cfg)
 
-	admKubeconfig := filepath.Join(dir, "admission.kubeconfig")
-	writeFile(t, admKubeconfig, fmt.Sprintf(`apiVersion: v1
-kind: Config
-users:
-- name: "127.0.0.1:%d"
-  user: {token: %q}
-`, admissionPort, admissionToken))
-	admConfig := filepath.Join(dir, "admission-config.yaml")
-	writeFile(t, admConfig, fmt.Sprintf(`apiVersion: apiserver.config.k8s.io/v1
-kind: AdmissionConfiguration
-plugins:
-- name: ValidatingAdmissionWebhook
-  configuration:
-    apiVersion: apiserver.config.k8s.io/v1
-    kind: WebhookAdmissionConfiguration
-    kubeConfigFile: %q
-`, admKubeconfig))
+	admConfig := apiServerAdmissionConfig(t, dir, admissionPort)
 	c := startClusterWith(t, bins, clusterOptions{
 		tokens: fmt.Sprintf("%s,%s,cost,\"system:serviceaccounts,system:masters\"\n", costToken, costSA),
 		args:   []string{"--admission-control-config-file=" + admConfig},

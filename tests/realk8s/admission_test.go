@@ -199,18 +199,7 @@ func TestAdmissionWebhookOnTheRealAPIServer(t *testing.T) {
 	writeFile(t, tokFile, admissionToken)
 	admissionPort, listenPort := freePort(t), freePort(t)
 	cfgFile := filepath.Join(dir, "parley.hcl")
-	writeFile(t, cfgFile, fmt.Sprintf(`
-app_id                  = 99
-webhook_secrets         = ["hook"]
-github_url              = %q
-store                   = %q
-listen                  = "127.0.0.1:%d"
-write_mode              = "direct"
-proposals_max_age       = "1m"
-admission_listen        = "127.0.0.1:%d"
-admission_tls_cert_file = %q
-admission_tls_key_file  = %q
-cluster "e2e" {
+	writeFile(t, cfgFile, admissionServeConfig(gh.URL, dir, listenPort, admissionPort, certFile, keyFile, fmt.Sprintf(`cluster "e2e" {
   repository = "acme/infra"
 }
 cluster "e2e-warn" {
@@ -223,7 +212,7 @@ admission "e2e" {
 admission "e2e-warn" {
   token_file = %q
 }
-`, gh.URL+"/api/v3/", filepath.Join(dir, "parley.db"), listenPort, admissionPort, certFile, keyFile, tokFile, tokFile))
+`, tokFile, tokFile)))
 	cfg, err := config.Load(cfgFile, func(k string) string {
 		return map[string]string{"PARLEY_PRIVATE_KEY": string(appKey), "PARLEY_KUBE_AUDIT_TOKEN": auditToken}[k]
 	})
@@ -234,23 +223,7 @@ admission "e2e-warn" {
 
 	// The API server: audit events to Parley's /events/k8s-audit/e2e, and the token it sends
 	// webhooks at 127.0.0.1:<admissionPort> from its admission configuration.
-	admKubeconfig := filepath.Join(dir, "admission.kubeconfig")
-	writeFile(t, admKubeconfig, fmt.Sprintf(`apiVersion: v1
-kind: Config
-users:
-- name: "127.0.0.1:%d"
-  user: {token: %q}
-`, admissionPort, admissionToken))
-	admConfig := filepath.Join(dir, "admission-config.yaml")
-	writeFile(t, admConfig, fmt.Sprintf(`apiVersion: apiserver.config.k8s.io/v1
-kind: AdmissionConfiguration
-plugins:
-- name: ValidatingAdmissionWebhook
-  configuration:
-    apiVersion: apiserver.config.k8s.io/v1
-    kind: WebhookAdmissionConfiguration
-    kubeConfigFile: %q
-`, admKubeconfig))
+	admConfig := apiServerAdmissionConfig(t, dir, admissionPort)
 	// The audit backend sends its token over TLS only: a TLS front for Parley's plain listener,
 	// as an ingress would be.
 	target, _ := neturl.Parse(fmt.Sprintf("http://127.0.0.1:%d", listenPort))
@@ -420,4 +393,47 @@ plugins:
 		}
 		return false, notYet("%d claims on replicas, none the cost optimizer's 1", len(h))
 	})
+}
+
+// admissionServeConfig is parley serve's configuration for these tests: the App on the fake GitHub
+// at ghURL, a SQLite store in dir, the intake on listenPort and the HTTPS admission listener on
+// admissionPort with the given serving certificate, followed by blocks (clusters, admission).
+func admissionServeConfig(ghURL, dir string, listenPort, admissionPort int, certFile, keyFile, blocks string) string {
+	return fmt.Sprintf(`
+app_id                  = 99
+webhook_secrets         = ["hook"]
+github_url              = %q
+store                   = %q
+listen                  = "127.0.0.1:%d"
+write_mode              = "direct"
+proposals_max_age       = "1m"
+admission_listen        = "127.0.0.1:%d"
+admission_tls_cert_file = %q
+admission_tls_key_file  = %q
+`, ghURL+"/api/v3/", filepath.Join(dir, "parley.db"), listenPort, admissionPort, certFile, keyFile) + blocks
+}
+
+// apiServerAdmissionConfig writes the API server's admission configuration: its
+// ValidatingAdmissionWebhook plugin sends admissionToken to the webhook at
+// 127.0.0.1:admissionPort. It returns the file for --admission-control-config-file.
+func apiServerAdmissionConfig(t *testing.T, dir string, admissionPort int) string {
+	t.Helper()
+	admKubeconfig := filepath.Join(dir, "admission.kubeconfig")
+	writeFile(t, admKubeconfig, fmt.Sprintf(`apiVersion: v1
+kind: Config
+users:
+- name: "127.0.0.1:%d"
+  user: {token: %q}
+`, admissionPort, admissionToken))
+	admConfig := filepath.Join(dir, "admission-config.yaml")
+	writeFile(t, admConfig, fmt.Sprintf(`apiVersion: apiserver.config.k8s.io/v1
+kind: AdmissionConfiguration
+plugins:
+- name: ValidatingAdmissionWebhook
+  configuration:
+    apiVersion: apiserver.config.k8s.io/v1
+    kind: WebhookAdmissionConfiguration
+    kubeConfigFile: %q
+`, admKubeconfig))
+	return admConfig
 }
