@@ -36,15 +36,8 @@ func runImage(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	layoutDir := fs.String("layout", "", "write the image into this OCI layout directory (default: <checkout>/dist/image)")
 	tarPath := fs.String("tarball", "", "also write a tarball `docker load` reads (one platform only)")
 	push := fs.Bool("push", false, "push the image to --ref (credentials from ~/.docker/config.json: docker login or crane auth login)")
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: ship image [flags]\n\nBuilds Parley's container image from the commit checked out, without a container daemon.\n\n")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
-		if err == nil {
-			fmt.Fprintf(stderr, "ship image: unexpected arguments %q\n", fs.Args())
-		}
-		return errUsage
+	if err := parseCommand(fs, args, stderr, "Builds Parley's container image from the commit checked out, without a container daemon."); err != nil {
+		return err
 	}
 	src, err := readSource(ctx, *dir)
 	if err != nil {
@@ -275,4 +268,20 @@ func onlyImage(idx v1.ImageIndex) (v1.Image, error) {
 		return nil, fmt.Errorf("the index holds %d images, not one", len(m.Manifests))
 	}
 	return idx.Image(m.Manifests[0].Digest)
+}
+
+// parseCommand gives fs the usage text of a ship command (its name, what it does, its flags) and
+// parses args, refusing arguments left over: how every ship command starts.
+func parseCommand(fs *flag.FlagSet, args []string, stderr io.Writer, about string) error {
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: %s [flags]\n\n%s\n\n", fs.Name(), about)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
+		if err == nil {
+			fmt.Fprintf(stderr, "%s: unexpected arguments %q\n", fs.Name(), fs.Args())
+		}
+		return errUsage
+	}
+	return nil
 }

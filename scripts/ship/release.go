@@ -26,15 +26,8 @@ func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	version := fs.String("version", "", "the version parley reports (default: the chart's appVersion)")
 	out := fs.String("out", "", "the directory for the artifacts, emptied first (default: <checkout>/dist/release)")
 	platforms := fs.String("platform", "linux/amd64,linux/arm64,darwin/amd64,darwin/arm64", "platforms, OS/ARCH comma-separated")
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: ship release [flags]\n\nBuilds parley per platform (as the image builds it), a CycloneDX SBOM per binary and SHA256SUMS.\n\n")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
-		if err == nil {
-			fmt.Fprintf(stderr, "ship release: unexpected arguments %q\n", fs.Args())
-		}
-		return errUsage
+	if err := parseCommand(fs, args, stderr, "Builds parley per platform (as the image builds it), a CycloneDX SBOM per binary and SHA256SUMS."); err != nil {
+		return err
 	}
 	src, err := readSource(ctx, *dir)
 	if err != nil {
