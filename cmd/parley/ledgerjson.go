@@ -298,6 +298,13 @@ func appendJSONString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		// Most text needs no escaping: skip it eight bytes at a time.
+		for i+8 <= len(s) && !needsEscape8(s[i:i+8]) {
+			i += 8
+		}
+		if i >= len(s) {
+			break
+		}
 		if b := s[i]; b < utf8.RuneSelf {
 			if jsonSafe[b] {
 				i++
@@ -341,6 +348,22 @@ func appendJSONString(dst []byte, s string) []byte {
 	}
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
+}
+
+// needsEscape8 reports whether any of the eight bytes of s is not written as it is in a JSON
+// string: a control character, ", \, <, >, & or a byte of a multi-byte rune (which may be U+2028,
+// U+2029 or invalid UTF-8). It tests the eight at once (the bit tricks are Mycroft's "has a zero
+// byte" and "has a byte less than n").
+func needsEscape8(s string) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	x := uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+	if x&highs != 0 {
+		return true
+	}
+	hasZero := func(v uint64) bool { return (v-ones)&^v&highs != 0 }
+	return (x-ones*0x20)&^x&highs != 0 || // a byte below 0x20
+		hasZero(x^(ones*'"')) || hasZero(x^(ones*'\\')) || hasZero(x^(ones*'<')) || hasZero(x^(ones*'>')) || hasZero(x^(ones*'&'))
 }
 
 // maxRawDepth is encoding/json's limit on nesting: deeper documents are errors.

@@ -146,3 +146,20 @@ func TestAppendRawJSONMatchesEncodingJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendJSONStringMatchesEncodingJSON puts each kind of byte encoding/json escapes or replaces
+// at every position of the eight-byte blocks appendJSONString skips at once.
+func TestAppendJSONStringMatchesEncodingJSON(t *testing.T) {
+	for _, special := range []string{"\"", "\\", "<", ">", "&", "\x00", "\x1f", "\n", "\b", "\f", "\x7f", "é", "\u2028", "\u2029", "\xff", "\xe2\x80", "\U0001F600", " ", "~"} {
+		for at := range 17 {
+			s := strings.Repeat("a", at) + special + strings.Repeat("b", 16-at)
+			want, err := json.Marshal(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := appendJSONString(nil, s); !bytes.Equal(got, want) {
+				t.Errorf("%q: got %s, want %s", s, got, want)
+			}
+		}
+	}
+}
