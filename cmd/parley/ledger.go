@@ -221,50 +221,26 @@ func fieldOf(h ledger.FieldHistory) fieldReport {
 	for _, e := range h.Entries {
 		fr.History = append(fr.History, claimOf(e))
 	}
-	if cur, ok := h.Current(); ok {
-		for i := len(h.Entries) - 1; i >= 0; i-- {
-			if e := h.Entries[i]; e.Evidence.Commit == cur.Evidence.Commit && !e.Yield {
-				c := claimOf(e)
-				fr.Current = &c
-				break
-			}
-		}
+	if i := currentIndex(h); i >= 0 {
+		c := claimOf(h.Entries[i])
+		fr.Current = &c
 	}
 	return fr
 }
 
-// fieldOut and claimOut are fieldReport and claimReport as writeLedgerJSON encodes them: the
-// claim already in its JSON shape, so that encoding/json does not call Claim.MarshalJSON and then
-// re-read its bytes for every claim (a tenth of `ledger --json`'s CPU on onedr0p/home-ops, 315,446
-// claims). The bytes are the same (TestLedgerJSONIsOneDocument).
-type fieldOut struct {
-	Field   string     `json:"field"`
-	History []claimOut `json:"history"`
-	Current *claimOut  `json:"current,omitempty"`
-}
-
-type claimOut struct {
-	Claim          core.ClaimJSON `json:"claim"`
-	Subject        string         `json:"subject"`
-	Changed        bool           `json:"changed"`
-	IntentDeclared bool           `json:"intent_declared"`
-	Merge          bool           `json:"merge,omitempty"`
-}
-
-func claimOutOf(c claimReport) claimOut {
-	return claimOut{Claim: c.Claim.JSON(), Subject: c.Subject, Changed: c.Changed, IntentDeclared: c.IntentDeclared, Merge: c.Merge}
-}
-
-func fieldOutOf(fr fieldReport) fieldOut {
-	out := fieldOut{Field: fr.Field, History: make([]claimOut, len(fr.History))}
-	for i, c := range fr.History {
-		out.History[i] = claimOutOf(c)
+// currentIndex is the entry the report shows as the claim Git holds now: the last one, not a yield,
+// of the commit that made the current claim; -1 when Git holds no value.
+func currentIndex(h ledger.FieldHistory) int {
+	cur, ok := h.Current()
+	if !ok {
+		return -1
 	}
-	if fr.Current != nil {
-		c := claimOutOf(*fr.Current)
-		out.Current = &c
+	for i := len(h.Entries) - 1; i >= 0; i-- {
+		if e := h.Entries[i]; e.Evidence.Commit == cur.Evidence.Commit && !e.Yield {
+			return i
+		}
 	}
-	return out
+	return -1
 }
 
 func problemsOf(b *ledger.Branch) ([]problemReport, error) {
@@ -280,8 +256,10 @@ func problemsOf(b *ledger.Branch) ([]problemReport, error) {
 }
 
 // writeLedgerJSON streams the ledgerReport: the head, then each field as EachField hands it over,
-// then the problems. json.MarshalIndent with the nesting's prefix gives each piece the bytes the
-// whole report would have had (TestLedgerJSONIsOneDocument holds it to that).
+// then the problems. Each piece has the bytes the whole report would have had from encoding/json
+// (TestLedgerJSONIsOneDocument holds it to that): the head and the problems through
+// json.MarshalIndent with the nesting's prefix, the fields, nearly all of the output, through
+// appendFieldJSON, which writes those same bytes without reflection.
 func writeLedgerJSON(ctx context.Context, out io.Writer, b *ledger.Branch, head ledgerHead, pattern core.FieldPattern) error {
 	w := bufio.NewWriterSize(out, 64<<10)
 	str := func(s string) []byte { j, _ := json.Marshal(s); return j }
@@ -292,8 +270,9 @@ func writeLedgerJSON(ctx context.Context, out io.Writer, b *ledger.Branch, head 
 	fmt.Fprintf(w, "{\n  \"branch\": %s,\n  \"tip\": %s,\n  \"commits\": %d,\n  \"update\": %s,\n  \"fields\": [",
 		str(head.Branch), str(head.Tip), head.Commits, update)
 	n := 0
+	var j []byte
 	err = b.EachField(ctx, pattern, func(h ledger.FieldHistory) error {
-		j, err := json.MarshalIndent(fieldOutOf(fieldOf(h)), "    ", "  ")
+		j, err = appendFieldJSON(j[:0], h)
 		if err != nil {
 			return fmt.Errorf("field %s: %w", h.Field, err)
 		}
@@ -301,7 +280,7 @@ func writeLedgerJSON(ctx context.Context, out io.Writer, b *ledger.Branch, head 
 			w.WriteByte(',')
 		}
 		n++
-		w.WriteString("\n    ")
+		w.WriteString("\n" + fieldPrefix)
 		_, err = w.Write(j)
 		return err
 	})
