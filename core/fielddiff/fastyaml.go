@@ -57,7 +57,6 @@ func fastDocuments(content []byte) ([]*yaml.Node, bool) {
 		return nil, false
 	}
 	r := &fastReader{src: string(content)}
-	r.nodes = make([]yaml.Node, 0, min(len(content)/12+4, 512))
 	r.nextLine()
 	var roots []*yaml.Node
 	if r.col >= 0 { // content before any "---": an implicit document
@@ -210,12 +209,15 @@ func (r *fastReader) endLine(j int) bool {
 
 // node allocates a node; it takes the anchor read before it, as yaml.v3 registers an anchor when
 // it makes the node (a collection's before its children, so they may refer to it).
-func (r *fastReader) node(n yaml.Node) *yaml.Node {
+// Fields are set one by one into the zeroed chunk: copying a whole yaml.Node costs write barriers
+// for all its pointers.
+func (r *fastReader) node(kind yaml.Kind, style yaml.Style, tag, value string) *yaml.Node {
 	if len(r.nodes) == cap(r.nodes) {
-		r.nodes = make([]yaml.Node, 0, 512)
+		r.nodes = make([]yaml.Node, 0, r.chunk())
 	}
-	r.nodes = append(r.nodes, n)
+	r.nodes = r.nodes[:len(r.nodes)+1]
 	p := &r.nodes[len(r.nodes)-1]
+	p.Kind, p.Style, p.Tag, p.Value = kind, style, tag, value
 	if r.anchor != "" {
 		if r.anchors == nil {
 			r.anchors = map[string]*yaml.Node{}
@@ -228,7 +230,7 @@ func (r *fastReader) node(n yaml.Node) *yaml.Node {
 }
 
 func (r *fastReader) scalar(style yaml.Style, tag, value string) *yaml.Node {
-	return r.node(yaml.Node{Kind: yaml.ScalarNode, Style: style, Tag: tag, Value: value})
+	return r.node(yaml.ScalarNode, style, tag, value)
 }
 
 // null is an empty value, as yaml.v3 makes it.
@@ -236,13 +238,19 @@ func (r *fastReader) null() *yaml.Node { return r.scalar(0, "!!null", "") }
 
 func (r *fastReader) plain(v string) *yaml.Node { return r.scalar(0, plainTag(v), v) }
 
+// chunk is how many nodes to allocate at once: about what the rest of the text holds (a node
+// takes about 12 bytes of a manifest; a chunk too small is followed by another), at most 256.
+func (r *fastReader) chunk() int {
+	return min((len(r.src)-r.i)/12+16, 256)
+}
+
 // open makes a collection node (its children follow) and counts its nesting; nil when it is too
 // deep for the reader.
 func (r *fastReader) open(kind yaml.Kind, tag string, style yaml.Style) *yaml.Node {
 	if r.depth++; r.depth > fastMaxDepth {
 		return nil
 	}
-	return r.node(yaml.Node{Kind: kind, Style: style, Tag: tag})
+	return r.node(kind, style, tag, "")
 }
 
 // close gives the collection n the children stacked since mark.
@@ -251,7 +259,7 @@ func (r *fastReader) close(n *yaml.Node, mark int) *yaml.Node {
 	var content []*yaml.Node
 	if len(kids) > 0 {
 		if cap(r.ptrs)-len(r.ptrs) < len(kids) {
-			r.ptrs = make([]*yaml.Node, 0, max(len(kids), 1024))
+			r.ptrs = make([]*yaml.Node, 0, max(len(kids), r.chunk()))
 		}
 		n := len(r.ptrs)
 		r.ptrs = append(r.ptrs, kids...)
@@ -282,7 +290,9 @@ func (r *fastReader) alias(j int) (n *yaml.Node, end int) {
 	if name == "" || target == nil || r.anchor != "" {
 		return nil, -1
 	}
-	return r.node(yaml.Node{Kind: yaml.AliasNode, Value: name, Alias: target}), end
+	n = r.node(yaml.AliasNode, 0, "", name)
+	n.Alias = target
+	return n, end
 }
 
 // name reads an anchor's name at j: yaml.v3's is_alpha characters.

@@ -106,11 +106,23 @@ func FuzzFastReaderMatchesYAMLv3(f *testing.F) {
 }
 
 // TestFastReaderReadsManifests: the shapes real manifests are written in take the fast path (and
-// match yaml.v3's).
+// match yaml.v3's), and what yaml.v3 refuses, or the reader does not handle, does not.
 func TestFastReaderReadsManifests(t *testing.T) {
 	for _, src := range []string{deployment, configMap, fluxKustomization, argoApplication, kustomization, prometheusRule, checkoutDeployment} {
 		if !checkFastMatchesV3(t, "apps/x/manifest.yaml", []byte(src)) {
 			t.Errorf("the fast reader declines:\n%s", src)
+		}
+	}
+	for _, name := range []string{"helmrelease-anchors", "helmrelease-values-block-scalars", "crd-multiline-descriptions",
+		"json-object-and-swagger", "indentation-edges", "multi-document-stream", "scalar-types"} {
+		src := fuzzSeed(t, "FuzzFastReaderMatchesYAMLv3", name)
+		if _, ok := fastParseObjects("apps/x/manifest.yaml", src); !ok || !checkFastMatchesV3(t, "apps/x/manifest.yaml", src) {
+			t.Errorf("the fast reader declines the seed %s", name)
+		}
+	}
+	for _, name := range []string{"declined-shapes", "errors-yaml-refuses"} {
+		if _, ok := fastParseObjects("apps/x/manifest.yaml", fuzzSeed(t, "FuzzFastReaderMatchesYAMLv3", name)); ok {
+			t.Errorf("the fast reader reads the seed %s", name)
 		}
 	}
 }
@@ -124,11 +136,4 @@ var fastShapes = []string{
 	"apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: a\n  data: {k: v}\n",
 	"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\ndata:\n  k: a\n    b\n  l: [a,\n   b]\n  m: \"x\n    y\"\n",
 	"a: &x 1\nb: *x\nc: !!str 2\n? d\n: e\n%YAML 1.2\n",
-}
-
-func TestFastShapesTakeTheFastPath(t *testing.T) {
-	for i, src := range fastShapes {
-		_, ok := fastDocuments([]byte(src))
-		t.Logf("shape %d: fast=%v", i, ok)
-	}
 }
