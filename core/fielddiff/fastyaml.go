@@ -16,16 +16,20 @@ import (
 // yaml.v3's scanner (scannerc.go) and parser (decode.go), not the YAML specification where the two
 // differ, and the scalar types come from yaml.v3 itself (plainTag).
 //
+// It reads block mappings and sequences, flow collections (JSON), plain scalars (folded over lines),
+// quoted scalars (with escapes and folding), literal and folded block scalars, comments, "---",
+// anchors, aliases and merge keys (<<, resolved by the flattening as before).
+//
 // The contract, which FuzzFastReaderMatchesYAMLv3 and TestFastReaderOnRepository check: when the
-// reader accepts a stream, yaml.v3 reads it without error into the same trees; on anything else
-// (anchors, aliases, tags, merge keys, complex keys, directives, tabs, CR, control characters,
-// multi-line plain or quoted scalars, comments inside flow collections, unusual
-// indentation, ...) it declines and yaml.v3 reads the stream, so every error message stays
+// reader accepts a stream, yaml.v3 reads it without error into the same trees (aliases pointing
+// at the same nodes); on anything else (tags, complex keys, directives, "...", tabs, CR, control
+// characters, a scalar alone on its line, keys over lines, indentation yaml.v3 would read another
+// way or refuse, ...) it declines and yaml.v3 reads the stream, so every error message stays
 // yaml.v3's. Errors found while flattening also decline, for the same reason.
 //
-// The alias budget: without aliases the trees are the same, so the flattening visits the same
+// The alias budget: the trees are the same, aliases included, so the flattening visits the same
 // nodes the same number of times, and a document's visits (ParseCached adds them up against
-// nodeBudget of the whole file) are the same whichever reader read it.
+// nodeBudget of the whole file) are the same whichever reader read it: the check's outcome is too.
 
 // fastMaxDepth bounds the reader's recursion; the flattening refuses deeper documents anyway.
 const fastMaxDepth = 90
@@ -904,10 +908,9 @@ func (r *fastReader) blockHeader(j int) (chomping, increment, next int) {
 	return chomping, increment, min(j+1, len(src))
 }
 
-// flow reads a flow sequence or mapping of scalars and flow collections that starts at t; end is
-// the position after its closing bracket. indent is the block indentation around it: lines inside
-// must be indented more (yaml.v3 is laxer; declining is safe). Comments inside, empty entries,
-// trailing commas and single-pair mappings in sequences are declined.
+// flow reads a flow sequence or mapping of scalars, aliases and flow collections that starts at t;
+// end is the position after its closing bracket. Anchors, empty keys or values, "? " and
+// single-pair mappings inside sequences are declined.
 func (r *fastReader) flow(t int) (n *yaml.Node, end int) {
 	kind, tag, closing := yaml.SequenceNode, "!!seq", byte(']')
 	if r.src[t] == '{' {
