@@ -91,7 +91,8 @@ func BenchmarkDiffSnapshots(b *testing.B) {
 }
 
 // BenchmarkReadYAML compares the fast reader with yaml.v3's path on real manifests (the fuzz seed
-// corpus): a HelmRelease with anchors and block scalars, a CRD with wrapped descriptions, and JSON.
+// corpus): a HelmRelease with anchors and block scalars, a CRD with wrapped descriptions, and JSON;
+// the objects' leaves (fast, yamlv3) and the node trees alone (fast-tree, yamlv3-tree).
 //
 //	go test ./core/fielddiff -run '^$' -bench BenchmarkReadYAML -benchmem
 func BenchmarkReadYAML(b *testing.B) {
@@ -109,6 +110,15 @@ func BenchmarkReadYAML(b *testing.B) {
 				return y, nil
 			}},
 			{"yamlv3", parseYAMLv3},
+			// The trees alone, without the flattening both share:
+			{"fast-tree", func(p string, content []byte) (*yamlParser, error) {
+				fastDocuments(content)
+				return nil, nil
+			}},
+			{"yamlv3-tree", func(p string, content []byte) (*yamlParser, error) {
+				_, err := decodeV3(content)
+				return nil, err
+			}},
 		} {
 			b.Run(name+"/"+reader.name, func(b *testing.B) {
 				b.ReportAllocs()
