@@ -2,9 +2,9 @@ package fielddiff
 
 import (
 	"bufio"
-	"crypto/sha256"
 	"bytes"
 	"cmp"
+	"crypto/sha256"
 	"fmt"
 	"io"
 	"os"
