@@ -1,6 +1,9 @@
 package fielddiff
 
 import (
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -85,4 +88,65 @@ func BenchmarkDiffSnapshots(b *testing.B) {
 			b.Fatal("want one change")
 		}
 	}
+}
+
+// BenchmarkReadYAML compares the fast reader with yaml.v3's path on real manifests (the fuzz seed
+// corpus): a HelmRelease with anchors and block scalars, a CRD with wrapped descriptions, and JSON;
+// the objects' leaves (fast, yamlv3) and the node trees alone (fast-tree, yamlv3-tree).
+//
+//	go test ./core/fielddiff -run '^$' -bench BenchmarkReadYAML -benchmem
+func BenchmarkReadYAML(b *testing.B) {
+	for _, name := range []string{"helmrelease-anchors", "crd-multiline-descriptions", "json-object-and-swagger"} {
+		src := fuzzSeed(b, "FuzzFastReaderMatchesYAMLv3", name)
+		if _, ok := fastParseObjects("apps/x/manifest.yaml", src); !ok {
+			b.Fatalf("%s: the fast reader declines it", name)
+		}
+		for _, reader := range []struct {
+			name string
+			read func(p string, content []byte) (*yamlParser, error)
+		}{
+			{"fast", func(p string, content []byte) (*yamlParser, error) {
+				y, _ := fastParseObjects(p, content)
+				return y, nil
+			}},
+			{"yamlv3", parseYAMLv3},
+			// The trees alone, without the flattening both share:
+			{"fast-tree", func(p string, content []byte) (*yamlParser, error) {
+				fastDocuments(content)
+				return nil, nil
+			}},
+			{"yamlv3-tree", func(p string, content []byte) (*yamlParser, error) {
+				_, err := decodeV3(content)
+				return nil, err
+			}},
+		} {
+			b.Run(name+"/"+reader.name, func(b *testing.B) {
+				b.ReportAllocs()
+				b.SetBytes(int64(len(src)))
+				for b.Loop() {
+					if _, err := reader.read("apps/x/manifest.yaml", src); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// fuzzSeed reads an input of a committed seed corpus.
+func fuzzSeed(tb testing.TB, target, name string) []byte {
+	tb.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "fuzz", target, name))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	_, quoted, ok := strings.Cut(string(b), "[]byte(")
+	if !ok {
+		tb.Fatalf("%s: not a []byte seed", name)
+	}
+	s, err := strconv.Unquote(strings.TrimSuffix(strings.TrimSpace(quoted), ")"))
+	if err != nil {
+		tb.Fatalf("%s: %v", name, err)
+	}
+	return []byte(s)
 }

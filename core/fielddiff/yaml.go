@@ -96,10 +96,56 @@ func mayHoldObjects(content []byte) bool {
 	return bytes.Contains(content, []byte("kind")) || bytes.Contains(content, []byte("{{"))
 }
 
-// parseYAMLObjects reads a YAML stream into the parser's leaves and objects.
-func parseYAMLObjects(p string, content []byte) (*yamlParser, error) {
+func newYAMLParser(p string, content []byte) *yamlParser {
 	// Leaves: roughly one per 30 bytes of a typical manifest.
-	y := &yamlParser{path: p, budget: nodeBudget(content), leaves: make([]leaf, 0, len(content)/30+1)}
+	return &yamlParser{path: p, budget: nodeBudget(content), leaves: make([]leaf, 0, len(content)/30+1)}
+}
+
+// readDocument reads the objects of one document (its root node) into the parser; seen maps each
+// object read so far to its document's number.
+func (y *yamlParser) readDocument(doc int, root *yaml.Node, seen map[objectKey]int) error {
+	p := y.path
+	root = resolve(root)
+	objs := []*yaml.Node{root}
+	if isList(root) {
+		objs = resolve(mapGet(root, "items")).Content
+	}
+	for _, obj := range objs {
+		obj = resolve(obj)
+		key, ok, err := y.identify(obj)
+		if err != nil {
+			return fmt.Errorf("%s: document %d, line %d: %w", p, doc, obj.Line, err)
+		}
+		if !ok {
+			continue // not a Kubernetes object (no apiVersion and kind)
+		}
+		if first, dup := seen[key]; dup {
+			return fmt.Errorf("%s: document %d, line %d: %s %s is already defined in document %d", p, doc, obj.Line, key.kind, qualifiedName(key), first)
+		}
+		seen[key] = doc
+		y.objects = append(y.objects, key)
+		y.object = core.K8sField(key.group, key.kind, key.namespace, key.name, "")
+		y.prefix = y.object.String() + "#"
+		y.ptr = y.ptr[:0]
+		if err := y.flatten(obj, 0); err != nil {
+			return fmt.Errorf("%s: document %d, %s %s: %w", p, doc, key.kind, qualifiedName(key), err)
+		}
+	}
+	return nil
+}
+
+// parseYAMLObjects reads a YAML stream into the parser's leaves and objects: through the fast
+// reader when it reads the stream (fastyaml.go), else through go.yaml.in/yaml/v3.
+func parseYAMLObjects(p string, content []byte) (*yamlParser, error) {
+	if y, ok := fastParseObjects(p, content); ok {
+		return y, nil
+	}
+	return parseYAMLv3(p, content)
+}
+
+// parseYAMLv3 reads a YAML stream with go.yaml.in/yaml/v3: every stream the fast reader declines.
+func parseYAMLv3(p string, content []byte) (*yamlParser, error) {
+	y := newYAMLParser(p, content)
 	template := bytes.Contains(content, []byte("{{"))
 	dec := yaml.NewDecoder(bytes.NewReader(content))
 	seen := map[objectKey]int{}
@@ -125,31 +171,8 @@ func parseYAMLObjects(p string, content []byte) (*yamlParser, error) {
 				return nil, fmt.Errorf("%s: document %d, line %d: a Helm or Go template ({{ ... }}), not a manifest", p, doc, at.Line)
 			}
 		}
-		root := resolve(n.Content[0])
-		objs := []*yaml.Node{root}
-		if isList(root) {
-			objs = resolve(mapGet(root, "items")).Content
-		}
-		for _, obj := range objs {
-			obj = resolve(obj)
-			key, ok, err := y.identify(obj)
-			if err != nil {
-				return nil, fmt.Errorf("%s: document %d, line %d: %w", p, doc, obj.Line, err)
-			}
-			if !ok {
-				continue // not a Kubernetes object (no apiVersion and kind)
-			}
-			if first, dup := seen[key]; dup {
-				return nil, fmt.Errorf("%s: document %d, line %d: %s %s is already defined in document %d", p, doc, obj.Line, key.kind, qualifiedName(key), first)
-			}
-			seen[key] = doc
-			y.objects = append(y.objects, key)
-			y.object = core.K8sField(key.group, key.kind, key.namespace, key.name, "")
-			y.prefix = y.object.String() + "#"
-			y.ptr = y.ptr[:0]
-			if err := y.flatten(obj, 0); err != nil {
-				return nil, fmt.Errorf("%s: document %d, %s %s: %w", p, doc, key.kind, qualifiedName(key), err)
-			}
+		if err := y.readDocument(doc, n.Content[0], seen); err != nil {
+			return nil, err
 		}
 	}
 	return y, nil
@@ -247,7 +270,10 @@ func (y *yamlParser) identify(obj *yaml.Node) (objectKey, bool, error) {
 			return objectKey{}, false, fmt.Errorf("%s %s has no metadata.name", apiVersion, kind)
 		}
 	}
-	return objectKey{group: group, kind: kind, namespace: scalarAt(obj, "metadata", "namespace"), name: name}, true, nil
+	// Copies: the fast reader's scalars share the whole file's text, which every leaf of the object
+	// would otherwise keep alive (documents are cached long after their text is gone).
+	namespace := scalarAt(obj, "metadata", "namespace")
+	return objectKey{group: strings.Clone(group), kind: strings.Clone(kind), namespace: strings.Clone(namespace), name: strings.Clone(name)}, true, nil
 }
 
 // moduleDir is the directory of a repository-relative file, "." at the root.
