@@ -79,6 +79,7 @@ func runLedger(cmd *cobra.Command, fl ledgerFlags, out io.Writer) error {
 		return err
 	}
 	defer l.Close()
+	defer tradeMemoryForGC()()
 	stats, err := l.Update(cmd.Context(), fl.branch)
 	clearProgressLine(cmd.ErrOrStderr())
 	if errors.Is(err, ledger.ErrNoBranch) {
