@@ -58,7 +58,9 @@ func (h *History) command(ctx context.Context, args ...string) *exec.Cmd {
 		}
 	}
 	// go-git ignores info/grafts: so must git, or its first parents would differ from go-git's.
-	cmd.Env = append(cmd.Env, "GIT_GRAFT_FILE="+os.DevNull)
+	// (An empty graft file has git hint that grafts are deprecated: not a word the ledger says.)
+	cmd.Env = append(cmd.Env, "GIT_GRAFT_FILE="+os.DevNull, "GIT_CONFIG_COUNT=1",
+		"GIT_CONFIG_KEY_0=advice.graftFileDeprecated", "GIT_CONFIG_VALUE_0=false")
 	return cmd
 }
 
@@ -292,7 +294,9 @@ func (h *History) Close() error {
 	var err error
 	for _, c := range []*child{h.catFile, h.diffTree} {
 		if c != nil {
-			err = errors.Join(err, c.stop())
+			if cerr := c.stop(); cerr != nil {
+				err = errors.Join(err, fmt.Errorf("%s: %w", c.name, cerr))
+			}
 		}
 	}
 	h.catFile, h.diffTree = nil, nil
@@ -363,9 +367,9 @@ func (c *child) wait() error {
 		err := c.cmd.Wait()
 		c.fed.Wait()
 		if err != nil {
-			c.waitErr = fmt.Errorf("%s: %w%s", c.name, err, c.stderr.suffix())
+			c.waitErr = fmt.Errorf("%w%s", err, c.stderr.suffix())
 		} else if c.feedErr != nil {
-			c.waitErr = fmt.Errorf("%s: write its input: %w", c.name, c.feedErr)
+			c.waitErr = fmt.Errorf("write its input: %w", c.feedErr)
 		}
 	}
 	return c.waitErr

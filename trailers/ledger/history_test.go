@@ -305,15 +305,17 @@ func TestHistoryThroughGitThatDies(t *testing.T) {
 	}
 	for _, tc := range []struct{ name, cmd, cut, want string }{
 		// diff-tree's output ends in the middle of the root commit's files.
-		{"diff-tree cut short", "diff-tree", "%[1]q \"$@\" | head -c 700", "git diff-tree: commit "},
+		{"diff-tree cut short", "diff-tree", "%[1]q \"$@\" | head -c 700; exit 0", "git diff-tree: commit "},
+		// diff-tree says everything, then fails: the last commit's files may be missing.
+		{"diff-tree fails at the end", "diff-tree", "%[1]q \"$@\"; echo 'fatal: out of memory' >&2; exit 128", "out of memory"},
 		// The commits' cat-file (the blobs' has no --buffer) hears of two commits and a half,
 		// answers for two and ends without an error.
-		{"cat-file cut short", "--buffer", "head -c 100 | %[1]q \"$@\"", "git cat-file: commit "},
+		{"cat-file cut short", "--buffer", "head -c 100 | %[1]q \"$@\"; exit 0", "git cat-file: commit "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			// The real git, except that the one command is cut short and exits 0.
+			// The real git, except for the one command.
 			bin := t.TempDir()
-			script := fmt.Sprintf("#!/bin/sh\nfor a; do if [ \"$a\" = %[2]s ]; then "+tc.cut+"; exit 0; fi; done\nexec %[1]q \"$@\"\n", real, tc.cmd)
+			script := fmt.Sprintf("#!/bin/sh\nfor a; do if [ \"$a\" = %[2]s ]; then "+tc.cut+"; fi; done\nexec %[1]q \"$@\"\n", real, tc.cmd)
 			if err := os.WriteFile(filepath.Join(bin, "git"), []byte(script), 0o755); err != nil {
 				t.Fatal(err)
 			}
