@@ -34,8 +34,8 @@ type History struct {
 
 	catFile, diffTree *child
 	commits, parents  []plumbing.Hash
+	records           diffRecords // diffTree's output
 	next              int
-	pending           []byte // a diff-tree record read ahead: the next commit's header
 }
 
 // Open checks that git is in PATH. No process runs until FirstParents or ReadCommits.
@@ -153,6 +153,7 @@ func (h *History) ReadCommits(ctx context.Context, commits, parents []plumbing.H
 		h.catFile = nil
 		return err
 	}
+	h.records = diffRecords{out: h.diffTree.out}
 	return nil
 }
 
@@ -202,60 +203,81 @@ func (h *History) readCommit(want plumbing.Hash) ([]byte, error) {
 	return buf[:size:size], nil
 }
 
-// readChanges reads the diff-tree record of commit want: its header, then its entries up to the
-// next commit's header or the end of the output.
+// readChanges reads the diff-tree record of commit want.
 func (h *History) readChanges(want plumbing.Hash, change func(path []byte, oldMode, newMode filemode.FileMode, oldHash, newHash plumbing.Hash)) error {
-	out := h.diffTree.out
-	header := h.pending
-	h.pending = nil
+	last := h.next == len(h.commits)-1
+	ended, err := h.records.read(want, change)
+	switch {
+	case err != nil:
+		return h.diffTree.failed(err)
+	case ended && !last:
+		return h.diffTree.failed(io.ErrUnexpectedEOF)
+	case ended:
+		// The last commit ends with the output, but only if git finished its work: a process
+		// killed between two entries must not pass for a commit with fewer changes.
+		return h.diffTree.wait()
+	case last:
+		return fmt.Errorf("unexpected output after the last commit: %q", h.records.pending)
+	}
+	return nil
+}
+
+// diffRecords parses the output of `git diff-tree --stdin -r -z --raw --always`: for each commit
+// a header, "<commit>\0", then one record per changed entry, ":<old mode> <new mode> <old hash>
+// <new hash> <status>\0<path>\0". The paths are the repository's: anyone who can push chooses
+// them, so a path is taken as bytes, whatever they are.
+type diffRecords struct {
+	out     *bufio.Reader
+	pending []byte // the next commit's header, read ahead
+}
+
+// read reads commit want's record and calls change for each entry. ended is true when the output
+// ended right after it.
+func (d *diffRecords) read(want plumbing.Hash, change func(path []byte, oldMode, newMode filemode.FileMode, oldHash, newHash plumbing.Hash)) (ended bool, err error) {
+	header := d.pending
+	d.pending = nil
 	if header == nil {
-		var err error
-		if header, err = out.ReadSlice(0); err != nil {
-			return h.diffTree.failed(err)
+		if header, err = d.token(); err != nil {
+			return false, err
 		}
 	}
 	if c, ok := parseHash(header[:len(header)-1]); !ok || c != want {
-		return fmt.Errorf("unexpected header %q", header[:len(header)-1])
+		return false, fmt.Errorf("unexpected header %q, want %s", header[:len(header)-1], want)
 	}
 	for {
-		rec, err := out.ReadSlice(0)
-		if err == io.EOF && len(rec) == 0 && h.next == len(h.commits)-1 {
-			// The last commit ends with the output, but only if git finished its work: a process
-			// killed between two entries must not pass for a commit with fewer changes.
-			if err := h.diffTree.wait(); err != nil {
-				return err
-			}
-			return nil
+		rec, err := d.token()
+		if err == io.EOF && len(rec) == 0 {
+			return true, nil
 		}
 		if err != nil {
-			return h.diffTree.failed(err)
+			return false, err
 		}
 		if rec[0] != ':' {
-			if h.next == len(h.commits)-1 {
-				return fmt.Errorf("unexpected output after the last commit: %q", rec)
-			}
-			h.pending = append([]byte(nil), rec...)
-			return nil
+			d.pending = append([]byte(nil), rec...)
+			return false, nil
 		}
-		// ":<old mode> <new mode> <old hash> <new hash> <status>", then the path.
-		meta := rec[1 : len(rec)-1]
-		oldMode, newMode, oldHash, newHash, ok := parseRaw(meta)
+		oldMode, newMode, oldHash, newHash, ok := parseRaw(rec[1 : len(rec)-1])
 		if !ok {
-			return fmt.Errorf("unexpected entry %q", meta)
+			return false, fmt.Errorf("unexpected entry %q", rec[:len(rec)-1])
 		}
-		path, err := out.ReadSlice(0)
-		if errors.Is(err, bufio.ErrBufferFull) {
-			// A path longer than the buffer: rare enough to copy.
-			long := append([]byte(nil), path...)
-			var rest []byte
-			rest, err = out.ReadBytes(0)
-			path = append(long, rest...)
-		}
+		path, err := d.token()
 		if err != nil {
-			return h.diffTree.failed(err)
+			return false, err
 		}
 		change(path[:len(path)-1], oldMode, newMode, oldHash, newHash)
 	}
+}
+
+// token reads up to and with the next NUL. It is valid until the next read, in the reader's
+// buffer unless it is longer (a long path, rare enough to copy).
+func (d *diffRecords) token() ([]byte, error) {
+	b, err := d.out.ReadSlice(0)
+	if !errors.Is(err, bufio.ErrBufferFull) {
+		return b, err
+	}
+	long := append([]byte(nil), b...)
+	rest, err := d.out.ReadBytes(0)
+	return append(long, rest...), err
 }
 
 // parseRaw reads "<old mode> <new mode> <old hash> <new hash> <status>".
@@ -348,15 +370,16 @@ func (h *History) start(ctx context.Context, feed func(*bufio.Writer) error, arg
 	return c, nil
 }
 
-// failed explains a read that failed: what git said before it died, if it did.
+// failed explains a read that failed. When git's output ended early, what git said as it ended;
+// other failures (an answer too long to be git's) leave the process to Close, which kills it.
 func (c *child) failed(err error) error {
-	if errors.Is(err, io.EOF) {
-		err = io.ErrUnexpectedEOF
+	if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+		return err
 	}
 	if werr := c.wait(); werr != nil {
-		return fmt.Errorf("%w (%w)", err, werr)
+		return fmt.Errorf("%w: git ended early: %w", io.ErrUnexpectedEOF, werr)
 	}
-	return err
+	return fmt.Errorf("%w: git ended its output early", io.ErrUnexpectedEOF)
 }
 
 // wait waits for the process to end after its output has been read, and says how it ended.
