@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/parleyhq/parley/core"
 	"github.com/parleyhq/parley/internal/gittest"
+	"github.com/parleyhq/parley/internal/ledgertest"
 )
 
 // historyRepo builds, with the git CLI, a history with every kind of tree change the two history
@@ -365,5 +367,39 @@ func TestShortUpdatesStartNoGit(t *testing.T) {
 	r.Run("branch", "-f", "short", "main")
 	if st, err := l.Update(context.Background(), "short"); err != nil || st.Commits != len(main)-3 || opened != 2 {
 		t.Fatalf("from a checkpoint: %+v, %v; git history opened %d times, want 2", st, err, opened)
+	}
+}
+
+// Stopped midway while git reads the history (Ctrl-C), an update ends with the context's error
+// and its git children ended, and the next one resumes through git from the checkpoint.
+func TestInterruptedUpdateThroughGit(t *testing.T) {
+	dir := t.TempDir()
+	if err := ledgertest.Generate(context.Background(), dir, ledgertest.Params{Commits: 600, Apps: 4, Modules: 2, Seed: 3}); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	opts := EveryUpdateUsesGit(Options{Path: path, CheckpointCommits: 100, Progress: func(p Progress) {
+		if p.Done == 250 {
+			cancel()
+		}
+	}})
+	l, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err = l.Update(ctx, "main"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("interrupted update: %v, want context.Canceled", err)
+	}
+	l.Close()
+	opts.Progress = nil
+	if l, err = Open(dir, opts); err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	stats, err := l.Update(context.Background(), "main")
+	if err != nil || stats.From == "" || stats.Commits != 400 || stats.Rebuilt {
+		t.Fatalf("resumed update: %+v, %v; want the 400 commits after the checkpoint", stats, err)
 	}
 }
