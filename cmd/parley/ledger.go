@@ -16,6 +16,7 @@ import (
 
 	"github.com/parleyhq/parley/core"
 	"github.com/parleyhq/parley/internal/gitcatfile"
+	"github.com/parleyhq/parley/internal/gitlog"
 	"github.com/parleyhq/parley/reconcile"
 	"github.com/parleyhq/parley/trailers/ledger"
 )
@@ -71,7 +72,7 @@ func runLedger(cmd *cobra.Command, fl ledgerFlags, out io.Writer) error {
 		}
 		pattern = p
 	}
-	l, err := reconcile.OpenLedger(fl.repo, fl.branch, "", ledger.Options{Progress: newProgressLine(cmd.ErrOrStderr(), false).update, OpenBlobs: openCatFile})
+	l, err := reconcile.OpenLedger(fl.repo, fl.branch, "", ledger.Options{Progress: newProgressLine(cmd.ErrOrStderr(), false).update, OpenBlobs: openCatFile, OpenHistory: openGitHistory})
 	if errors.Is(err, ledger.ErrNotRepository) {
 		return usageErr(err)
 	}
@@ -201,6 +202,17 @@ func openCatFile(ctx context.Context, gitDir string) (ledger.BlobSource, error) 
 		return nil, err
 	}
 	return r, nil
+}
+
+// openGitHistory makes the ledger walk the history and compare each commit's tree with its first
+// parent's through git rev-list, cat-file and diff-tree where git is installed: go-git's tree
+// reads are the first index's serial first stage. Only the CLI does: serve's image holds no git.
+func openGitHistory(_ context.Context, gitDir string) (ledger.HistorySource, error) {
+	h, err := gitlog.Open(gitDir)
+	if err != nil {
+		return nil, err
+	}
+	return h, nil
 }
 
 func claimOf(e ledger.Entry) claimReport {

@@ -13,8 +13,9 @@ import (
 	"github.com/parleyhq/parley/internal/gittest"
 )
 
-// Through git cat-file (internal/gitcatfile), without a git binary, or with one that fails, an
-// update indexes the same claims and problems as with go-git alone.
+// Through git cat-file (internal/gitcatfile) and the history through git (internal/gitlog),
+// without a git binary, or with one that fails or answers nonsense before the first commit is
+// read, an update indexes the same claims and problems as with go-git alone.
 func TestUpdateReadsBlobsWithoutAWorkingGit(t *testing.T) {
 	r := gittest.Init(t, time.Date(2026, 6, 1, 9, 0, 0, 0, time.UTC), time.Hour).As("Dana Okafor", "dana@parley.example")
 	for i := range 4 {
@@ -75,10 +76,10 @@ func TestUpdateReadsBlobsWithoutAWorkingGit(t *testing.T) {
 			}
 		}
 	}
-	t.Run("git cat-file", func(t *testing.T) { same(t, Options{OpenBlobs: openCatFile}) })
+	t.Run("git cat-file", func(t *testing.T) { same(t, Options{OpenBlobs: openCatFile, OpenHistory: openGitHistory}) })
 	t.Run("no git in PATH", func(t *testing.T) {
 		t.Setenv("PATH", t.TempDir())
-		same(t, Options{OpenBlobs: openCatFile})
+		same(t, Options{OpenBlobs: openCatFile, OpenHistory: openGitHistory})
 	})
 	t.Run("a git that fails", func(t *testing.T) {
 		bin := t.TempDir()
@@ -86,7 +87,7 @@ func TestUpdateReadsBlobsWithoutAWorkingGit(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
-		same(t, Options{OpenBlobs: openCatFile})
+		same(t, Options{OpenBlobs: openCatFile, OpenHistory: openGitHistory})
 	})
 	t.Run("a git that answers nonsense", func(t *testing.T) {
 		bin := t.TempDir()
@@ -94,7 +95,7 @@ func TestUpdateReadsBlobsWithoutAWorkingGit(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
-		same(t, Options{OpenBlobs: openCatFile})
+		same(t, Options{OpenBlobs: openCatFile, OpenHistory: openGitHistory})
 	})
 }
 

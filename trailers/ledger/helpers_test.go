@@ -91,7 +91,7 @@ func (r *goGitRepo) commit(name, email, msg string) string {
 
 func openLedger(t testing.TB, dir string) *ledger.Ledger {
 	t.Helper()
-	l, err := ledger.Open(dir, ledger.EveryUpdateUsesCatFile(ledger.Options{}))
+	l, err := ledger.Open(dir, ledger.EveryUpdateUsesGit(ledger.Options{}))
 	if err != nil {
 		t.Fatal(err)
 	}

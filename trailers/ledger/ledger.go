@@ -60,10 +60,14 @@ type Options struct {
 	// OpenBlobs, when set, opens the source an Update reads file contents from, over the git
 	// directory; nil, or a source that fails, leaves them to go-git. Both read the same bytes.
 	OpenBlobs func(ctx context.Context, gitDir string) (BlobSource, error)
+	// OpenHistory, when set, opens the source an Update walks the first-parent history and
+	// compares each commit's tree with its parent's through, over the git directory; nil, or a
+	// source that cannot start, leaves them to go-git. Both give the same commits and files.
+	OpenHistory func(ctx context.Context, gitDir string) (HistorySource, error)
 
-	// blobSourceMinCommits is the fewest commits an update reads through OpenBlobs: starting a
-	// process costs a few milliseconds, more than go-git spends on the blobs of an incremental
-	// update of a few commits. Tests lower it.
+	// blobSourceMinCommits is the fewest commits an update reads through OpenBlobs and
+	// OpenHistory: starting a process costs a few milliseconds, more than go-git spends on an
+	// incremental update of a few commits. Tests lower it.
 	blobSourceMinCommits int
 }
 

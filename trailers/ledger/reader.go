@@ -96,9 +96,9 @@ type reader struct {
 	cur      map[plumbing.Hash]*object.Tree // trees decoded for this commit
 }
 
-// read diffs commit c against its first parent. prev is that parent when the caller has it at
-// hand (the previous commit of the update), else nil.
-func (r *reader) read(c, prev *object.Commit) (rawCommit, error) {
+// diff compares commit c with its first parent through go-git. prev is that parent when the
+// caller has it at hand (the previous commit of the update), else nil.
+func (r *reader) diff(c, prev *object.Commit) (rawCommit, error) {
 	rc := rawCommit{c: c}
 	var parentTree plumbing.Hash
 	if len(c.ParentHashes) > 0 {
@@ -116,6 +116,12 @@ func (r *reader) read(c, prev *object.Commit) (rawCommit, error) {
 		return rc, err
 	}
 	r.prev = r.cur
+	return rc, nil
+}
+
+// readVersions claims the versions of the files a commit changed and reads those no earlier
+// commit has claimed.
+func (r *reader) readVersions(rc *rawCommit) {
 	for i := range rc.files {
 		f := &rc.files[i]
 		// Each version is read only when no earlier commit has claimed it: usually the old side
@@ -150,7 +156,6 @@ func (r *reader) read(c, prev *object.Commit) (rawCommit, error) {
 		}
 		f.newData, f.ownNew = data, true
 	}
-	return rc, nil
 }
 
 func (r *reader) tree(h plumbing.Hash) (*object.Tree, error) {
@@ -173,6 +178,22 @@ func (r *reader) tree(h plumbing.Hash) (*object.Tree, error) {
 
 func isFile(m filemode.FileMode) bool {
 	return m == filemode.Regular || m == filemode.Executable || m == filemode.Deprecated
+}
+
+// blobOf is the blob an entry of mode m holds as a file the ledger reads: zero for a directory, a
+// symbolic link, a submodule, or an absent entry.
+func blobOf(m filemode.FileMode, h plumbing.Hash) plumbing.Hash {
+	if isFile(m) {
+		return h
+	}
+	return plumbing.ZeroHash
+}
+
+// wants says whether a changed entry is one the ledger reads: a file whose content differs from
+// one side to the other (a file that became a symbolic link or a submodule is deleted), of a kind
+// fielddiff parses, in the policy's paths. Both history readers ask it.
+func (r *reader) wants(name string, oldBlob, newBlob plumbing.Hash) bool {
+	return oldBlob != newBlob && fielddiff.Supported(name) && r.paths.Match(name)
 }
 
 // entryKey orders tree entries the way git does: a directory sorts as if its name ended in "/".
@@ -242,15 +263,15 @@ func (r *reader) diffTrees(rc *rawCommit, prefix string, a, b plumbing.Hash) err
 		if oe != nil {
 			if oe.Mode == filemode.Dir {
 				oldTree = oe.Hash
-			} else if isFile(oe.Mode) {
-				oldBlob = oe.Hash
+			} else {
+				oldBlob = blobOf(oe.Mode, oe.Hash)
 			}
 		}
 		if ne != nil {
 			if ne.Mode == filemode.Dir {
 				newTree = ne.Hash
-			} else if isFile(ne.Mode) {
-				newBlob = ne.Hash
+			} else {
+				newBlob = blobOf(ne.Mode, ne.Hash)
 			}
 		}
 		if !oldTree.IsZero() || !newTree.IsZero() {
@@ -258,7 +279,7 @@ func (r *reader) diffTrees(rc *rawCommit, prefix string, a, b plumbing.Hash) err
 				return err
 			}
 		}
-		if oldBlob != newBlob && fielddiff.Supported(name) && r.paths.Match(name) {
+		if r.wants(name, oldBlob, newBlob) {
 			rc.files = append(rc.files, rawFile{path: name, oldHash: oldBlob, newHash: newBlob})
 		}
 	}

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
-	"github.com/go-git/go-git/v5/plumbing/object"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/parleyhq/parley/core"
@@ -133,50 +132,12 @@ func (l *Ledger) Update(ctx context.Context, branch string) (UpdateStats, error)
 		return stats, nil
 	}
 
-	// Walk back along first parents until the checkpoint or the root. In a shallow clone the
-	// commits at the shallow boundary are roots: their parents are not in the repository.
-	shallow := map[plumbing.Hash]bool{}
-	if hs, err := l.repo.Storer.Shallow(); err == nil {
-		for _, h := range hs {
-			shallow[h] = true
-		}
+	hist, rebuilt, err := l.walk(ctx, name, ref.Hash(), cpTip)
+	if err != nil {
+		return stats, err
 	}
-	var todo []*object.Commit
-	// A shallow boundary commit is replayed without its parents, but its signature covers them:
-	// it is verified as it is stored.
-	stored := map[plumbing.Hash]*object.Commit{}
-	h := ref.Hash()
-	for {
-		if h.String() == cpTip {
-			break
-		}
-		if len(todo)%1024 == 0 {
-			if err := ctx.Err(); err != nil {
-				return stats, fmt.Errorf("ledger: update %s: %w", name, err)
-			}
-		}
-		c, err := l.repo.CommitObject(h)
-		if err != nil {
-			return stats, fmt.Errorf("ledger: update %s: read commit %s: %w", name, h, err)
-		}
-		if shallow[h] {
-			stored[h] = c
-			root := *c
-			root.ParentHashes = nil
-			c = &root
-		}
-		todo = append(todo, c)
-		if len(c.ParentHashes) == 0 {
-			if cpTip != "" {
-				stats.Rebuilt = true
-			}
-			break
-		}
-		h = c.ParentHashes[0]
-	}
-	for i, j := 0, len(todo)-1; i < j; i, j = i+1, j-1 {
-		todo[i], todo[j] = todo[j], todo[i]
-	}
+	defer hist.close()
+	stats.Rebuilt = rebuilt
 
 	w, err := newWriter(ctx, tx, nil)
 	if err != nil {
@@ -219,7 +180,7 @@ func (l *Ledger) Update(ctx context.Context, branch string) (UpdateStats, error)
 	recs := make(chan *record, 64)
 	snaps := newSnapCache(l.opts.ParseCacheBytes)
 	rd := &reader{repo: l.repo, cache: snaps, maxBytes: l.opts.MaxFileBytes, paths: l.opts.Paths.WithDefaults()}
-	rd.blobs = l.openBlobs(ctx, len(todo))
+	rd.blobs = l.openBlobs(ctx, hist.len())
 	// The reader goroutine is the source's only user; by the time this runs, g.Wait has returned.
 	defer func() {
 		if rd.blobs != nil {
@@ -229,19 +190,15 @@ func (l *Ledger) Update(ctx context.Context, branch string) (UpdateStats, error)
 	g.Go(func() error {
 		defer close(work)
 		defer close(ordered)
-		for i, c := range todo {
-			var prev *object.Commit
-			if i > 0 {
-				prev = todo[i-1]
-			}
-			rc, err := rd.read(c, prev)
+		if err := hist.start(gctx); err != nil {
+			return fmt.Errorf("ledger: update %s: %w", name, err)
+		}
+		for range hist.len() {
+			rc, signed, err := hist.next(rd)
 			if err != nil {
-				return fmt.Errorf("ledger: update %s: commit %s: %w", name, c.Hash, err)
+				return fmt.Errorf("ledger: update %s: %w", name, err)
 			}
-			signed := c
-			if s, ok := stored[c.Hash]; ok {
-				signed = s
-			}
+			rd.readVersions(&rc)
 			rc.proof = VerifyCommit(signed, l.opts.OpenPGPKeys)
 			job := &parseJob{rc: rc, ready: make(chan struct{})}
 			// In order first, then to the workers: the extractor may wait on this job only after
@@ -328,10 +285,10 @@ func (l *Ledger) Update(ctx context.Context, branch string) (UpdateStats, error)
 			stats.Claims += len(rec.claims)
 			stats.Problems += len(rec.problems)
 			if l.opts.Progress != nil {
-				l.opts.Progress(Progress{Branch: name, Done: stats.Commits, Total: len(todo)})
+				l.opts.Progress(Progress{Branch: name, Done: stats.Commits, Total: hist.len()})
 			}
 			if written++; written >= l.opts.CheckpointCommits || time.Since(lastCheckpoint) >= l.opts.CheckpointInterval {
-				if stats.Commits < len(todo) {
+				if stats.Commits < hist.len() {
 					if err := checkpoint(gctx, rec.hash, seq); err != nil {
 						return err
 					}
@@ -344,7 +301,7 @@ func (l *Ledger) Update(ctx context.Context, branch string) (UpdateStats, error)
 	if err := g.Wait(); err != nil {
 		if ctx.Err() != nil {
 			return stats, fmt.Errorf("ledger: update %s stopped after %d of %d commits (the index keeps its last checkpoint; the next update resumes there): %w",
-				name, stats.Commits, len(todo), ctx.Err())
+				name, stats.Commits, hist.len(), ctx.Err())
 		}
 		return stats, err
 	}
