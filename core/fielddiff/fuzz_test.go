@@ -58,3 +58,19 @@ func FuzzDiffTF(f *testing.F) {
 	f.Add([]byte("resource \"a\" \"b\" {\n  x = <<EOT\n${var.y}\nEOT\n  z = {\"a/b~c\" = 1, (var.k) = 2}\n}\n"), []byte("module \"m\" {\n  count = 2 # n\n}\n"))
 	f.Fuzz(func(t *testing.T, a, b []byte) { checkDiffProperties(t, "infra/main.tf", a, b) })
 }
+
+// FuzzBareReferenceNeedsNoFormatting holds normaliseExpr's shortcut to the general case: whatever
+// isBareReference takes, lexing and formatting would have left as it is.
+func FuzzBareReferenceNeedsNoFormatting(f *testing.F) {
+	for _, s := range []string{"var.region", "aws_vpc.main.id", "module.eks-cluster.node_group_2", "local.a.b-c.d", "a", "_x.y1", "a.0", "a..b", "a - b", "var.x[0]", "-a", "a.-b", "a  -  b", "a -b", "a.b # c"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if !isBareReference([]byte(s)) {
+			return
+		}
+		if got := formatExpr([]byte(s)); got != s {
+			t.Fatalf("%q is taken as a bare reference, but formatting gives %q", s, got)
+		}
+	})
+}
