@@ -178,11 +178,6 @@ func (l *Ledger) Update(ctx context.Context, branch string) (UpdateStats, error)
 		todo[i], todo[j] = todo[j], todo[i]
 	}
 
-	w, err := newWriter(ctx, tx, nil)
-	if err != nil {
-		return stats, fmt.Errorf("ledger %s: update %s: %w", l.path, name, err)
-	}
-	defer func() { w.close() }()
 	seq := cpCommits
 	if cpID == 0 {
 		res, err := tx.ExecContext(ctx, `INSERT INTO branches (name, tip, commits, updated_at, paths, keyring) VALUES (?, '', 0, ?, ?, ?)`, name, time.Now().Unix(), paths, keys)
@@ -203,6 +198,11 @@ func (l *Ledger) Update(ctx context.Context, branch string) (UpdateStats, error)
 		}
 		seq = 0
 	}
+	w, err := newWriter(ctx, tx, cpID, nil, len(todo) >= l.opts.loadFieldsCommits, l.opts.maxPendingClaims)
+	if err != nil {
+		return stats, fmt.Errorf("ledger %s: update %s: %w", l.path, name, err)
+	}
+	defer func() { w.close() }()
 
 	// A pipeline owned by this call: one goroutine reads Git objects, parse workers parse file
 	// versions of several commits at once, one goroutine turns commits into records in order, and
@@ -302,6 +302,9 @@ func (l *Ledger) Update(ctx context.Context, branch string) (UpdateStats, error)
 		if err := tx.Commit(); err != nil {
 			return fmt.Errorf("ledger %s: commit checkpoint of %s: %w", l.path, name, err)
 		}
+		if l.opts.afterCheckpoint != nil {
+			l.opts.afterCheckpoint()
+		}
 		if tx, err = l.db.BeginTx(ctx, nil); err != nil {
 			return fmt.Errorf("ledger %s: continue update of %s: %w", l.path, name, err)
 		}
@@ -314,14 +317,14 @@ func (l *Ledger) Update(ctx context.Context, branch string) (UpdateStats, error)
 		if nowTip != tip || nowCommits != seq {
 			return fmt.Errorf("ledger %s: another process updated %s while this update ran; its work stands: run the update again", l.path, name)
 		}
-		w, err = newWriter(ctx, tx, w.fields)
+		w, err = newWriter(ctx, tx, cpID, w.fields, false, l.opts.maxPendingClaims)
 		return err
 	}
 	g.Go(func() error {
 		written, lastCheckpoint := 0, time.Now()
 		for rec := range recs {
 			seq++
-			if err := w.write(gctx, cpID, seq, rec); err != nil {
+			if err := w.write(gctx, seq, rec); err != nil {
 				return fmt.Errorf("ledger %s: update %s: commit %s: %w", l.path, name, rec.hash, err)
 			}
 			stats.Commits++
