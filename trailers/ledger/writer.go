@@ -222,9 +222,11 @@ func (w *writer) flush(ctx context.Context) error {
 	if len(w.claims) == 0 {
 		return nil
 	}
-	// Of two rows with one key (which extract does not make) the one written last still wins, as
-	// the upsert of one row at a time made it: pos orders them. (A stable sort moving the rows
-	// themselves took twice as long.)
+	// A plain INSERT, no upsert: the update's rows are not in the table (a rebuild deletes the
+	// branch's rows first, a resumed update starts after its checkpoint's commit) and a key can
+	// repeat only within one commit, merged here. Of two rows with one key (which extract does not
+	// make) the one written last wins, as with the upsert of one row at a time: pos orders them.
+	// (A stable sort moving the rows themselves took twice as long.)
 	for i := range w.claims {
 		w.claims[i].pos = int32(i)
 	}
@@ -240,7 +242,11 @@ func (w *writer) flush(ctx context.Context) error {
 		}
 		return cmp.Compare(a.pos, b.pos)
 	})
-	vals := make([]any, 0, len(w.claims)*claimColumns)
+	insert, row := `INSERT INTO claims (branch, field, seq, kind, has_value, vjson, vexpr) VALUES `, "("+b+strings.Repeat(", ?", claimColumns)+")"
+	// The values go in a few batches at a time, not all at once: 2^17 pending claims would be
+	// 12 MiB of interface values.
+	chunk := 8 * claimBatch * claimColumns
+	vals := make([]any, 0, min(chunk, len(w.claims)*claimColumns))
 	for i, c := range w.claims {
 		if i+1 < len(w.claims) {
 			if n := w.claims[i+1]; n.field == c.field && n.seq == c.seq && n.kind == c.kind {
@@ -248,10 +254,16 @@ func (w *writer) flush(ctx context.Context) error {
 			}
 		}
 		vals = append(vals, c.field, c.seq, int64(c.kind), boolInt(c.hasValue), c.vjson, c.vexpr)
+		if len(vals) == chunk {
+			if err := w.insertRows(ctx, "claims", insert, row, claimColumns, claimBatch, vals); err != nil {
+				return err
+			}
+			vals = vals[:0]
+		}
 	}
+	clear(w.claims) // the values' strings go with their records
 	w.claims = w.claims[:0]
-	return w.insertRows(ctx, "claims", `INSERT INTO claims (branch, field, seq, kind, has_value, vjson, vexpr) VALUES `,
-		"("+b+strings.Repeat(", ?", claimColumns)+")", claimColumns, claimBatch, vals)
+	return w.insertRows(ctx, "claims", insert, row, claimColumns, claimBatch, vals)
 }
 
 // insertRows inserts rows (columns values each) into table: batch rows to a statement, prepared

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/parleyhq/parley/core"
 	"github.com/parleyhq/parley/internal/gittest"
 	"github.com/parleyhq/parley/internal/ledgertest"
 )
@@ -232,4 +233,56 @@ func gitOut(t *testing.T, dir string, args ...string) string {
 		t.Fatalf("git %v: %v\n%s", args, err, out)
 	}
 	return string(out)
+}
+
+// Two claims of one commit on one field and kind (which extract does not make today) are one row:
+// the last, as the upsert of one row at a time kept it, instead of a failed insert.
+func TestWriterKeepsTheLastOfARepeatedClaim(t *testing.T) {
+	db, err := openDB(filepath.Join(t.TempDir(), "ledger.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	if _, err := tx.Exec(`INSERT INTO branches (id, name, tip, commits, updated_at, paths, keyring) VALUES (1, 'refs/heads/main', '', 0, 0, '', '')`); err != nil {
+		t.Fatal(err)
+	}
+	w, err := newWriter(ctx, tx, 1, nil, true, 1<<10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.close()
+	one, err := core.JSONValue(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	two, err := core.JSONValue(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := "k8s:apps/Deployment/prod/web#/spec/replicas"
+	rec := &record{hash: "c1", claims: []claimRow{
+		{addr: addr, kind: kindChange, hasValue: true, value: one},
+		{addr: "k8s:apps/Deployment/prod/web#/spec/paused", kind: kindChange, hasValue: true, value: one},
+		{addr: addr, kind: kindChange, hasValue: true, value: two},
+	}}
+	if err := w.write(ctx, 1, rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	var vjson string
+	if err := tx.QueryRow(`SELECT count(*), max(vjson) FROM claims c JOIN fields f ON f.id = c.field WHERE f.addr = ?`, addr).Scan(&n, &vjson); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 || vjson != two.JSON() {
+		t.Errorf("%d rows, value %s; want one row with the last value, %s", n, vjson, two.JSON())
+	}
 }
