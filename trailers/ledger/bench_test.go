@@ -120,3 +120,33 @@ func copyFile(b *testing.B, from, to string) {
 		b.Fatal(err)
 	}
 }
+
+// BenchmarkUpdateIncrementalReal updates a copy of a real repository's index by the commits after
+// its checkpoint: LEDGER_BENCH_REPO is the repository, LEDGER_BENCH_INDEX an index of its default
+// branch built at an earlier tip (docs/benchmarks.md, issue 27, says how). Without them it does
+// not run.
+func BenchmarkUpdateIncrementalReal(b *testing.B) {
+	repo, base := os.Getenv("LEDGER_BENCH_REPO"), os.Getenv("LEDGER_BENCH_INDEX")
+	if repo == "" || base == "" {
+		b.Skip("LEDGER_BENCH_REPO and LEDGER_BENCH_INDEX name a repository and an older index of it")
+	}
+	path := filepath.Join(b.TempDir(), "inc.db")
+	for b.Loop() {
+		b.StopTimer()
+		os.Remove(path + "-wal")
+		os.Remove(path + "-shm")
+		copyFile(b, base, path)
+		l, err := ledger.Open(repo, ledger.Options{Path: path})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		st, err := l.Update(context.Background(), "")
+		b.StopTimer()
+		if err != nil || st.Commits == 0 || st.Rebuilt {
+			b.Fatalf("update: %+v %v", st, err)
+		}
+		l.Close()
+		b.StartTimer()
+	}
+}
