@@ -124,7 +124,8 @@ func copyFile(b *testing.B, from, to string) {
 // BenchmarkUpdateIncrementalReal updates a copy of a real repository's index by the commits after
 // its checkpoint: LEDGER_BENCH_REPO is the repository, LEDGER_BENCH_INDEX an index of its default
 // branch built at an earlier tip (docs/benchmarks.md, issue 27, says how). Without them it does
-// not run.
+// not run. With LEDGER_BENCH_GIT set the update reads through git as `parley ledger` does;
+// without, through go-git as serve does.
 func BenchmarkUpdateIncrementalReal(b *testing.B) {
 	repo, base := os.Getenv("LEDGER_BENCH_REPO"), os.Getenv("LEDGER_BENCH_INDEX")
 	if repo == "" || base == "" {
@@ -136,7 +137,11 @@ func BenchmarkUpdateIncrementalReal(b *testing.B) {
 		os.Remove(path + "-wal")
 		os.Remove(path + "-shm")
 		copyFile(b, base, path)
-		l, err := ledger.Open(repo, ledger.Options{Path: path})
+		opts := ledger.Options{Path: path}
+		if os.Getenv("LEDGER_BENCH_GIT") != "" {
+			opts = ledger.EveryUpdateUsesGit(opts)
+		}
+		l, err := ledger.Open(repo, opts)
 		if err != nil {
 			b.Fatal(err)
 		}

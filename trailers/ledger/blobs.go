@@ -29,11 +29,11 @@ func (e tooLargeError) Error() string {
 	return fmt.Sprintf("blob %s is %d bytes, more than the %d the ledger parses", e.h, e.size, e.max)
 }
 
-// openBlobs opens the Options' blob source for an update of todo commits, or returns nil (go-git
-// reads the blobs): when none is configured, when it cannot start (no git binary), and for a short
-// update, where starting a process costs more than go-git spends on a few commits' blobs.
-func (l *Ledger) openBlobs(ctx context.Context, todo int) BlobSource {
-	if l.opts.OpenBlobs == nil || todo < l.opts.blobSourceMinCommits {
+// openBlobs opens the Options' blob source for an update, or returns nil (go-git reads the blobs)
+// when none is configured or it cannot start (no git binary). A short update uses it too: go-git's
+// first object read loads the pack's index, far dearer on a large repository than starting git.
+func (l *Ledger) openBlobs(ctx context.Context) BlobSource {
+	if l.opts.OpenBlobs == nil {
 		return nil
 	}
 	src, err := l.opts.OpenBlobs(ctx, l.gitDir)

@@ -28,7 +28,6 @@ func TestUpdateReadsBlobsWithoutAWorkingGit(t *testing.T) {
 		t.Helper()
 		opts.Path = filepath.Join(t.TempDir(), "ledger.db")
 		opts.MaxFileBytes = 1000 // big.yaml outgrows it in the second commit: a problem
-		opts.blobSourceMinCommits = 1
 		l, err := Open(r.Dir, opts)
 		if err != nil {
 			t.Fatal(err)

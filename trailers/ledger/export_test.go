@@ -20,7 +20,6 @@ func EveryUpdateUsesGit(o Options) Options {
 		return r, nil
 	}
 	o.OpenHistory = openGitHistory
-	o.blobSourceMinCommits = 1
 	return o
 }
 

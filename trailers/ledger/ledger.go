@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-git/go-billy/v5/osfs"
@@ -65,10 +66,6 @@ type Options struct {
 	// source that cannot start, leaves them to go-git. Both give the same commits and files.
 	OpenHistory func(ctx context.Context, gitDir string) (HistorySource, error)
 
-	// blobSourceMinCommits is the fewest commits an update reads through OpenBlobs and
-	// OpenHistory: starting a process costs a few milliseconds, more than go-git spends on an
-	// incremental update of a few commits. Tests lower it.
-	blobSourceMinCommits int
 	// loadFieldsCommits is the fewest commits for which an update loads every field of the index
 	// at its start rather than looking up the addresses its claims name (newWriter); and
 	// maxPendingClaims the most claims the writer holds back before a checkpoint. Tests lower
@@ -95,9 +92,6 @@ func (o Options) withDefaults() Options {
 	}
 	if o.CheckpointInterval <= 0 {
 		o.CheckpointInterval = 10 * time.Second
-	}
-	if o.blobSourceMinCommits <= 0 {
-		o.blobSourceMinCommits = 100
 	}
 	if o.loadFieldsCommits <= 0 {
 		// Loading home-ops' 93,130 fields took 200-340 ms (a loaded 2-core machine), four times
@@ -138,6 +132,10 @@ type Ledger struct {
 
 	mu     sync.Mutex // serialises Update; guards branch
 	branch string     // the branch the Ledger's own query methods answer for
+
+	// goGitCommitReads counts the commits updates walked through go-git, for the tests that show
+	// an update with a history source leaves go-git's object store alone.
+	goGitCommitReads atomic.Int64
 }
 
 // Open opens the repository at repoDir (a work tree, any directory inside one, or a bare repository)

@@ -180,7 +180,7 @@ func (l *Ledger) Update(ctx context.Context, branch string) (UpdateStats, error)
 	recs := make(chan *record, 64)
 	snaps := newSnapCache(l.opts.ParseCacheBytes)
 	rd := &reader{repo: l.repo, cache: snaps, maxBytes: l.opts.MaxFileBytes, paths: l.opts.Paths.WithDefaults()}
-	rd.blobs = l.openBlobs(ctx, hist.len())
+	rd.blobs = l.openBlobs(ctx)
 	// The reader goroutine is the source's only user; by the time this runs, g.Wait has returned.
 	defer func() {
 		if rd.blobs != nil {
