@@ -63,8 +63,8 @@ type pendingClaim struct {
 
 const (
 	commitValues = 16 // besides the branch, which the statement holds as a literal
-	claimColumns  = 6  // likewise
-	fieldColumns  = 3
+	claimColumns = 6  // likewise
+	fieldColumns = 3
 	// Rows per full-batch statement: enough that the statement's fixed cost is small next to its
 	// rows, few enough that its text stays short to prepare. (SQLite's limit on bound values,
 	// 32,766, is far.)
