@@ -15,17 +15,24 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/go-git/go-git/v5/plumbing"
 )
 
-// Reader is one `git cat-file --batch` process. It is not safe for concurrent use: its owner
-// asks for one object at a time and closes it when done.
+// Reader is one `git cat-file --batch` process. Blob asks for one object and waits for it. A
+// caller that knows what it will read can ask ahead instead: one goroutine Requests and Flushes,
+// another Receives the answers in the same order, so that git reads objects while the caller works
+// (a round trip per blob kept the ledger's reader waiting half of home-ops' first index). Otherwise
+// it is not safe for concurrent use; its owner closes it when both are done.
 type Reader struct {
 	cmd *exec.Cmd
-	in  *bufio.Writer
-	out *bufio.Reader
+	in  *bufio.Writer // the asking side's
+	out *bufio.Reader // the receiving side's
 	win io.WriteCloser
+
+	waitOnce sync.Once
+	waitErr  error
 }
 
 // Start runs `git cat-file --batch` on gitDir. It fails when no git binary is in PATH. ctx bounds
@@ -64,12 +71,34 @@ func Start(ctx context.Context, gitDir string) (*Reader, error) {
 // a blob. A blob larger than maxBytes is skipped: its size is returned without its content. An
 // error means the process can no longer be trusted (it died, or answered out of step).
 func (r *Reader) Blob(h plumbing.Hash, maxBytes int64) (data []byte, size int64, found bool, err error) {
+	if err := r.Request(h); err != nil {
+		return nil, 0, false, err
+	}
+	if err := r.Flush(); err != nil {
+		return nil, 0, false, err
+	}
+	return r.Receive(h, maxBytes)
+}
+
+// Request asks for object h; the question is sent with the next Flush (or when the buffer fills).
+func (r *Reader) Request(h plumbing.Hash) error {
 	if _, err := r.in.WriteString(h.String() + "\n"); err != nil {
-		return nil, 0, false, fmt.Errorf("git cat-file: ask for %s: %w", h, err)
+		return fmt.Errorf("git cat-file: ask for %s: %w", h, err)
 	}
+	return nil
+}
+
+// Flush sends the requests not sent yet.
+func (r *Reader) Flush() error {
 	if err := r.in.Flush(); err != nil {
-		return nil, 0, false, fmt.Errorf("git cat-file: ask for %s: %w", h, err)
+		return fmt.Errorf("git cat-file: ask: %w", err)
 	}
+	return nil
+}
+
+// Receive reads the answer to the oldest request not answered yet, which must be for h; it
+// returns what Blob returns.
+func (r *Reader) Receive(h plumbing.Hash, maxBytes int64) (data []byte, size int64, found bool, err error) {
 	header, err := r.out.ReadString('\n')
 	if err != nil {
 		return nil, 0, false, fmt.Errorf("git cat-file: read header of %s: %w", h, err)
@@ -105,8 +134,24 @@ func (r *Reader) Blob(h plumbing.Hash, maxBytes int64) (data []byte, size int64,
 	return buf[:size:size], size, true, nil
 }
 
-// Close ends the process (closing its input ends git) and waits for it.
+// Abort kills the process, for a receiver that cannot trust it any more while its asking side may
+// still be writing: the asker's writes then fail instead of waiting on a git that waits for its
+// answers to be read.
+func (r *Reader) Abort() {
+	_ = r.cmd.Process.Kill()
+	_ = r.wait()
+}
+
+func (r *Reader) wait() error {
+	r.waitOnce.Do(func() { r.waitErr = r.cmd.Wait() })
+	return r.waitErr
+}
+
+// Close ends the process (closing its input ends git) and waits for it. Answers asked for and not
+// received (an update stopped midway) are read and dropped: git writes them before it reads the end
+// of its input, and would wait forever for a reader otherwise.
 func (r *Reader) Close() error {
 	_ = r.win.Close()
-	return r.cmd.Wait()
+	_, _ = io.Copy(io.Discard, r.out)
+	return r.wait()
 }

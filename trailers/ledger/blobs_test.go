@@ -2,11 +2,14 @@ package ledger
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/go-git/go-git/v5/plumbing"
 
 	"github.com/parleyhq/parley/core"
 	"github.com/parleyhq/parley/internal/gitcatfile"
@@ -96,6 +99,38 @@ func TestUpdateReadsBlobsWithoutAWorkingGit(t *testing.T) {
 		t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
 		same(t, Options{OpenBlobs: openCatFile, OpenHistory: openGitHistory})
 	})
+	// Asked ahead (the history through git), a git cat-file that dies after some answers leaves
+	// the rest to go-git, and the asking side does not wait on it.
+	for _, after := range []int{0, 1, 3} {
+		t.Run(fmt.Sprintf("a git cat-file that dies after %d answers", after), func(t *testing.T) {
+			received := 0
+			same(t, Options{OpenHistory: openGitHistory, OpenBlobs: func(ctx context.Context, gitDir string) (BlobSource, error) {
+				r, err := gitcatfile.Start(ctx, gitDir)
+				if err != nil {
+					return nil, err
+				}
+				return &dyingCatFile{Reader: r, after: after, received: &received}, nil
+			}})
+			if received < after {
+				t.Fatalf("%d blobs received through git, want at least %d: the test did not ask ahead", received, after)
+			}
+		})
+	}
+}
+
+// dyingCatFile is a git cat-file killed after a number of answers.
+type dyingCatFile struct {
+	*gitcatfile.Reader
+	after    int
+	received *int
+}
+
+func (d *dyingCatFile) Receive(h plumbing.Hash, maxBytes int64) ([]byte, int64, bool, error) {
+	if *d.received == d.after {
+		d.Reader.Abort()
+	}
+	*d.received++
+	return d.Reader.Receive(h, maxBytes)
 }
 
 func openCatFile(ctx context.Context, gitDir string) (BlobSource, error) {

@@ -40,6 +40,9 @@ type history interface {
 	// parents) with the supported files it changed, their blobs not read yet, and the commit as
 	// stored, which its signature covers. An error names the commit.
 	next(rd *reader) (rc rawCommit, signed *object.Commit, err error)
+	// readsGoGit reports whether next reads go-git's object storage, which another goroutine
+	// must not read at the same time.
+	readsGoGit() bool
 	close()
 }
 
@@ -149,6 +152,7 @@ type goGitHistory struct {
 }
 
 func (g *goGitHistory) len() int                    { return len(g.todo) }
+func (g *goGitHistory) readsGoGit() bool            { return true }
 func (g *goGitHistory) start(context.Context) error { return nil }
 func (g *goGitHistory) close()                      {}
 
@@ -178,7 +182,8 @@ type gitHistory struct {
 	i                int
 }
 
-func (g *gitHistory) len() int { return len(g.commits) }
+func (g *gitHistory) len() int         { return len(g.commits) }
+func (g *gitHistory) readsGoGit() bool { return false }
 
 func (g *gitHistory) start(ctx context.Context) error {
 	if err := g.src.ReadCommits(ctx, g.commits, g.parents); err != nil {

@@ -119,42 +119,63 @@ func (r *reader) diff(c, prev *object.Commit) (rawCommit, error) {
 	return rc, nil
 }
 
-// readVersions claims the versions of the files a commit changed and reads those no earlier
-// commit has claimed.
-func (r *reader) readVersions(rc *rawCommit) {
+// versionRead is a blob a commit reads: the version of one of its files (the old side or the new)
+// that no earlier commit claimed.
+type versionRead struct {
+	file int
+	old  bool
+	hash plumbing.Hash
+}
+
+// claimVersions claims the versions of the files a commit changed and returns those no earlier
+// commit has claimed: the blobs it reads, in file order, each file's old side first.
+func (r *reader) claimVersions(rc *rawCommit) []versionRead {
+	var reads []versionRead
 	for i := range rc.files {
 		f := &rc.files[i]
-		// Each version is read only when no earlier commit has claimed it: usually the old side
-		// is the previous commit's new side, parsed or being parsed.
+		// Usually the old side is the previous commit's new side, parsed or being parsed.
 		if !f.oldHash.IsZero() {
 			var own bool
 			if f.old, own = r.cache.claim(f.path, f.oldHash); own {
-				data, err := r.blob(f.oldHash)
-				if err != nil {
-					// Reported when it was the new side; without it the file is compared with
-					// nothing, as after a version that did not parse.
-					r.cache.fail(f.path, f.oldHash, f.old, err)
-				} else {
-					f.oldData, f.ownOld = data, true
-				}
+				reads = append(reads, versionRead{file: i, old: true, hash: f.oldHash})
 			}
 		}
-		if f.newHash.IsZero() {
-			continue
+		if !f.newHash.IsZero() {
+			var own bool
+			if f.new, own = r.cache.claim(f.path, f.newHash); own {
+				reads = append(reads, versionRead{file: i, hash: f.newHash})
+			}
 		}
-		var own bool
-		if f.new, own = r.cache.claim(f.path, f.newHash); !own {
-			continue
-		}
-		data, err := r.blob(f.newHash)
-		if err != nil {
-			// Without the content nothing can be said about this file in this commit.
-			rc.problems = append(rc.problems, Problem{Path: f.path, Message: err.Error()})
-			r.cache.fail(f.path, f.newHash, f.new, err)
-			f.new, f.newUnread = nil, true
-			continue
-		}
+	}
+	return reads
+}
+
+// setVersion gives a file the blob read for one of its versions, or says why it could not be read.
+func (r *reader) setVersion(rc *rawCommit, v versionRead, data []byte, err error) {
+	f := &rc.files[v.file]
+	switch {
+	case v.old && err != nil:
+		// Reported when it was the new side; without it the file is compared with nothing, as
+		// after a version that did not parse.
+		r.cache.fail(f.path, f.oldHash, f.old, err)
+	case v.old:
+		f.oldData, f.ownOld = data, true
+	case err != nil:
+		// Without the content nothing can be said about this file in this commit.
+		rc.problems = append(rc.problems, Problem{Path: f.path, Message: err.Error()})
+		r.cache.fail(f.path, f.newHash, f.new, err)
+		f.new, f.newUnread = nil, true
+	default:
 		f.newData, f.ownNew = data, true
+	}
+}
+
+// readVersions claims the versions of the files a commit changed and reads those no earlier
+// commit has claimed, one blob at a time.
+func (r *reader) readVersions(rc *rawCommit) {
+	for _, v := range r.claimVersions(rc) {
+		data, err := r.blob(v.hash)
+		r.setVersion(rc, v, data, err)
 	}
 }
 
@@ -303,6 +324,11 @@ func (r *reader) blob(h plumbing.Hash) ([]byte, error) {
 			return data, nil
 		}
 	}
+	return r.goGitBlob(h)
+}
+
+// goGitBlob reads blob h through go-git.
+func (r *reader) goGitBlob(h plumbing.Hash) ([]byte, error) {
 	o, err := r.repo.Storer.EncodedObject(plumbing.BlobObject, h)
 	if err != nil {
 		return nil, fmt.Errorf("read blob %s: %w", h, err)

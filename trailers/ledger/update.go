@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/parleyhq/parley/core"
@@ -187,32 +188,84 @@ func (l *Ledger) Update(ctx context.Context, branch string) (UpdateStats, error)
 			_ = rd.blobs.Close()
 		}
 	}()
-	g.Go(func() error {
-		defer close(work)
-		defer close(ordered)
-		if err := hist.start(gctx); err != nil {
-			return fmt.Errorf("ledger: update %s: %w", name, err)
+	// send hands a commit read to the extractor (in order) and to the parse workers.
+	send := func(rc rawCommit, signed *object.Commit) error {
+		rc.proof = VerifyCommit(signed, l.opts.OpenPGPKeys)
+		job := &parseJob{rc: rc, ready: make(chan struct{})}
+		// In order first, then to the workers: the extractor may wait on this job only after the
+		// workers can see it.
+		for _, ch := range []chan *parseJob{ordered, work} {
+			select {
+			case ch <- job:
+			case <-gctx.Done():
+				return gctx.Err()
+			}
 		}
-		for range hist.len() {
-			rc, signed, err := hist.next(rd)
-			if err != nil {
+		return nil
+	}
+	if src, ok := rd.blobs.(aheadBlobs); ok && !hist.readsGoGit() {
+		// Two goroutines read: one walks the history and asks git for each commit's blobs, the
+		// other receives them and sends the commits on, so that git works while the reader does.
+		// (With go-git walking the history they would share go-git's object storage, which is not
+		// safe for concurrent use: then one goroutine reads as below.)
+		asked := make(chan *askedCommit, 16*workers)
+		g.Go(func() error {
+			defer close(asked)
+			if err := hist.start(gctx); err != nil {
 				return fmt.Errorf("ledger: update %s: %w", name, err)
 			}
-			rd.readVersions(&rc)
-			rc.proof = VerifyCommit(signed, l.opts.OpenPGPKeys)
-			job := &parseJob{rc: rc, ready: make(chan struct{})}
-			// In order first, then to the workers: the extractor may wait on this job only after
-			// the workers can see it.
-			for _, ch := range []chan *parseJob{ordered, work} {
+			asking := true
+			for range hist.len() {
+				rc, signed, err := hist.next(rd)
+				if err != nil {
+					return fmt.Errorf("ledger: update %s: %w", name, err)
+				}
+				c := &askedCommit{rc: rc, signed: signed}
+				c.reads = rd.claimVersions(&c.rc)
+				if asking {
+					asking = ask(src, c.reads)
+					c.asked = asking
+				}
 				select {
-				case ch <- job:
+				case asked <- c:
 				case <-gctx.Done():
 					return gctx.Err()
 				}
 			}
-		}
-		return nil
-	})
+			return nil
+		})
+		g.Go(func() error {
+			defer close(work)
+			defer close(ordered)
+			recv := src
+			for c := range asked {
+				rd.receive(c, &recv)
+				if err := send(c.rc, c.signed); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	} else {
+		g.Go(func() error {
+			defer close(work)
+			defer close(ordered)
+			if err := hist.start(gctx); err != nil {
+				return fmt.Errorf("ledger: update %s: %w", name, err)
+			}
+			for range hist.len() {
+				rc, signed, err := hist.next(rd)
+				if err != nil {
+					return fmt.Errorf("ledger: update %s: %w", name, err)
+				}
+				rd.readVersions(&rc)
+				if err := send(rc, signed); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
 	for range workers {
 		g.Go(func() error {
 			for job := range work {
