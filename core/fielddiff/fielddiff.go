@@ -13,7 +13,10 @@ import (
 
 // Change is one field whose value differs between two versions of a file.
 type Change struct {
-	Field    core.Field
+	Field core.Field
+	// Addr is Field.String(), the field's canonical address: the snapshots hold it already, and
+	// printing it again for every change was a third of the ledger's extract stage.
+	Addr     string
 	Old, New core.Value // Old absent: the field was added; New absent: it was removed
 }
 
@@ -146,14 +149,14 @@ func DiffSnapshots(old, new *Snapshot) []Change {
 	for i < len(a) || j < len(b) {
 		switch {
 		case j == len(b) || i < len(a) && a[i].key < b[j].key:
-			out = append(out, Change{Field: a[i].field, Old: a[i].value})
+			out = append(out, Change{Field: a[i].field, Addr: a[i].key, Old: a[i].value})
 			i++
 		case i == len(a) || b[j].key < a[i].key:
-			out = append(out, Change{Field: b[j].field, New: b[j].value})
+			out = append(out, Change{Field: b[j].field, Addr: b[j].key, New: b[j].value})
 			j++
 		default:
 			if a[i].value != b[j].value {
-				out = append(out, Change{Field: b[j].field, Old: a[i].value, New: b[j].value})
+				out = append(out, Change{Field: b[j].field, Addr: b[j].key, Old: a[i].value, New: b[j].value})
 			}
 			i++
 			j++
