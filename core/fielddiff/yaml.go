@@ -443,6 +443,18 @@ func (y *yamlParser) mappingPairs(n *yaml.Node, depth int) ([]pair, error) {
 		}
 		all = append(all, pair{key, v})
 	}
+	// Keys often come sorted and distinct (apiVersion, kind, metadata, spec; generated JSON): then
+	// there is nothing to sort or drop.
+	sorted := true
+	for i := 1; i < len(all); i++ {
+		if all[i-1].key >= all[i].key {
+			sorted = false
+			break
+		}
+	}
+	if sorted {
+		return all, nil
+	}
 	// A stable sort keeps equal keys in source order, so the last of them is the one that counts.
 	slices.SortStableFunc(all, func(a, b pair) int { return strings.Compare(a.key, b.key) })
 	out := all[:0]
@@ -597,12 +609,23 @@ func scalarValue(n *yaml.Node) (core.Value, error) {
 	case "!!null":
 		return jsonNull, nil
 	case "!!bool":
+		switch n.Value { // yaml.v3's words for booleans, without Decode's round trip
+		case "true", "True", "TRUE":
+			return jsonTrue, nil
+		case "false", "False", "FALSE":
+			return jsonFalse, nil
+		}
 		var v bool
 		if err := n.Decode(&v); err != nil {
 			return core.Value{}, fmt.Errorf("line %d: %w", n.Line, err)
 		}
 		return boolValue(v), nil
 	case "!!int":
+		if decimalInt(n.Value) {
+			// What Decode reads it as, without its round trip. FormatInt, not the text itself: the
+			// text may be a piece of the whole file, which the value must not keep alive.
+			return core.CanonicalJSONValue(strconv.FormatInt(parseDecimal(n.Value), 10)), nil
+		}
 		var v int64
 		if err := n.Decode(&v); err == nil {
 			return core.CanonicalJSONValue(strconv.FormatInt(v, 10)), nil
@@ -632,6 +655,15 @@ func scalarValue(n *yaml.Node) (core.Value, error) {
 	}
 	// !!timestamp and custom tags stay strings, as in sigs.k8s.io/yaml.
 	return core.CanonicalJSONValue(jsonString(n.Value)), nil
+}
+
+// parseDecimal is the value of a decimalInt.
+func parseDecimal(v string) int64 {
+	var x int64
+	for i := 0; i < len(v); i++ {
+		x = x*10 + int64(v[i]-'0')
+	}
+	return x
 }
 
 func boolValue(b bool) core.Value {
