@@ -71,6 +71,7 @@ type yamlParser struct {
 	prefix  string     // object.String() + "#": a leaf's key is prefix + its encoded pointer
 	ptr     []byte     // the pointer being walked
 	scratch []byte     // where keys are built
+	pairs   []pair     // the entries of the mappings being walked (see mappingPairs)
 }
 
 func parseYAML(p string, content []byte) ([]leaf, error) {
@@ -296,6 +297,7 @@ func (y *yamlParser) flatten(n *yaml.Node, depth int) error {
 	n = resolve(n)
 	switch n.Kind {
 	case yaml.MappingNode:
+		stack := len(y.pairs) // a failed parse leaves the stack as it is: the parser is dropped
 		pairs, err := y.mappingPairs(n, 0)
 		if err != nil {
 			return err
@@ -304,6 +306,7 @@ func (y *yamlParser) flatten(n *yaml.Node, depth int) error {
 			if len(y.ptr) > 0 {
 				y.add(core.CanonicalJSONValue("{}"))
 			}
+			y.pairs = y.pairs[:stack]
 			return nil
 		}
 		mark := len(y.ptr)
@@ -314,6 +317,7 @@ func (y *yamlParser) flatten(n *yaml.Node, depth int) error {
 			}
 			y.ptr = y.ptr[:mark]
 		}
+		y.pairs = y.pairs[:stack]
 		return nil
 	case yaml.SequenceNode:
 		if allScalars(n) {
@@ -408,7 +412,14 @@ func (y *yamlParser) mappingPairs(n *yaml.Node, depth int) ([]pair, error) {
 	if depth > maxDepth {
 		return nil, fmt.Errorf("line %d: merge keys nested too deep", n.Line)
 	}
-	all := make([]pair, 0, len(n.Content)/2)
+	// Without merge keys the pairs go on y.pairs, a stack the callers cut back when they are done
+	// with them, so a mapping allocates nothing; a mapping with merges (rare) builds its own.
+	start := len(y.pairs)
+	merging := hasMergeKey(n)
+	var all []pair
+	if merging {
+		all = make([]pair, 0, len(n.Content)/2)
+	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		if y.budget--; y.budget < 0 {
 			return nil, errAliasBudget(n)
@@ -441,7 +452,14 @@ func (y *yamlParser) mappingPairs(n *yaml.Node, depth int) ([]pair, error) {
 		if err != nil {
 			return nil, err
 		}
-		all = append(all, pair{key, v})
+		if merging {
+			all = append(all, pair{key, v})
+		} else {
+			y.pairs = append(y.pairs, pair{key, v})
+		}
+	}
+	if !merging {
+		all = y.pairs[start:]
 	}
 	// Keys often come sorted and distinct (apiVersion, kind, metadata, spec; generated JSON): then
 	// there is nothing to sort or drop.
@@ -465,6 +483,15 @@ func (y *yamlParser) mappingPairs(n *yaml.Node, depth int) ([]pair, error) {
 		out = append(out, p)
 	}
 	return out, nil
+}
+
+func hasMergeKey(n *yaml.Node) bool {
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if k := resolve(n.Content[i]); k != nil && k.Tag == "!!merge" {
+			return true
+		}
+	}
+	return false
 }
 
 func errAliasBudget(n *yaml.Node) error {
@@ -568,6 +595,7 @@ func (y *yamlParser) writeJSON(b *strings.Builder, n *yaml.Node, depth int) erro
 		b.WriteByte(']')
 		return nil
 	case yaml.MappingNode:
+		stack := len(y.pairs)
 		pairs, err := y.mappingPairs(n, 0)
 		if err != nil {
 			return err
@@ -584,6 +612,7 @@ func (y *yamlParser) writeJSON(b *strings.Builder, n *yaml.Node, depth int) erro
 			}
 		}
 		b.WriteByte('}')
+		y.pairs = y.pairs[:stack]
 		return nil
 	}
 	return fmt.Errorf("line %d: unexpected YAML node", n.Line)
