@@ -67,11 +67,11 @@ type yamlParser struct {
 	objects []objectKey // the objects read, in order
 	budget  int         // nodes still allowed to be visited
 
-	object  core.Field // the object being flattened
-	prefix  string     // object.String() + "#": a leaf's key is prefix + its encoded pointer
-	ptr     []byte     // the pointer being walked
-	scratch []byte     // where keys are built
-	pairs   []pair     // the entries of the mappings being walked (see mappingPairs)
+	object  *core.Field // the object being flattened (its Path empty), shared by its leaves
+	prefix  string      // object.String() + "#": a leaf's key is prefix + its encoded pointer
+	ptr     []byte      // the pointer being walked
+	scratch []byte      // where keys are built
+	pairs   []pair      // the entries of the mappings being walked (see mappingPairs)
 }
 
 func parseYAML(p string, content []byte) ([]leaf, error) {
@@ -125,8 +125,9 @@ func (y *yamlParser) readDocument(doc int, root *yaml.Node, seen map[objectKey]i
 		}
 		seen[key] = doc
 		y.objects = append(y.objects, key)
-		y.object = core.K8sField(key.group, key.kind, key.namespace, key.name, "")
-		y.prefix = y.object.String() + "#"
+		field := core.K8sField(key.group, key.kind, key.namespace, key.name, "")
+		y.object = &field
+		y.prefix = field.String() + "#"
 		y.ptr = y.ptr[:0]
 		if err := y.flatten(obj, 0); err != nil {
 			return fmt.Errorf("%s: document %d, %s %s: %w", p, doc, key.kind, qualifiedName(key), err)
@@ -351,15 +352,15 @@ func (y *yamlParser) flatten(n *yaml.Node, depth int) error {
 // add appends a leaf at the current pointer. Its key is the field's canonical text; the field's
 // Path shares the key's bytes unless the pointer needed percent-encoding in the text form.
 func (y *yamlParser) add(v core.Value) {
-	f := y.object
 	y.scratch = appendAddress(append(y.scratch[:0], y.prefix...), y.ptr)
 	key := string(y.scratch)
+	var path string
 	if len(key) == len(y.prefix)+len(y.ptr) { // nothing was encoded
-		f.Path = key[len(y.prefix):]
+		path = key[len(y.prefix):]
 	} else {
-		f.Path = string(y.ptr)
+		path = string(y.ptr)
 	}
-	y.leaves = append(y.leaves, leaf{key: key, field: f, value: v})
+	y.leaves = append(y.leaves, leaf{key: key, obj: y.object, path: path, value: v})
 }
 
 // appendToken appends t as an RFC 6901 reference token (~ as ~0, / as ~1), as
