@@ -37,16 +37,15 @@ func newDocument(y *yamlParser, visits int) *Document {
 	d := &Document{leaves: y.leaves, objects: y.objects, visits: visits, bytes: leavesBytes(y.leaves)}
 	slices.SortFunc(d.leaves, func(a, b leaf) int { return strings.Compare(a.key, b.key) })
 	for i, l := range d.leaves {
-		if i == 0 || !sameObject(l.field, d.leaves[i-1].field) {
+		if i == 0 || !sameObject(l.obj, d.leaves[i-1].obj) {
 			d.runs = append(d.runs, i)
 		}
 	}
 	return d
 }
 
-func sameObject(a, b core.Field) bool {
-	a.Path, b.Path = "", ""
-	return a == b
+func sameObject(a, b *core.Field) bool {
+	return a == b || *a == *b
 }
 
 // Bytes estimates the memory the document holds, for caches that are bounded in bytes.

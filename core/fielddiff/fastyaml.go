@@ -316,17 +316,77 @@ func (r *fastReader) name(j int) (string, int) {
 // through Node.ShortTag, which calls exactly that for an untagged plain scalar. resolve looks
 // further only at text whose first byte is in its resolveTable (signs, digits, '.', '<' and the
 // first letters of its words); everything else is a string, which is decided here without the call.
+// So are the other common cases, where resolve's rules are simple and its cost is not (a deferred
+// function, a map, and for text such as 500m or 2.8.1 a regular expression): the words of its
+// resolveMap, decimal integers, and text that starts with a digit but cannot be a number.
+// TestPlainTagMatchesYAMLv3 and FuzzFastReaderMatchesYAMLv3 compare it with resolve.
 func plainTag(v string) string {
-	if v != "" {
-		switch c := v[0]; {
-		case c == '+' || c == '-' || c == '.' || c == '<' || c == '~' || c >= '0' && c <= '9':
-		case strings.IndexByte("yYnNtTfFoO", c) >= 0:
+	if v == "" {
+		return "!!null"
+	}
+	switch c := v[0]; {
+	case c >= '0' && c <= '9':
+		if tag := numericTag(v); tag != "" {
+			return tag
+		}
+	case c == '+' || c == '-' || c == '.':
+	case strings.IndexByte("yYnNtTfFoO~<", c) >= 0:
+		// resolve looks these up in its resolveMap, and takes anything not there for a string.
+		switch v {
+		case "true", "True", "TRUE", "false", "False", "FALSE":
+			return "!!bool"
+		case "~", "null", "Null", "NULL":
+			return "!!null"
+		case "<<":
+			return "!!merge"
+		}
+		return "!!str"
+	default:
+		return "!!str"
+	}
+	n := yaml.Node{Kind: yaml.ScalarNode, Value: v}
+	return n.ShortTag()
+}
+
+// numericTag is resolve's tag for text that starts with a digit, where it is simple to decide, or
+// "" (resolve decides): a decimal integer is !!int; text with a byte no integer (in any base
+// ParseInt reads) or float has, or with two dots, is !!str, unless it may be a timestamp.
+func numericTag(v string) string {
+	if decimalInt(v) {
+		return "!!int"
+	}
+	if len(v) > 4 && v[4] == '-' {
+		return "" // maybe a timestamp (2006-01-02...)
+	}
+	dots := 0
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; {
+		case c >= '0' && c <= '9', c >= 'a' && c <= 'f', c >= 'A' && c <= 'F',
+			c == 'x', c == 'X', c == 'o', c == 'O', c == '_', c == '+', c == '-':
+		case c == '.':
+			dots++
 		default:
 			return "!!str"
 		}
 	}
-	n := yaml.Node{Kind: yaml.ScalarNode, Value: v}
-	return n.ShortTag()
+	if dots > 1 {
+		return "!!str"
+	}
+	return ""
+}
+
+// decimalInt reports whether v is a decimal integer without sign or leading zero that fits an
+// int64 whatever its digits (at most 18): yaml.v3 reads it as !!int with the value its text says.
+func decimalInt(v string) bool {
+	if v == "" || len(v) > 18 || v[0] == '0' && len(v) > 1 {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		if v[i] < '0' || v[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // root reads a document's root node at the current line: a block collection or a flow collection.

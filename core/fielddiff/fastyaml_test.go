@@ -137,3 +137,37 @@ var fastShapes = []string{
 	"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\ndata:\n  k: a\n    b\n  l: [a,\n   b]\n  m: \"x\n    y\"\n",
 	"a: &x 1\nb: *x\nc: !!str 2\n? d\n: e\n%YAML 1.2\n",
 }
+
+// TestPlainTagMatchesYAMLv3 compares plainTag's shortcuts with yaml.v3's own resolution on the
+// common shapes of manifest values and on every text of up to three characters from the bytes
+// its rules look at.
+func TestPlainTagMatchesYAMLv3(t *testing.T) {
+	check := func(v string) {
+		n := yaml.Node{Kind: yaml.ScalarNode, Value: v}
+		if got, want := plainTag(v), n.ShortTag(); got != want {
+			t.Errorf("plainTag(%q) = %s, yaml.v3 says %s", v, got, want)
+		}
+	}
+	for _, v := range []string{"", "0", "7", "08", "0755", "0x1F", "0o17", "0b101", "1_000", "123456789012345678",
+		"1234567890123456789", "99999999999999999999", "500m", "512Mi", "1Gi", "2.8.1", "1.5", "1e3", "1E+3", "1.",
+		"2001-12-14", "2001-12-14t21:59:43.10-05:00", "2024-01-01 10:00:00", "1234-", "12:30", "3d", "10.0.0.1/8",
+		"true", "True", "TRUE", "tRUE", "false", "no", "yes", "on", "off", "y", "n", "null", "Null", "~", "<<", "<",
+		"name", "nginx", "onedr0p", "-1", "+1", "-", ".5", ".inf", "-.inf", ".nan", "1-2", "1+2", "0xZZ", "1__2"} {
+		check(v)
+	}
+	alphabet := "019abefxoOXEBT.+-_: ~n<"
+	var rec func(prefix string, n int)
+	rec = func(prefix string, n int) {
+		check(prefix)
+		if n == 0 {
+			return
+		}
+		for i := 0; i < len(alphabet); i++ {
+			rec(prefix+alphabet[i:i+1], n-1)
+		}
+	}
+	rec("", 3)
+	for _, p := range []string{"2024-", "1234-5", "12345", "0x12.", "1.2e"} {
+		rec(p, 2)
+	}
+}

@@ -255,6 +255,9 @@ func checkChanges(t *testing.T, cs []Change) {
 		if c.Old == c.New {
 			t.Errorf("%s: change without a difference", c.Field)
 		}
+		if c.Addr != c.Field.String() {
+			t.Errorf("%s: Addr is %q", c.Field, c.Addr)
+		}
 		back, err := core.ParseField(c.Field.String())
 		if err != nil || back != c.Field {
 			t.Errorf("field %s does not round-trip: %v %+v", c.Field, err, back)

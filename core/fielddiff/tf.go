@@ -72,6 +72,13 @@ type tfParser struct {
 	module  string
 	defined map[string]hcl.Range
 	leaves  []leaf
+	obj     *core.Field // the resource of the last leaf (its Path empty), shared by its leaves
+}
+
+// sameResource reports whether f is a field of the resource obj.
+func sameResource(obj, f core.Field) bool {
+	f.Path = ""
+	return obj == f
 }
 
 // pos is a range's start as file:line:col, the form editors and CI annotations understand.
@@ -178,7 +185,12 @@ func (t *tfParser) expr(f core.Field, e hclsyntax.Expression, depth int) error {
 			return nil
 		}
 	}
-	t.leaves = append(t.leaves, leaf{key: f.String(), field: f, value: t.value(e)})
+	if t.obj == nil || !sameResource(*t.obj, f) {
+		obj := f
+		obj.Path = ""
+		t.obj = &obj
+	}
+	t.leaves = append(t.leaves, leaf{key: f.String(), obj: t.obj, path: f.Path, value: t.value(e)})
 	return nil
 }
 

@@ -67,10 +67,11 @@ type yamlParser struct {
 	objects []objectKey // the objects read, in order
 	budget  int         // nodes still allowed to be visited
 
-	object  core.Field // the object being flattened
-	prefix  string     // object.String() + "#": a leaf's key is prefix + its encoded pointer
-	ptr     []byte     // the pointer being walked
-	scratch []byte     // where keys are built
+	object  *core.Field // the object being flattened (its Path empty), shared by its leaves
+	prefix  string      // object.String() + "#": a leaf's key is prefix + its encoded pointer
+	ptr     []byte      // the pointer being walked
+	scratch []byte      // where keys are built
+	pairs   []pair      // the entries of the mappings being walked (see mappingPairs)
 }
 
 func parseYAML(p string, content []byte) ([]leaf, error) {
@@ -124,8 +125,9 @@ func (y *yamlParser) readDocument(doc int, root *yaml.Node, seen map[objectKey]i
 		}
 		seen[key] = doc
 		y.objects = append(y.objects, key)
-		y.object = core.K8sField(key.group, key.kind, key.namespace, key.name, "")
-		y.prefix = y.object.String() + "#"
+		field := core.K8sField(key.group, key.kind, key.namespace, key.name, "")
+		y.object = &field
+		y.prefix = field.String() + "#"
 		y.ptr = y.ptr[:0]
 		if err := y.flatten(obj, 0); err != nil {
 			return fmt.Errorf("%s: document %d, %s %s: %w", p, doc, key.kind, qualifiedName(key), err)
@@ -296,6 +298,7 @@ func (y *yamlParser) flatten(n *yaml.Node, depth int) error {
 	n = resolve(n)
 	switch n.Kind {
 	case yaml.MappingNode:
+		stack := len(y.pairs) // a failed parse leaves the stack as it is: the parser is dropped
 		pairs, err := y.mappingPairs(n, 0)
 		if err != nil {
 			return err
@@ -304,6 +307,7 @@ func (y *yamlParser) flatten(n *yaml.Node, depth int) error {
 			if len(y.ptr) > 0 {
 				y.add(core.CanonicalJSONValue("{}"))
 			}
+			y.pairs = y.pairs[:stack]
 			return nil
 		}
 		mark := len(y.ptr)
@@ -314,6 +318,7 @@ func (y *yamlParser) flatten(n *yaml.Node, depth int) error {
 			}
 			y.ptr = y.ptr[:mark]
 		}
+		y.pairs = y.pairs[:stack]
 		return nil
 	case yaml.SequenceNode:
 		if allScalars(n) {
@@ -347,15 +352,15 @@ func (y *yamlParser) flatten(n *yaml.Node, depth int) error {
 // add appends a leaf at the current pointer. Its key is the field's canonical text; the field's
 // Path shares the key's bytes unless the pointer needed percent-encoding in the text form.
 func (y *yamlParser) add(v core.Value) {
-	f := y.object
 	y.scratch = appendAddress(append(y.scratch[:0], y.prefix...), y.ptr)
 	key := string(y.scratch)
+	var path string
 	if len(key) == len(y.prefix)+len(y.ptr) { // nothing was encoded
-		f.Path = key[len(y.prefix):]
+		path = key[len(y.prefix):]
 	} else {
-		f.Path = string(y.ptr)
+		path = string(y.ptr)
 	}
-	y.leaves = append(y.leaves, leaf{key: key, field: f, value: v})
+	y.leaves = append(y.leaves, leaf{key: key, obj: y.object, path: path, value: v})
 }
 
 // appendToken appends t as an RFC 6901 reference token (~ as ~0, / as ~1), as
@@ -408,7 +413,14 @@ func (y *yamlParser) mappingPairs(n *yaml.Node, depth int) ([]pair, error) {
 	if depth > maxDepth {
 		return nil, fmt.Errorf("line %d: merge keys nested too deep", n.Line)
 	}
-	all := make([]pair, 0, len(n.Content)/2)
+	// Without merge keys the pairs go on y.pairs, a stack the callers cut back when they are done
+	// with them, so a mapping allocates nothing; a mapping with merges (rare) builds its own.
+	start := len(y.pairs)
+	merging := hasMergeKey(n)
+	var all []pair
+	if merging {
+		all = make([]pair, 0, len(n.Content)/2)
+	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		if y.budget--; y.budget < 0 {
 			return nil, errAliasBudget(n)
@@ -441,7 +453,26 @@ func (y *yamlParser) mappingPairs(n *yaml.Node, depth int) ([]pair, error) {
 		if err != nil {
 			return nil, err
 		}
-		all = append(all, pair{key, v})
+		if merging {
+			all = append(all, pair{key, v})
+		} else {
+			y.pairs = append(y.pairs, pair{key, v})
+		}
+	}
+	if !merging {
+		all = y.pairs[start:]
+	}
+	// Keys often come sorted and distinct (apiVersion, kind, metadata, spec; generated JSON): then
+	// there is nothing to sort or drop.
+	sorted := true
+	for i := 1; i < len(all); i++ {
+		if all[i-1].key >= all[i].key {
+			sorted = false
+			break
+		}
+	}
+	if sorted {
+		return all, nil
 	}
 	// A stable sort keeps equal keys in source order, so the last of them is the one that counts.
 	slices.SortStableFunc(all, func(a, b pair) int { return strings.Compare(a.key, b.key) })
@@ -453,6 +484,15 @@ func (y *yamlParser) mappingPairs(n *yaml.Node, depth int) ([]pair, error) {
 		out = append(out, p)
 	}
 	return out, nil
+}
+
+func hasMergeKey(n *yaml.Node) bool {
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if k := resolve(n.Content[i]); k != nil && k.Tag == "!!merge" {
+			return true
+		}
+	}
+	return false
 }
 
 func errAliasBudget(n *yaml.Node) error {
@@ -556,6 +596,7 @@ func (y *yamlParser) writeJSON(b *strings.Builder, n *yaml.Node, depth int) erro
 		b.WriteByte(']')
 		return nil
 	case yaml.MappingNode:
+		stack := len(y.pairs)
 		pairs, err := y.mappingPairs(n, 0)
 		if err != nil {
 			return err
@@ -572,6 +613,7 @@ func (y *yamlParser) writeJSON(b *strings.Builder, n *yaml.Node, depth int) erro
 			}
 		}
 		b.WriteByte('}')
+		y.pairs = y.pairs[:stack]
 		return nil
 	}
 	return fmt.Errorf("line %d: unexpected YAML node", n.Line)
@@ -597,12 +639,23 @@ func scalarValue(n *yaml.Node) (core.Value, error) {
 	case "!!null":
 		return jsonNull, nil
 	case "!!bool":
+		switch n.Value { // yaml.v3's words for booleans, without Decode's round trip
+		case "true", "True", "TRUE":
+			return jsonTrue, nil
+		case "false", "False", "FALSE":
+			return jsonFalse, nil
+		}
 		var v bool
 		if err := n.Decode(&v); err != nil {
 			return core.Value{}, fmt.Errorf("line %d: %w", n.Line, err)
 		}
 		return boolValue(v), nil
 	case "!!int":
+		if decimalInt(n.Value) {
+			// What Decode reads it as, without its round trip. FormatInt, not the text itself: the
+			// text may be a piece of the whole file, which the value must not keep alive.
+			return core.CanonicalJSONValue(strconv.FormatInt(parseDecimal(n.Value), 10)), nil
+		}
 		var v int64
 		if err := n.Decode(&v); err == nil {
 			return core.CanonicalJSONValue(strconv.FormatInt(v, 10)), nil
@@ -632,6 +685,15 @@ func scalarValue(n *yaml.Node) (core.Value, error) {
 	}
 	// !!timestamp and custom tags stay strings, as in sigs.k8s.io/yaml.
 	return core.CanonicalJSONValue(jsonString(n.Value)), nil
+}
+
+// parseDecimal is the value of a decimalInt.
+func parseDecimal(v string) int64 {
+	var x int64
+	for i := 0; i < len(v); i++ {
+		x = x*10 + int64(v[i]-'0')
+	}
+	return x
 }
 
 func boolValue(b bool) core.Value {

@@ -12,6 +12,7 @@ import (
 // change is a field's change in one commit, aggregated over all the files the commit touched, so
 // that an object moved from one file to another is no change at all.
 type change struct {
+	addr     string
 	old, new core.Value
 }
 
@@ -49,8 +50,9 @@ func extract(rc rawCommit) *record {
 		rec.problems = append(rec.problems, Problem{Line: p.Line, Key: p.Key, Value: p.Value, Message: p.Reason})
 	}
 
-	changes := map[string]*change{}
-	var order []string
+	var changes []change
+	var index map[string]int // address -> position in changes, once a second file's changes come
+	files := 0
 	for _, f := range rc.files {
 		if f.newUnread {
 			continue // the reader could not read this version and said so; nothing is known about it
@@ -62,14 +64,30 @@ func extract(rc rawCommit) *record {
 			rec.problems = append(rec.problems, Problem{Path: f.path, Message: fmt.Sprintf("fields not read: %v", f.newErr)})
 			continue
 		}
-		for _, ch := range fielddiff.DiffSnapshots(f.oldSnap, f.newSnap) {
-			addr := ch.Field.String()
-			e, ok := changes[addr]
-			if !ok {
-				changes[addr] = &change{old: ch.Old, new: ch.New}
-				order = append(order, addr)
+		diff := fielddiff.DiffSnapshots(f.oldSnap, f.newSnap)
+		if len(diff) == 0 {
+			continue
+		}
+		// One file's changes have distinct addresses; only a second file's can meet them (an object
+		// moved between files), so most commits need no map.
+		if files++; files == 2 {
+			index = make(map[string]int, len(changes)+len(diff))
+			for i, ch := range changes {
+				index[ch.addr] = i
+			}
+		}
+		for _, ch := range diff {
+			if index == nil {
+				changes = append(changes, change{addr: ch.Addr, old: ch.Old, new: ch.New})
 				continue
 			}
+			i, ok := index[ch.Addr]
+			if !ok {
+				index[ch.Addr] = len(changes)
+				changes = append(changes, change{addr: ch.Addr, old: ch.Old, new: ch.New})
+				continue
+			}
+			e := &changes[i]
 			if e.old.Absent() {
 				e.old = ch.Old
 			}
@@ -79,14 +97,21 @@ func extract(rc rawCommit) *record {
 		}
 	}
 
-	claimed := map[string]int{} // addr -> index in rec.claims
-	for _, addr := range order {
-		ch := changes[addr]
+	for _, ch := range changes {
 		if ch.old.Equal(ch.new) {
 			continue
 		}
-		claimed[addr] = len(rec.claims)
-		rec.claims = append(rec.claims, claimRow{addr: addr, kind: kindChange, hasValue: true, value: ch.new})
+		if rec.claims == nil {
+			rec.claims = make([]claimRow, 0, len(changes)+len(decl.Claims))
+		}
+		rec.claims = append(rec.claims, claimRow{addr: ch.addr, kind: kindChange, hasValue: true, value: ch.new})
+	}
+	var claimed map[string]int // addr -> index in rec.claims; only Claim trailers look it up
+	if len(decl.Claims) > 0 {
+		claimed = make(map[string]int, len(rec.claims)+len(decl.Claims))
+		for i, row := range rec.claims {
+			claimed[row.addr] = i
+		}
 	}
 	for _, st := range decl.Claims {
 		addr := st.Field.String()
