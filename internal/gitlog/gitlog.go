@@ -286,14 +286,24 @@ func parseRaw(meta []byte) (oldMode, newMode filemode.FileMode, oldHash, newHash
 	if len(f) != 5 || len(f[4]) == 0 {
 		return 0, 0, plumbing.ZeroHash, plumbing.ZeroHash, false
 	}
-	om, err1 := strconv.ParseUint(string(f[0]), 8, 32)
-	nm, err2 := strconv.ParseUint(string(f[1]), 8, 32)
-	oh, ok1 := parseHash(f[2])
-	nh, ok2 := parseHash(f[3])
-	if err1 != nil || err2 != nil || !ok1 || !ok2 {
+	om, ok1 := parseMode(f[0])
+	nm, ok2 := parseMode(f[1])
+	oh, ok3 := parseHash(f[2])
+	nh, ok4 := parseHash(f[3])
+	if !ok1 || !ok2 || !ok3 || !ok4 {
 		return 0, 0, plumbing.ZeroHash, plumbing.ZeroHash, false
 	}
-	return filemode.FileMode(om), filemode.FileMode(nm), oh, nh, true
+	return om, nm, oh, nh, true
+}
+
+// parseMode reads a file mode as git's raw format writes it: six octal digits, no more (a longer
+// one is not git's, and would not fit the modes go-git compares with).
+func parseMode(b []byte) (filemode.FileMode, bool) {
+	if len(b) != 6 {
+		return 0, false
+	}
+	m, err := strconv.ParseUint(string(b), 8, 32)
+	return filemode.FileMode(m), err == nil
 }
 
 // parseHash reads a full hexadecimal SHA-1 object name.
