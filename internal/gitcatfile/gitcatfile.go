@@ -35,6 +35,22 @@ type Reader struct {
 	waitErr  error
 }
 
+// Command is git (bin) run on the repository at gitDir, reading objects as go-git reads them, for
+// every git process the CLI starts to read what go-git would: the repository is named on the
+// command line, and nothing from the caller's environment (GIT_DIR, GIT_OBJECT_DIRECTORY and the
+// like) may point git at other objects. --no-replace-objects: an object is read as its hash names
+// it, whatever refs/replace/ in the repository says (a replacement would change a version's
+// content without changing its hash).
+func Command(ctx context.Context, bin, gitDir string, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, bin, append([]string{"--git-dir", gitDir, "--no-replace-objects"}, args...)...)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "GIT_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	return cmd
+}
+
 // Start runs `git cat-file --batch` on gitDir. It fails when no git binary is in PATH. ctx bounds
 // the process's life (it is killed when ctx ends).
 func Start(ctx context.Context, gitDir string) (*Reader, error) {
@@ -42,17 +58,7 @@ func Start(ctx context.Context, gitDir string) (*Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	// --no-replace-objects: an object is read as its hash names it, as go-git reads it, whatever
-	// refs/replace/ in the repository says (a replacement would change a version's content
-	// without changing its hash).
-	cmd := exec.CommandContext(ctx, bin, "--git-dir", gitDir, "--no-replace-objects", "cat-file", "--batch")
-	// The repository is named on the command line: GIT_DIR, GIT_OBJECT_DIRECTORY and the like from
-	// the caller's environment must not point git at other objects than go-git reads.
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "GIT_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
+	cmd := Command(ctx, bin, gitDir, "cat-file", "--batch")
 	win, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, fmt.Errorf("git cat-file: %w", err)

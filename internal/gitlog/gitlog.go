@@ -23,6 +23,8 @@ import (
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
+
+	"github.com/parleyhq/parley/internal/gitcatfile"
 )
 
 // History runs git on one repository. FirstParents may be called any number of times; ReadCommits
@@ -50,13 +52,7 @@ func Open(gitDir string) (*History, error) {
 // command is git with the repository named on the command line and nothing from the caller's
 // environment that could make git read other objects or other parents than go-git does.
 func (h *History) command(ctx context.Context, args ...string) *exec.Cmd {
-	// --no-replace-objects: an object is read as its hash names it, whatever refs/replace/ says.
-	cmd := exec.CommandContext(ctx, h.bin, append([]string{"--git-dir", h.gitDir, "--no-replace-objects"}, args...)...)
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "GIT_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
+	cmd := gitcatfile.Command(ctx, h.bin, h.gitDir, args...)
 	// go-git ignores info/grafts: so must git, or its first parents would differ from go-git's.
 	// (An empty graft file has git hint that grafts are deprecated: not a word the ledger says.)
 	cmd.Env = append(cmd.Env, "GIT_GRAFT_FILE="+os.DevNull, "GIT_CONFIG_COUNT=1",
