@@ -77,3 +77,20 @@ field "replicas" {
 		}
 	})
 }
+
+// TestDeepPolicyRefusedBeforeParsing: the policy is HCL from the repository; one nested past Go's
+// stack under hclsyntax's recursion (issue 34) is a diagnostic at the line where the budget ran
+// out, not a crash of whatever loads it.
+func TestDeepPolicyRefusedBeforeParsing(t *testing.T) {
+	for _, src := range []string{
+		strings.Repeat("rule {\n", 200_000) + strings.Repeat("}\n", 200_000),
+		"rule \"r\" {\n  when = " + strings.Repeat("(", 100_000) + "true" + strings.Repeat(")", 100_000) + "\n}\n",
+	} {
+		_, err := Parse([]byte(src), ".parley/policy.hcl")
+		var diags Diagnostics
+		if !errors.As(err, &diags) || len(diags) != 1 || !strings.Contains(diags[0].String(), ".parley/policy.hcl:") ||
+			!strings.Contains(diags[0].Message, "nested deeper than 1000 levels") {
+			t.Fatalf("want one nesting diagnostic, got %v", err)
+		}
+	}
+}

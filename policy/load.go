@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"github.com/zclconf/go-cty/cty/convert"
 
 	"github.com/parleyhq/parley/core"
+	"github.com/parleyhq/parley/core/fielddiff"
 )
 
 // DefaultFile is where a repository keeps its policy, read from the default branch.
@@ -39,6 +41,13 @@ func Parse(src []byte, filename string) (*Policy, error) {
 		actorsByName: map[string]*Actor{},
 		base:         &hcl.EvalContext{Functions: stdFunctions()},
 	}}
+	// The policy is HCL from the repository: refuse nesting hclsyntax would recurse on past Go's
+	// stack (a fatal error, not a panic) before it parses.
+	var deep *fielddiff.NestingError
+	if err := fielddiff.CheckHCLNesting(filename, src); errors.As(err, &deep) {
+		c.errorf(deep.Range, "%s", deep.Message())
+		return nil, c.diags
+	}
 	file, diags := hclsyntax.ParseConfig(src, filename, hcl.Pos{Line: 1, Column: 1})
 	c.addDiags(diags)
 	if diags.HasErrors() {

@@ -31,6 +31,10 @@ import (
 // not count as a change.
 
 func parseTF(p string, content []byte) ([]leaf, error) {
+	// Before hclsyntax: it recurses before anything could look at the depth.
+	if err := CheckHCLNesting(p, content); err != nil {
+		return nil, err
+	}
 	file, diags := hclsyntax.ParseConfig(content, p, hcl.InitialPos)
 	if diags.HasErrors() {
 		return nil, hclError(p, diags)

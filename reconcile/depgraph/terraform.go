@@ -34,6 +34,11 @@ func (b *builder) parseTF(p string, content []byte) (f tfFile, ok bool) {
 			ok = false
 		}
 	}()
+	// recover cannot catch the parser's stack overflow (a fatal error): refuse deep nesting first.
+	if err := fielddiff.CheckHCLNesting(p, content); err != nil {
+		b.errs = append(b.errs, err)
+		return tfFile{}, false
+	}
 	file, diags := hclsyntax.ParseConfig(content, p, hcl.InitialPos)
 	if diags.HasErrors() {
 		b.errs = append(b.errs, hclError(p, diags))

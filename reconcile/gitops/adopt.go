@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
 	"github.com/parleyhq/parley/core"
+	"github.com/parleyhq/parley/core/fielddiff"
 )
 
 // AdoptYAML writes v at field f of the Kubernetes object in content (a manifest, possibly with
@@ -121,6 +122,10 @@ func AdoptTF(path string, content []byte, f core.Field, v core.Value) ([]byte, b
 	if v.Absent() || v.IsExpr() {
 		return nil, false, fmt.Errorf("%s: %s: only a literal value can be adopted, not %s", path, f, v)
 	}
+	// hclwrite parses with hclsyntax, which recurses before any depth check: refuse first.
+	if err := fielddiff.CheckHCLNesting(path, content); err != nil {
+		return nil, false, err
+	}
 	file, diags := hclwrite.ParseConfig(content, path, hcl.InitialPos)
 	if diags.HasErrors() {
 		return nil, false, fmt.Errorf("%w", diags)
@@ -154,6 +159,9 @@ func AdoptTF(path string, content []byte, f core.Field, v core.Value) ([]byte, b
 		return nil, false, fmt.Errorf("%s: %s: the attribute is not set in Git; adoption does not create it", path, f)
 	}
 	newExpr := []byte(v.JSON()) // canonical JSON literals are valid HCL literals
+	if err := fielddiff.CheckHCLExpressionNesting(path, newExpr); err != nil {
+		return nil, false, fmt.Errorf("%s: value: %w", f, err)
+	}
 	if _, d := hclsyntax.ParseExpression(newExpr, path, hcl.InitialPos); d.HasErrors() {
 		return nil, false, fmt.Errorf("%s: %s: value %s is not an HCL literal: %w", path, f, v, d)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/hcl/v2/hclwrite"
 
 	"github.com/parleyhq/parley/core"
+	"github.com/parleyhq/parley/core/fielddiff"
 )
 
 // Terraform has no GitOps sync to pause, but it has the same per-field pause in the resource
@@ -74,6 +75,10 @@ func tfResource(path string, content []byte, f core.Field) (*hclwrite.File, *hcl
 	addr := tfResourceAddress(f.Resource)
 	if strings.HasPrefix(addr, "data.") || strings.HasPrefix(addr, "module.") {
 		return nil, nil, "", fmt.Errorf("%s: %s: only a managed resource's attributes can be ignored (lifecycle ignore_changes)", path, f)
+	}
+	// hclwrite parses with hclsyntax, which recurses before any depth check: refuse first.
+	if err := fielddiff.CheckHCLNesting(path, content); err != nil {
+		return nil, nil, "", err
 	}
 	file, diags := hclwrite.ParseConfig(content, path, hcl.InitialPos)
 	if diags.HasErrors() {
@@ -297,6 +302,9 @@ func RemoveTFGate(path string, content []byte, f core.Field) ([]byte, bool, erro
 
 // ListTFGates lists Parley's gates in a Terraform file.
 func ListTFGates(path string, content []byte) ([]Listed, error) {
+	if err := fielddiff.CheckHCLNesting(path, content); err != nil {
+		return nil, err
+	}
 	file, diags := hclwrite.ParseConfig(content, path, hcl.InitialPos)
 	if diags.HasErrors() {
 		return nil, fmt.Errorf("%w", diags)

@@ -1,0 +1,194 @@
+package fielddiff
+
+import (
+	"fmt"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+)
+
+// MaxHCLNesting is the deepest HCL CheckHCLNesting lets through to hclsyntax's parser. The parser
+// recurses once (through a dozen Go frames) per nested block, bracket, template or operator before
+// anything can look at the depth, and Go ends a program whose stack passes 1 GB with a fatal error
+// no recover catches: 200,000 nested blocks or a `locals` expression nested 100,000 deep took
+// `parley review` down. A thousand levels costs the parser a few megabytes of stack; real Terraform
+// nests a few dozen at most, and fielddiff refuses more than maxDepth (100) blocks and objects anyway.
+const MaxHCLNesting = 1000
+
+// CheckHCLNesting refuses HCL native syntax (a .tf file, a policy) that hclsyntax.ParseConfig (or
+// hclwrite.ParseConfig, which uses it) would recurse on deeper than MaxHCLNesting, naming the file,
+// line and column where the budget ran out. It reads hclsyntax's own tokens, so strings, heredocs
+// and comments are what the parser takes them for, and the lexer does not recurse.
+//
+// The count never under-counts the parser's recursion (FuzzHCLNestingBoundsParserDepth checks it
+// against the parsed tree): each open block, bracket, parenthesis, string or heredoc, template
+// sequence is a level; so is each operator, each index bracket, and each template if or for,
+// because hclsyntax nests a chain of them (a - - - b, a ? b : c ? d : e, x[a][b][c], a[*][*],
+// %{if}%{if}) without brackets, and a bracketed term stays counted while operators follow it,
+// since they nest it deeper in the tree that evaluation walks recursively. Both end where the
+// parser's expression ends: at a comma, and at a newline inside a block body or an object (where
+// newlines end an item); inside parentheses, brackets and for expressions, where the parser skips
+// newlines, they do not.
+//
+// Its memory is hclsyntax's tokens, as the parse that follows takes anyway.
+func CheckHCLNesting(filename string, src []byte) error {
+	toks, _ := hclsyntax.LexConfig(src, filename, hcl.InitialPos)
+	return nestingError(toks, true)
+}
+
+// CheckHCLExpressionNesting is CheckHCLNesting for a lone expression, as hclsyntax.ParseExpression
+// reads it (newlines skipped throughout).
+func CheckHCLExpressionNesting(filename string, src []byte) error {
+	toks, _ := hclsyntax.LexExpression(src, filename, hcl.InitialPos)
+	return nestingError(toks, false)
+}
+
+// NestingError is CheckHCLNesting's refusal: where the budget ran out.
+type NestingError struct {
+	Range hcl.Range // the token past the budget
+	Limit int
+}
+
+func (e *NestingError) Error() string {
+	return fmt.Sprintf("%s: %s", pos(e.Range), e.Message())
+}
+
+// Message is the error without its position, for callers that report positions their own way.
+func (e *NestingError) Message() string {
+	return fmt.Sprintf("nested deeper than %d levels (blocks, brackets, templates and operators); not parsed", e.Limit)
+}
+
+func nestingError(toks hclsyntax.Tokens, body bool) error {
+	if deepest, at := nesting(toks, body, MaxHCLNesting); deepest > MaxHCLNesting {
+		return &NestingError{Range: at, Limit: MaxHCLNesting}
+	}
+	return nil
+}
+
+// nestFrame is one open level: what opened it, and the operators, indexes and bracketed terms of
+// the expression it is in since that expression began.
+type nestFrame struct {
+	open hclsyntax.TokenType
+	// chain counts the operators and indexes so far: hclsyntax nests each over the ones before.
+	chain int
+	// term is the deepest level a term closed in this expression reached (a parenthesis, a call, a
+	// block): operators after it nest it deeper still (f(g(x)) + 1 + 1), so it stays counted until
+	// the expression ends.
+	term     int
+	items    bool // newlines end an item here (a block body or an object)
+	first    bool // no token seen yet inside this brace: `{ for` is a for expression
+	template bool // a string or heredoc: template if and for directives nest here
+	control  bool // a %{ directive whose keyword is still to come
+}
+
+// nesting is the deepest level toks reach, stopping at the first token past limit (and its range).
+// A level is a frame, plus each frame's chain and term: the parse tree's depth under that point.
+func nesting(toks hclsyntax.Tokens, body bool, limit int) (deepest int, at hcl.Range) {
+	stack := make([]nestFrame, 1, 16)
+	stack[0] = nestFrame{items: body}
+	depth := 0 // the sum over open frames (the file's not counted) of 1 + chain + term
+	endExpr := func(f *nestFrame) {
+		depth -= f.chain + f.term
+		f.chain, f.term = 0, 0
+	}
+	for i := range toks {
+		tok := &toks[i]
+		top := &stack[len(stack)-1]
+		if top.first && tok.Type != hclsyntax.TokenNewline && tok.Type != hclsyntax.TokenComment {
+			top.first = false
+			if tok.Type == hclsyntax.TokenIdent && string(tok.Bytes) == "for" {
+				top.items = false // a for expression: the parser reads across newlines
+			}
+		}
+		if top.control && tok.Type != hclsyntax.TokenBitwiseNot {
+			top.control = false
+			if tok.Type == hclsyntax.TokenIdent && len(stack) > 1 {
+				// templateParser nests a conditional and a template per if or for, and every end
+				// directive returns from one of them.
+				tmpl := &stack[len(stack)-2]
+				switch string(tok.Bytes) {
+				case "if", "for":
+					tmpl.chain += 2
+					depth += 2
+				case "endif", "endfor":
+					d := min(tmpl.chain, 2)
+					tmpl.chain -= d
+					depth -= d
+				}
+			}
+		}
+		switch tok.Type {
+		case hclsyntax.TokenOBrace, hclsyntax.TokenOBrack, hclsyntax.TokenOParen,
+			hclsyntax.TokenOQuote, hclsyntax.TokenOHeredoc,
+			hclsyntax.TokenTemplateInterp, hclsyntax.TokenTemplateControl:
+			if tok.Type == hclsyntax.TokenOBrack {
+				// An index (x[a][b]) or splat (x[*][*]) nests the expression before it.
+				top.chain++
+				depth++
+			}
+			f := nestFrame{open: tok.Type}
+			switch tok.Type {
+			case hclsyntax.TokenOBrace:
+				f.items, f.first = true, true
+			case hclsyntax.TokenOQuote, hclsyntax.TokenOHeredoc:
+				f.template = true
+			case hclsyntax.TokenTemplateControl:
+				f.control = true
+			}
+			stack = append(stack, f)
+			depth++
+		case hclsyntax.TokenCBrace, hclsyntax.TokenCBrack, hclsyntax.TokenCParen,
+			hclsyntax.TokenCQuote, hclsyntax.TokenCHeredoc, hclsyntax.TokenTemplateSeqEnd:
+			// A closer that does not match leaves its level open: counting too deep is safe, and
+			// such a file does not parse anyway.
+			if len(stack) > 1 && closes(top.open, tok.Type) {
+				closed := 1 + top.chain + top.term
+				stack = stack[:len(stack)-1]
+				depth -= closed
+				if parent := &stack[len(stack)-1]; closed > parent.term {
+					depth += closed - parent.term
+					parent.term = closed
+				}
+			}
+		case hclsyntax.TokenComma:
+			endExpr(top)
+		case hclsyntax.TokenNewline:
+			if top.items {
+				endExpr(top)
+			}
+		case hclsyntax.TokenPlus, hclsyntax.TokenMinus, hclsyntax.TokenStar, hclsyntax.TokenSlash,
+			hclsyntax.TokenPercent, hclsyntax.TokenEqualOp, hclsyntax.TokenNotEqual,
+			hclsyntax.TokenLessThan, hclsyntax.TokenLessThanEq, hclsyntax.TokenGreaterThan,
+			hclsyntax.TokenGreaterThanEq, hclsyntax.TokenAnd, hclsyntax.TokenOr, hclsyntax.TokenBang,
+			hclsyntax.TokenQuestion:
+			top.chain++
+			depth++
+		}
+		if depth > deepest {
+			deepest, at = depth, tok.Range
+			if depth > limit {
+				return deepest, at
+			}
+		}
+	}
+	return deepest, at
+}
+
+// closes reports whether closer ends a level opened by open, as hclsyntax's lexer pairs them.
+func closes(open, closer hclsyntax.TokenType) bool {
+	switch open {
+	case hclsyntax.TokenOBrace:
+		return closer == hclsyntax.TokenCBrace
+	case hclsyntax.TokenOBrack:
+		return closer == hclsyntax.TokenCBrack
+	case hclsyntax.TokenOParen:
+		return closer == hclsyntax.TokenCParen
+	case hclsyntax.TokenOQuote:
+		return closer == hclsyntax.TokenCQuote
+	case hclsyntax.TokenOHeredoc:
+		return closer == hclsyntax.TokenCHeredoc
+	case hclsyntax.TokenTemplateInterp, hclsyntax.TokenTemplateControl:
+		return closer == hclsyntax.TokenTemplateSeqEnd
+	}
+	return false
+}
