@@ -140,7 +140,7 @@ func TestHCLNestingChains(t *testing.T) {
 		{"a long list of expressions", deep("[" + strings.Repeat("a + b[0] - c,\n", 2000) + "]"), false},
 		{"an object of many items", deep("{\n" + strings.Repeat("  k = a - b\n", 2000) + "}"), false},
 		{"a heredoc of many ifs in sequence", deep("<<EOT\n" + strings.Repeat("%{ if a }x%{ endif }\n", 2000) + "EOT"), false},
-		{"brackets and minus signs in strings and comments", deep(`"` + strings.Repeat("((-[", 2000) + `"`) + strings.Repeat("# ((((----\n", 500), false},
+		{"brackets and minus signs in strings and comments", deep(`"`+strings.Repeat("((-[", 2000)+`"`) + strings.Repeat("# ((((----\n", 500), false},
 	} {
 		err := CheckHCLNesting("main.tf", []byte(c.src))
 		var deep *NestingError
