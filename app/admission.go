@@ -169,7 +169,25 @@ func (h *Admission) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fail(http.StatusRequestEntityTooLarge, "body: %v", err)
 		return
 	}
-	adm, err := events.DecodeAdmissionReview(body, h.now())
+	// The fail-open budget runs from here: reading the objects grows with them (a nodeSelector of
+	// 90,000 keys), so it counts against the same 2 s as judging, and it stops when the API
+	// server hangs up.
+	budget := h.Budget
+	if budget <= 0 {
+		budget = 2 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), budget)
+	defer cancel()
+	adm, err := events.DecodeAdmissionReviewContext(ctx, body, h.now())
+	if err != nil && adm.UID != "" && ctx.Err() != nil {
+		resp, decision := h.failOpen(cluster, adm, err)
+		h.count(cluster, decision, adm.DryRun, start)
+		writeJSON(w, http.StatusOK, admissionv1.AdmissionReview{
+			TypeMeta: metav1.TypeMeta{Kind: "AdmissionReview", APIVersion: admissionv1.SchemeGroupVersion.String()},
+			Response: resp,
+		})
+		return
+	}
 	if err != nil {
 		// Without a uid there is no review to answer: the API server treats this as a call that
 		// failed and applies the failurePolicy (Ignore: the write goes through).
@@ -182,7 +200,7 @@ func (h *Admission) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// What this review's oldObject shows stored decides the writes held before it.
 		h.settle(r.Context(), cluster, adm, h.now())
 	}
-	resp, decision := h.review(r.Context(), cluster, cfg, route, adm)
+	resp, decision := h.review(ctx, cluster, cfg, route, adm)
 	h.count(cluster, decision, adm.DryRun, start)
 	if observe && (decision == admAllowed || decision == admWarned) {
 		h.hold(cluster, adm, body, h.now())
@@ -222,21 +240,49 @@ func (h *Admission) authenticate(r *http.Request, cluster string, cfg config.Adm
 	return fmt.Sprintf("cluster %s: the API server's credentials are missing or wrong (its admission kubeconfig's token or client certificate)", cluster)
 }
 
-// review judges one decoded review and answers it; decision labels the answer.
+// failOpen answers a review Parley could not judge: allowed, with a warning saying why, logged and
+// counted by reason.
+func (h *Admission) failOpen(cluster string, adm events.Admission, err error) (*admissionv1.AdmissionResponse, string) {
+	reason := "error"
+	switch {
+	case errors.Is(err, errFieldBudget):
+		reason = "budget"
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		reason = "timeout"
+	case errors.Is(err, reconcile.ErrNoPolicy):
+		reason = "no-policy"
+	}
+	if h.Metrics != nil {
+		h.Metrics.failOpen.WithLabelValues(cluster, reason).Inc()
+	}
+	h.log().Error("admission review not judged; allowed (fail open)", "cluster", cluster, "uid", adm.UID, "object", adm.Object.String(),
+		"reason", reason, "error", err.Error())
+	why := reason
+	if reason == "budget" {
+		why = adm.Problem
+	}
+	return &admissionv1.AdmissionResponse{UID: admissionUID(adm.UID), Allowed: true,
+		Warnings: []string{"Parley could not judge this change (" + why + "); allowed unjudged"}}, admFailOpen
+}
+
+// errFieldBudget marks a review that writes more fields than one object may have judged.
+var errFieldBudget = errors.New("more changed fields than Parley judges in one object")
+
+// review judges one decoded review and answers it; decision labels the answer. ctx carries the
+// fail-open budget's deadline.
 func (h *Admission) review(ctx context.Context, cluster string, cfg config.Admission, route config.RepoRef, adm events.Admission) (*admissionv1.AdmissionResponse, string) {
 	resp := &admissionv1.AdmissionResponse{UID: admissionUID(adm.UID), Allowed: true}
-	if adm.Skipped != "" {
+	if adm.Skipped != "" && adm.Problem == "" {
 		return resp, admSkipped
 	}
 	if gitOpsUser(cfg.GitOpsUsers, adm.Identity.ID) {
 		return resp, admGitOps
 	}
-	budget := h.Budget
-	if budget <= 0 {
-		budget = 2 * time.Second
+	if adm.Problem != "" {
+		// Not judged, as a pull request's file past its budget is not: the write is allowed (the
+		// webhook fails open) with the problem as the warning, and counted.
+		return h.failOpen(cluster, adm, fmt.Errorf("%s: %w", adm.Problem, errFieldBudget))
 	}
-	ctx, cancel := context.WithTimeout(ctx, budget)
-	defer cancel()
 
 	var pol *policy.Policy
 	covered := 0
@@ -280,20 +326,7 @@ func (h *Admission) review(ctx context.Context, cluster string, cfg config.Admis
 	}
 	err := h.Drift.admit(ctx, route.Repository, h.MaxAge, id, pick, decide)
 	if err != nil {
-		reason := "error"
-		switch {
-		case errors.Is(err, context.DeadlineExceeded):
-			reason = "timeout"
-		case errors.Is(err, reconcile.ErrNoPolicy):
-			reason = "no-policy"
-		}
-		if h.Metrics != nil {
-			h.Metrics.failOpen.WithLabelValues(cluster, reason).Inc()
-		}
-		h.log().Error("admission review not judged; allowed (fail open)", "cluster", cluster, "uid", adm.UID, "object", adm.Object.String(),
-			"reason", reason, "error", err.Error())
-		resp.Warnings = []string{"Parley could not judge this change (" + reason + "); allowed unjudged"}
-		return resp, admFailOpen
+		return h.failOpen(cluster, adm, err)
 	}
 	if covered == 0 {
 		resp.Warnings = nil

@@ -523,3 +523,25 @@ func TestAdmittedWritesHeldAreBoundedInBytes(t *testing.T) {
 		t.Fatalf("confirmed %v, held %v", observations(h, obsConfirmed), observations(h, obsHeld))
 	}
 }
+
+// A write of more fields than one object may have judged (issue 34: a nodeSelector of 40,000
+// keys cost seconds of CPU per review) is not judged: allowed, as the webhook fails open, with
+// the problem naming the object as its warning, and counted as a fail-open for the budget.
+func TestAdmissionFieldBudgetFailsOpenNamingTheObject(t *testing.T) {
+	srv, h, _ := admissionSetup(t, "deny")
+	var sel strings.Builder
+	for i := range 40_000 {
+		fmt.Fprintf(&sel, `"k%d":"v",`, i)
+	}
+	dep := `{"kind":"Deployment","apiVersion":"apps/v1","metadata":{"name":"web","namespace":"prod","resourceVersion":"41"},` +
+		`"spec":{"replicas":%d,"template":{"spec":{"nodeSelector":{%s"zone":"a"},"containers":[{"name":"web","image":"registry.example.com/shop/web:1.41.0"}]}}}}`
+	body := reviewOf("big-1", costSA, "", fmt.Sprintf(dep, 2, sel.String()), fmt.Sprintf(dep, 3, ""), false)
+	code, resp, raw := admit(t, srv, admissionToken, body)
+	if code != http.StatusOK || !resp.Allowed || string(resp.UID) != "uid-big-1" || len(resp.Warnings) != 1 ||
+		!strings.Contains(resp.Warnings[0], "k8s:apps/Deployment/prod/web: 40001 changed fields, above the 20000 Parley judges in one object; not judged") {
+		t.Fatalf("over the budget: %d %.600s", code, raw)
+	}
+	if testutil.ToFloat64(h.Metrics.failOpen.WithLabelValues("prod", "budget")) != 1 {
+		t.Fatal("fail-open for the budget not counted")
+	}
+}

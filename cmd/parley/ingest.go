@@ -167,7 +167,7 @@ A chart not rendered is left out of discovery: its objects are not gated or adop
 					now = newestEvent(batch)
 				}
 				if now.IsZero() {
-					out = append(out, ingestBatch{Where: b.where, Source: src, Ignored: batch.Ignored})
+					out = append(out, ingestBatch{Where: b.where, Source: src, Ignored: batch.Ignored, Problems: batch.Problems})
 					continue // no event says when it happened, so no time to judge at
 				}
 				// Timers that came due before this body fire first, as the server's timer loop would.
@@ -192,7 +192,7 @@ A chart not rendered is left out of discovery: its objects are not gated or adop
 					return fmt.Errorf("%s: %w", b.where, err)
 				}
 				out = append(out, ingestBatch{Where: b.where, Source: src, At: now, Duplicates: rep.Duplicates,
-					Ignored: rep.Ignored, Reverts: len(rep.Reverts), Results: results(rep, apply)})
+					Ignored: rep.Ignored, Problems: batch.Problems, Reverts: len(rep.Reverts), Results: results(rep, apply)})
 			}
 			timers, err := st.Timers(ctx)
 			if err != nil {
@@ -359,6 +359,7 @@ type ingestBatch struct {
 	At         time.Time      `json:"at,omitzero"`
 	Duplicates int            `json:"duplicates,omitempty"`
 	Ignored    map[string]int `json:"ignored,omitempty"`
+	Problems   []string       `json:"problems,omitempty"` // events read but not judged, naming their objects
 	Reverts    int            `json:"reverts,omitempty"`
 	Results    []ingestResult `json:"results"`
 }
@@ -409,6 +410,9 @@ func printIngest(w io.Writer, batches []ingestBatch, timers []driftstate.Timer, 
 		}
 		if len(b.Ignored) > 0 {
 			fmt.Fprintf(w, "   ignored: %s\n", ignoredList(b.Ignored))
+		}
+		for _, p := range b.Problems {
+			fmt.Fprintf(w, "   not judged: %s\n", p)
 		}
 		if b.Reverts > 0 {
 			fmt.Fprintf(w, "   %d object(s) reverted by the GitOps tool: the live claims on them ended, except on gated fields\n", b.Reverts)

@@ -2,6 +2,7 @@ package events
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -44,6 +45,9 @@ type Admission struct {
 	// Skipped says why the request changes nothing Parley judges ("" when Changes holds them):
 	// one of the ignore reasons the audit decoder uses, documented in docs/admission.md.
 	Skipped string
+	// Problem says why a write Parley would judge is not judged (Skipped is then
+	// "too-many-fields"): it changes more than MaxFieldsPerObject fields, named with the object.
+	Problem string
 }
 
 // maxAdmissionBytes bounds a review: the API server sends objects up to etcd's 1.5 MiB limit
@@ -63,6 +67,14 @@ const maxAdmissionBytes = 4 << 20
 // changes one of them: a declaration left on the object by an earlier writer is not this
 // writer's.
 func DecodeAdmissionReview(body []byte, at time.Time) (Admission, error) {
+	return DecodeAdmissionReviewContext(context.Background(), body, at)
+}
+
+// DecodeAdmissionReviewContext is DecodeAdmissionReview that stops when ctx ends (the API server
+// gave up, or the fail-open budget ran out): flattening the objects, the part that grows with
+// them, looks at ctx as it goes. Stopped, it returns the review as far as it was read (its uid
+// known, no changes) and an error wrapping ctx's, so the caller can still answer the uid.
+func DecodeAdmissionReviewContext(ctx context.Context, body []byte, at time.Time) (Admission, error) {
 	if len(body) > maxAdmissionBytes {
 		return Admission{}, fmt.Errorf("admission review: %d bytes, at most %d", len(body), maxAdmissionBytes)
 	}
@@ -155,8 +167,14 @@ func DecodeAdmissionReview(body []byte, at time.Time) (Admission, error) {
 	if req.SubResource == "scale" {
 		keep = func(p string) bool { return p == "/spec/replicas" }
 	}
-	before := leaves(old, keep)
-	after := leaves(obj, keep)
+	before, err := leaves(ctx, old, keep)
+	if err != nil {
+		return Admission{UID: a.UID, Object: a.Object}, fmt.Errorf("admission review %s: oldObject: %w", a.UID, err)
+	}
+	after, err := leaves(ctx, obj, keep)
+	if err != nil {
+		return Admission{UID: a.UID, Object: a.Object}, fmt.Errorf("admission review %s: object: %w", a.UID, err)
+	}
 	if old != nil {
 		a.Old = before
 	}
@@ -170,6 +188,23 @@ func DecodeAdmissionReview(body []byte, at time.Time) (Admission, error) {
 		if declares(ann, stringMapAt(old, "metadata", "annotations")) {
 			intent, mot, expires, problems = declaration(func(k string) (string, bool) { s, ok := ann[k]; return s, ok }, at)
 		}
+	}
+	// The budget counts the fields the write changes, before any becomes an observation.
+	changed := 0
+	for p, v := range after {
+		if w, ok := before[p]; !ok || !w.Equal(v) {
+			changed++
+		}
+	}
+	for p := range before {
+		if _, ok := after[p]; !ok {
+			changed++
+		}
+	}
+	if changed > MaxFieldsPerObject {
+		a.Skipped, a.Problem = ignTooManyFields, TooManyFields(a.Object, changed)
+		a.Old = nil
+		return a, nil
 	}
 	manager := fieldManager(req.Options.Raw)
 	emit := func(p string, v core.Value) {
@@ -203,18 +238,27 @@ func (a Admission) Batch(at time.Time) Batch {
 	return b
 }
 
-// leaves flattens an object into its claimable fields and their canonical values.
-func leaves(v any, keep func(string) bool) map[string]core.Value {
+// leaves flattens an object into its claimable fields and their canonical values, unless ctx ends
+// first.
+func leaves(ctx context.Context, v any, keep func(string) bool) (map[string]core.Value, error) {
 	out := map[string]core.Value{}
 	if v == nil {
-		return out
+		return out, nil
 	}
-	flattenTree(v, "", 0, func(p string, v any) {
+	n := 0
+	flattenTree(v, "", 0, func(p string, v any) bool {
+		if n++; n%ctxEvery == 0 && ctx.Err() != nil {
+			return false
+		}
 		if keep(p) {
 			out[p] = treeValue(v)
 		}
+		return true
 	})
-	return out
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 func sortedKeysOf(m map[string]core.Value) []string { return slices.Sorted(maps.Keys(m)) }

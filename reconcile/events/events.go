@@ -89,6 +89,9 @@ type Batch struct {
 	// EventIDs lists, once each and in order, the IDs of the events that contributed observations,
 	// reverts or out-of-sync objects: the evidence to store.
 	EventIDs []string
+	// Problems name the objects of events that were read but not judged: written with more
+	// fields than MaxFieldsPerObject (each also counted in Ignored as "too-many-fields").
+	Problems []string
 	// Latest is the time of the body's newest event, whether or not it was left out: a body of
 	// only irrelevant events still says what time it is, so that timers due by then can fire
 	// before it is judged. Zero when no event carries a readable time.

@@ -63,6 +63,7 @@ const (
 	ignBadObject      = "unreadable-object"
 	ignUnresolved     = "patch-part-unresolved"
 	ignNoFieldChanged = "no-field-changed"
+	ignTooManyFields  = "too-many-fields" // more than MaxFieldsPerObject: Batch.Problems names the object
 )
 
 // noiseResources are written constantly by the control plane and are never in Git.
@@ -176,7 +177,10 @@ func decodeAuditEvent(b *Batch, ev *auditv1.Event, seen map[string]bool) {
 		switch {
 		case ev.Verb != "patch":
 			restated = true
-			flattenTree(r, "", 0, func(p string, v any) { touches = append(touches, touch{ptr: p, val: v, has: true}) })
+			flattenTree(r, "", 0, func(p string, v any) bool {
+				touches = append(touches, touch{ptr: p, val: v, has: true})
+				return true
+			})
 		case isApply(r, query):
 			restated = true
 			unresolved = mergeTouches(r, resp, "", true, 0, &touches)
@@ -213,14 +217,17 @@ func decodeAuditEvent(b *Batch, ev *auditv1.Event, seen map[string]bool) {
 	}
 	intent, mot, expires, problems := declaration(func(k string) (string, bool) { s, ok := ann[k]; return s, ok }, at)
 
-	n := 0
-	emit := func(ptr string, v core.Value) {
+	n, first := 0, len(b.Observations)
+	emit := func(ptr string, v core.Value) bool {
+		if n++; n > MaxFieldsPerObject {
+			return false // over the budget: none of this event's fields is judged (below)
+		}
 		b.Observations = append(b.Observations, Observation{
 			Field: withPath(obj, ptr), Value: v, Identity: id, Via: via, Manager: manager, At: at,
 			Intent: intent, Motivation: mot, Expires: expires, Restated: restated, Problems: problems,
 			EventID: string(ev.AuditID), Source: SourceK8sAudit,
 		})
-		n++
+		return true
 	}
 	done := map[string]bool{}
 	keep := keepPath
@@ -228,7 +235,16 @@ func decodeAuditEvent(b *Batch, ev *auditv1.Event, seen map[string]bool) {
 		keep = func(p string) bool { return p == "/spec/replicas" }
 	}
 	for _, t := range touches {
-		emitTouch(t, resp, keep, done, emit, b)
+		if !emitTouch(t, resp, keep, done, emit, b) {
+			break
+		}
+	}
+	if n > MaxFieldsPerObject {
+		clear(b.Observations[first:])
+		b.Observations = b.Observations[:first]
+		b.ignore(ignTooManyFields)
+		b.Problems = append(b.Problems, fmt.Sprintf("audit event %s: %s", ev.AuditID, TooManyFields(obj, n)))
+		return
 	}
 	if n == 0 {
 		b.ignore(ignNoFieldChanged)
@@ -239,31 +255,32 @@ func decodeAuditEvent(b *Batch, ev *auditv1.Event, seen map[string]bool) {
 
 // emitTouch emits the observations for one touched place: the live values below it when the
 // response object is known, else the request's own values.
-func emitTouch(t touch, resp any, keep func(string) bool, done map[string]bool, emit func(string, core.Value), b *Batch) {
-	one := func(p string, v core.Value) {
+// It returns false when emit did (the event is over its budget).
+func emitTouch(t touch, resp any, keep func(string) bool, done map[string]bool, emit func(string, core.Value) bool, b *Batch) bool {
+	one := func(p string, v func() core.Value) bool {
 		if !keep(p) || done[p] {
-			return
+			return true
 		}
 		done[p] = true
-		emit(p, v)
+		return emit(p, v())
 	}
+	absent := func() core.Value { return core.Value{} }
 	if resp != nil {
 		v, ok := lookup(resp, t.ptr)
 		if !ok {
-			one(t.ptr, core.Value{})
-			return
+			return one(t.ptr, absent)
 		}
-		flattenTree(v, t.ptr, 0, func(p string, v any) { one(p, treeValue(v)) })
-		return
+		return flattenTree(v, t.ptr, 0, func(p string, v any) bool { return one(p, func() core.Value { return treeValue(v) }) })
 	}
 	switch {
 	case t.removed || t.has && t.val == nil:
-		one(t.ptr, core.Value{})
+		return one(t.ptr, absent)
 	case t.has:
-		flattenTree(t.val, t.ptr, 0, func(p string, v any) { one(p, treeValue(v)) })
+		return flattenTree(t.val, t.ptr, 0, func(p string, v any) bool { return one(p, func() core.Value { return treeValue(v) }) })
 	default:
 		b.ignore(ignUnresolved)
 	}
+	return true
 }
 
 // keepPath says which parts of an object are fields someone can claim: everything but the identity,
