@@ -47,7 +47,7 @@ func TestAdmissionFieldBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(a.Changes) != 0 || a.Skipped != ignTooManyFields || a.UID != "u-1" ||
-		a.Problem != "k8s:apps/Deployment/prod/web: 40003 changed fields, above the 20000 Parley judges in one object; not judged" {
+		a.Problem != "k8s:apps/Deployment/prod/web: 40003 changed fields, above the 1000 Parley judges in one object; not judged" {
 		t.Fatalf("skipped %q, problem %q, %d changes", a.Skipped, a.Problem, len(a.Changes))
 	}
 	a, err = DecodeAdmissionReview(bigReview(MaxFieldsPerObject-3), admissionAt)
@@ -64,7 +64,7 @@ func TestAuditFieldBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(b.Observations) != 0 || len(b.EventIDs) != 0 || b.Ignored[ignTooManyFields] != 1 || len(b.Problems) != 1 ||
-		b.Problems[0] != "audit event id-1: k8s:apps/Deployment/ns/obj: 20001 changed fields, above the 20000 Parley judges in one object; not judged" {
+		b.Problems[0] != "audit event id-1: k8s:apps/Deployment/ns/obj: more than 1000 changed fields, the most Parley judges in one object; not judged" {
 		t.Fatalf("observations %d, ignored %v, problems %q", len(b.Observations), b.Ignored, b.Problems)
 	}
 	checkBatch(t, b, err)

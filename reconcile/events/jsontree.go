@@ -21,10 +21,12 @@ import (
 const maxTreeDepth = 100
 
 // MaxFieldsPerObject is the most fields one event or admission review may turn into claims for
-// one object: the budget a file of a pull request has (core.DefaultBudget().FieldsPerFile). A
-// write past it (a nodeSelector of 40,000 keys) is not judged, and the problem names the object,
-// rather than costing seconds of CPU per event and a claim per key.
-const MaxFieldsPerObject = 20_000
+// one object. A write past it (a nodeSelector of 40,000 keys) is not judged, and the problem names
+// the object, rather than costing a claim and a judgement per key: judging takes about a
+// millisecond of CPU a field (an audit event of 20,000 keys cost `parley ingest` 20 s), so a
+// thousand keeps one event near the admission webhook's 2 s budget, and is five times the fields
+// of a large Deployment.
+const MaxFieldsPerObject = 1_000
 
 // TooManyFields is the problem of an object written with more than MaxFieldsPerObject fields.
 func TooManyFields(obj core.Field, n int) string {

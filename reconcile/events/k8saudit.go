@@ -243,7 +243,9 @@ func decodeAuditEvent(b *Batch, ev *auditv1.Event, seen map[string]bool) {
 		clear(b.Observations[first:])
 		b.Observations = b.Observations[:first]
 		b.ignore(ignTooManyFields)
-		b.Problems = append(b.Problems, fmt.Sprintf("audit event %s: %s", ev.AuditID, TooManyFields(obj, n)))
+		// Reading stopped at the first field past the budget: the count is a floor.
+		b.Problems = append(b.Problems, fmt.Sprintf("audit event %s: %s: more than %d changed fields, the most Parley judges in one object; not judged",
+			ev.AuditID, obj, MaxFieldsPerObject))
 		return
 	}
 	if n == 0 {
