@@ -1,0 +1,105 @@
+package tfplan
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// bigPlan is a plan of n resources as terraform show -json writes one: each in planned_values,
+// resource_changes (every tenth updated, the rest no-ops) and prior_state.
+func bigPlan(n int) []byte {
+	var pv, rc, ps strings.Builder
+	for i := range n {
+		if i > 0 {
+			pv.WriteByte(',')
+			rc.WriteByte(',')
+			ps.WriteByte(',')
+		}
+		addr := fmt.Sprintf("aws_s3_bucket.b%d", i)
+		vals := fmt.Sprintf(`{"bucket":"b%d","tags":{"team":"data","env":"prod"},"versioning":[{"enabled":true}]}`, i)
+		res := fmt.Sprintf(`{"address":%q,"mode":"managed","type":"aws_s3_bucket","name":"b%d","provider_name":"registry.terraform.io/hashicorp/aws","schema_version":0,"values":%s}`, addr, i, vals)
+		pv.WriteString(res)
+		ps.WriteString(res)
+		action, after := "no-op", vals
+		if i%10 == 0 {
+			action, after = "update", strings.Replace(vals, `"prod"`, `"staging"`, 1)
+		}
+		fmt.Fprintf(&rc, `{"address":%q,"mode":"managed","type":"aws_s3_bucket","name":"b%d","provider_name":"registry.terraform.io/hashicorp/aws","change":{"actions":[%q],"before":%s,"after":%s,"after_unknown":{}}}`,
+			addr, i, action, vals, after)
+	}
+	return []byte(`{"format_version":"1.2","terraform_version":"1.9.0","planned_values":{"root_module":{"resources":[` + pv.String() +
+		`]}},"resource_changes":[` + rc.String() + `],"prior_state":{"format_version":"1.0","values":{"root_module":{"resources":[` + ps.String() +
+		`]}}},"configuration":{"root_module":{}},"timestamp":"2026-11-20T10:00:00Z"}`)
+}
+
+// leanPlan is a plan of n resources and nothing else, as small as a resource can be written:
+// the attack's shape (850,000 resources in 66 MB).
+func leanPlan(n int) []byte {
+	var rc strings.Builder
+	for i := range n {
+		if i > 0 {
+			rc.WriteByte(',')
+		}
+		if i%10 == 0 {
+			fmt.Fprintf(&rc, `{"address":"a.b%d","change":{"actions":["update"],"before":{"x":1},"after":{"x":2}}}`, i)
+			continue
+		}
+		fmt.Fprintf(&rc, `{"address":"a.b%d","change":{"actions":["no-op"]}}`, i)
+	}
+	return []byte(`{"format_version":"1.2","terraform_version":"1.9.0","resource_changes":[` + rc.String() + `]}`)
+}
+
+// TestPlanResourceBudget: a plan of more resources than MaxPlanResources is refused with the
+// budget named (issue 34: 850,000 resources were accepted, 13.4 s of CPU); one at the budget is
+// read and its changes extracted.
+func TestPlanResourceBudget(t *testing.T) {
+	if _, err := ParsePlan(leanPlan(MaxPlanResources + 1)); !errors.Is(err, ErrTooManyResources) ||
+		!strings.Contains(err.Error(), "more than 20000 resources") {
+		t.Fatalf("over the budget: %v", err)
+	}
+	p, err := ParsePlan(leanPlan(MaxPlanResources))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Extract(p, Options{})
+	if err != nil || len(res.Changes) != MaxPlanResources/10 {
+		t.Fatalf("at the budget: %d changes, %v", len(res.Changes), err)
+	}
+}
+
+// TestPlanAttackIsRefusedWithoutBuildingIt: a plan of 300,000 resources (18 MB, under the byte
+// cap) peaked at 1.2 GiB; now it is refused having built at most the budget's resources.
+func TestPlanAttackIsRefusedWithoutBuildingIt(t *testing.T) {
+	doc := leanPlan(300_000)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, err := ParsePlan(doc)
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, ErrTooManyResources) {
+		t.Fatalf("err = %v", err)
+	}
+	// Allocated in all, garbage included: a bound on the peak. Building the plan allocated
+	// several times the document; refusing it allocates less than the document.
+	if got := after.TotalAlloc - before.TotalAlloc; got > uint64(len(doc)) {
+		t.Fatalf("refusing a %d-byte plan allocated %d bytes", len(doc), got)
+	}
+}
+
+// BenchmarkParsePlan: memory grows with the resources read, not the document's other parts; past
+// the budget, the plan is refused as it is read.
+func BenchmarkParsePlan(b *testing.B) {
+	for _, n := range []int{2_000, MaxPlanResources} {
+		doc := bigPlan(n)
+		b.Run(fmt.Sprintf("resources=%d", n), func(b *testing.B) {
+			b.SetBytes(int64(len(doc)))
+			b.ReportAllocs()
+			for b.Loop() {
+				ParsePlan(doc)
+			}
+		})
+	}
+}
