@@ -3,6 +3,7 @@ package core
 import (
 	"encoding/json"
 	"errors"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -71,4 +72,23 @@ func FuzzUniqueKeys(f *testing.F) {
 			t.Fatalf("UniqueKeys accepted %q, which encoding/json refuses: %v", data, derr)
 		}
 	})
+}
+
+// TestUniqueKeysDeepNestingIsLinear: the path of every open level used to be kept as a string,
+// so 20 kB of '[' (an audit event's object, a plan's value) allocated 153 MB, the square of its
+// depth; paths are now built only for the error. A duplicate deep down is still named by its path.
+func TestUniqueKeysDeepNestingIsLinear(t *testing.T) {
+	const depth = 4_000 // 8,000 levels: objects and arrays
+	doc := []byte(strings.Repeat(`{"a":[`, depth) + `{"k":1,"k":2}` + strings.Repeat("]}", depth))
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	err := UniqueKeys(doc)
+	runtime.ReadMemStats(&after)
+	if got := after.TotalAlloc - before.TotalAlloc; got > 256*uint64(len(doc)) {
+		t.Errorf("%d bytes nested %d deep allocated %d bytes", len(doc), depth, got)
+	}
+	var dup *DuplicateKeyError
+	if !errors.As(err, &dup) || dup.Path != "$"+strings.Repeat(".a[0]", depth) {
+		t.Fatalf("err = %.200v", err)
+	}
 }
