@@ -94,3 +94,20 @@ func TestDeepPolicyRefusedBeforeParsing(t *testing.T) {
 		}
 	}
 }
+
+// FuzzDeepPolicy: any policy up to the 8 MiB a repository file may be, built as prefix×n middle
+// suffix×n to reach nesting small inputs never have, parses to a policy or diagnostics, never a
+// crash.
+func FuzzDeepPolicy(f *testing.F) {
+	f.Add("rule \"r\" {\n", "when = true\n", "}\n", uint32(5_000))
+	f.Add("(", "true", ")", uint32(3_000))
+	f.Add("!", "true", "", uint32(3_000))
+	f.Fuzz(func(t *testing.T, prefix, middle, suffix string, n uint32) {
+		const limit = 8 << 20
+		if unit := len(prefix) + len(suffix); unit > 0 && int(n) > (limit-len(middle))/unit {
+			n = uint32(max(limit-len(middle), 0) / unit)
+		}
+		src := "rule \"x\" {\n  when = " + strings.Repeat(prefix, int(n)) + middle + strings.Repeat(suffix, int(n)) + "\n}\n"
+		Parse([]byte(src), ".parley/policy.hcl") // diagnostics are an answer; a crash ends the fuzzer
+	})
+}

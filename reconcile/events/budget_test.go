@@ -1,6 +1,7 @@
 package events
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"strconv"
@@ -105,4 +106,49 @@ func BenchmarkDecodeManyKeys(b *testing.B) {
 			}
 		})
 	}
+}
+
+// amplify is prefix×n middle suffix×n, n lowered so that it fits in limit bytes: inputs as deep
+// or as wide as a door accepts, which the fuzzer's small inputs never reach.
+func amplify(prefix, middle, suffix []byte, n uint32, limit int) []byte {
+	if unit := len(prefix) + len(suffix); unit > 0 && int(n) > (limit-len(middle))/unit {
+		n = uint32(max(limit-len(middle), 0) / unit)
+	}
+	return append(append(bytes.Repeat(prefix, int(n)), middle...), bytes.Repeat(suffix, int(n))...)
+}
+
+// FuzzDeepAdmissionReview: any object a review can carry, up to the 4 MiB a review may be,
+// decodes to a review or an error, never a crash, and within the field budget.
+func FuzzDeepAdmissionReview(f *testing.F) {
+	f.Add([]byte(`{"a":`), []byte(`1`), []byte(`}`), uint32(5_000))
+	f.Add([]byte(`[`), []byte(`{}`), []byte(`]`), uint32(9_000))
+	f.Add([]byte(`"k":"v",`), []byte(`"z":1`), []byte(``), uint32(2_000))
+	f.Fuzz(func(t *testing.T, prefix, middle, suffix []byte, n uint32) {
+		spec := amplify(prefix, middle, suffix, n, maxAdmissionBytes-1024)
+		body := []byte(`{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{"uid":"u","operation":"CREATE",` +
+			`"resource":{"group":"apps","version":"v1","resource":"deployments"},"namespace":"p","name":"w",` +
+			`"object":{"kind":"Deployment","metadata":{"name":"w"},"spec":{` + string(spec) + `}}}}`)
+		a, err := DecodeAdmissionReview(body, admissionAt)
+		if err == nil && len(a.Changes) > MaxFieldsPerObject {
+			t.Fatalf("%d changes, over the budget", len(a.Changes))
+		}
+	})
+}
+
+// FuzzDeepK8sAudit: the same for an audit event's request object.
+func FuzzDeepK8sAudit(f *testing.F) {
+	f.Add([]byte(`{"a":`), []byte(`1`), []byte(`}`), uint32(5_000))
+	f.Add([]byte(`"k":"v",`), []byte(`"z":1`), []byte(``), uint32(2_000))
+	f.Fuzz(func(t *testing.T, prefix, middle, suffix []byte, n uint32) {
+		spec := amplify(prefix, middle, suffix, n, 4<<20)
+		b, err := DecodeK8sAudit(bigAuditOf(`{"kind":"Deployment","metadata":{"name":"obj"},"spec":{` + string(spec) + `}}`))
+		checkBatch(t, b, err)
+		if len(b.Observations) > MaxFieldsPerObject {
+			t.Fatalf("%d observations, over the budget", len(b.Observations))
+		}
+	})
+}
+
+func bigAuditOf(obj string) []byte {
+	return []byte(auditEvent("create", "/apis/apps/v1/namespaces/ns/deployments", "deployments", "apps", "", obj, ""))
 }

@@ -103,3 +103,28 @@ func BenchmarkParsePlan(b *testing.B) {
 		})
 	}
 }
+
+// FuzzDeepPlan: any resource_changes up to the 64 MiB a plan may be, built as prefix×n middle
+// suffix×n so the fuzzer reaches the sizes and depths no small input has, reads to a plan or an
+// error, never a crash, and never past the resource budget.
+func FuzzDeepPlan(f *testing.F) {
+	f.Add([]byte(`{"address":"a.b","change":{"actions":["update"],"before":{"x":1},"after":{"x":2}}},`), []byte(`{}`), []byte(``), uint32(30_000))
+	f.Add([]byte(`[`), []byte(`1`), []byte(`]`), uint32(9_000))
+	f.Fuzz(func(t *testing.T, prefix, middle, suffix []byte, n uint32) {
+		limit := MaxPlanSize - 128
+		if unit := len(prefix) + len(suffix); unit > 0 && int(n) > (limit-len(middle))/unit {
+			n = uint32(max(limit-len(middle), 0) / unit)
+		}
+		doc := `{"format_version":"1.2","resource_changes":[` + strings.Repeat(string(prefix), int(n)) + string(middle) + strings.Repeat(string(suffix), int(n)) + `]}`
+		p, err := ParsePlan([]byte(doc))
+		if err != nil {
+			return
+		}
+		if len(p.ResourceChanges) > MaxPlanResources {
+			t.Fatalf("%d resources read, over the budget", len(p.ResourceChanges))
+		}
+		if _, err := Extract(p, Options{}); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
