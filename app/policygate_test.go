@@ -89,7 +89,7 @@ func TestPolicyChangeNeedsAPolicyOwnersApprovalAtHead(t *testing.T) {
 		"approval of one of the policy owners (policy-lead, acme/platform) at its head commit",
 		// Git's value stands under either policy now; the change that set it, by an unverified
 		// author whom only the new policy lets write the capacity, would have been decided otherwise.
-		"**What changes now** (2026-11-20T10:05:00Z), each field's standing claims (Git's value and the field's history) judged under both policies: **0 of 3 fields** change their verdict.",
+		"**What changes now**, each field's standing claims (Git's value and the field's history) judged under both policies: **0 of 3 fields** change their verdict.",
 		"As each field's last change was judged when it was made: 1 of 3 changes would have been decided otherwise.\n" +
 			"> - `tf:infra/kafka//aws_autoscaling_group.consumer#/desired_capacity`: `hold` (rule `no-claims`) → `adopt` (rule `uncontested`)",
 	} {
@@ -180,7 +180,7 @@ func TestPolicyChangeCommentShowsWhatChangesNow(t *testing.T) {
 	if run.Conclusion != "action_required" {
 		t.Errorf("conclusion %q, want action_required", run.Conclusion)
 	}
-	want := "**What changes now** (2026-11-20T10:05:00Z), each field's standing claims (Git's value and the field's history) judged under both policies: " +
+	want := "**What changes now**, each field's standing claims (Git's value and the field's history) judged under both policies: " +
 		"**1 of "
 	line := "> - `k8s:apps/Deployment/prod/web#/spec/replicas`: `yield` (rule `owner.replicas`) → `enforce-git` (rule `no-contest`)\n"
 	for _, text := range []string{body, run.Summary} {

@@ -263,8 +263,10 @@ func RenderPolicyDiff(d PolicyDiff, max int) []string {
 // code, never read as Markdown.
 func MarkdownPolicyDiff(d PolicyDiff, max int) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "**What changes now** (%s), each field's standing claims (Git's value and the field's history) judged under both policies: "+
-		"**%d of %d fields** change their verdict.\n", d.At.Format(time.RFC3339), len(d.Now), d.Fields)
+	// No time in the text: the App renders the same body for the same verdicts, so a redelivery or
+	// a review event that changes nothing writes nothing.
+	fmt.Fprintf(&b, "**What changes now**, each field's standing claims (Git's value and the field's history) judged under both policies: "+
+		"**%d of %d fields** change their verdict.\n", len(d.Now), d.Fields)
 	code := func(v core.Verdict, withWinner bool) string {
 		s := ghmarkdown.Code(string(v.Decision)) + " (rule " + ghmarkdown.Code(orNone(v.Rule))
 		if withWinner && v.Winner != nil {

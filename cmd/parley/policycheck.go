@@ -118,10 +118,15 @@ func patternPosition(src []byte, pp policyPattern) (line, col int) {
 func nearestAddress(pattern string, addrs []string) (string, int) {
 	best, bestD, bestText := "", -1, 0
 	objectOnly := !strings.Contains(pattern, "#")
+	prev := ""
 	for _, a := range addrs {
 		s := a
 		if objectOnly {
 			s, _, _ = strings.Cut(a, "#")
+			if s == prev {
+				continue // another field of the object just measured: sorted, they are adjacent
+			}
+			prev = s
 		}
 		limit := bestD
 		if bestD < 0 {
