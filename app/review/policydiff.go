@@ -49,7 +49,7 @@ func (c PolicyChange) MarshalJSON() ([]byte, error) {
 
 type briefVerdict struct {
 	Decision core.Decision `json:"decision"`
-	Rule     string        `json:"rule"`
+	Rule     string        `json:"rule,omitempty"`
 	Winner   *core.Claim   `json:"winner,omitempty"`
 	Until    time.Time     `json:"until,omitzero"`
 }

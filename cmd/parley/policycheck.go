@@ -83,7 +83,9 @@ func unmatchedPatterns(p *policy.Policy, src []byte, file string, fields []core.
 		}
 		w := patternWarning{File: file, Block: pp.block, Pattern: pp.pattern.String()}
 		w.Line, w.Column = patternPosition(src, pp)
-		w.Nearest, w.Edits = nearestAddress(pp.pattern.String(), addrs)
+		if w.Nearest, w.Edits = nearestAddress(pp.pattern.String(), addrs); w.Nearest == "" {
+			w.Edits = 0 // no field at all: nothing to measure against
+		}
 		out = append(out, w)
 	}
 	return out

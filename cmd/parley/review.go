@@ -142,6 +142,9 @@ run; 2 for bad input (a missing or malformed plan, an unsupported format_version
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
+				if res.Verdicts == nil {
+					res.Verdicts = []core.Verdict{} // a branch that changes no field (only the policy, say)
+				}
 				enc := json.NewEncoder(out)
 				enc.SetIndent("", "  ")
 				if err := enc.Encode(struct {
