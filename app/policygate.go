@@ -36,8 +36,9 @@ func (g *policyGate) conclusion(fields string) string {
 	return review.PolicyChangeConclusion(fields, g.invalid != "", g.approvedBy != "")
 }
 
-// maxDiffFields is how many fields the comment lists in each view of the diff; the check run's
-// details and parley policy diff list them all.
+// maxDiffFields is how many fields the comment and the check run list in each view of the diff,
+// counting the rest, so a policy change that touches every field still fits GitHub's limits;
+// parley policy diff lists them all.
 const maxDiffFields = 30
 
 // text is the gate's note for the check run and the comment.
