@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/google/go-github/v60/github"
 
@@ -21,10 +22,24 @@ type policyGate struct {
 	owners     []string // the base policy's policy_owners; nil: repository admins
 	approvedBy string   // who approved at the head commit; "" until someone did
 	invalid    string   // the new policy's errors, when it does not parse
-	diff       string   // review.RenderPolicyDiff of the ledger's fields, when both policies exist
+	// diff is what the new policy changes in the base's ledger, now and as its changes were made;
+	// nil when there is no base policy or no new one to compare.
+	diff *review.PolicyDiff
 }
 
 func (g *policyGate) passes() bool { return g.invalid == "" && g.approvedBy != "" }
+
+// conclusion is the check's conclusion given the fields' (review.PolicyChangeConclusion): failure
+// for an invalid new policy, action_required until a policy owner approves at the head, then the
+// fields' own.
+func (g *policyGate) conclusion(fields string) string {
+	return review.PolicyChangeConclusion(fields, g.invalid != "", g.approvedBy != "")
+}
+
+// maxDiffFields is how many fields the comment and the check run list in each view of the diff,
+// counting the rest, so a policy change that touches every field still fits GitHub's limits;
+// parley policy diff lists them all.
+const maxDiffFields = 30
 
 // text is the gate's note for the check run and the comment.
 func (g *policyGate) text() string {
@@ -42,8 +57,8 @@ func (g *policyGate) text() string {
 	default:
 		fmt.Fprintf(&b, "It needs the approval of %s at its head commit before it passes.\n", who)
 	}
-	if g.diff != "" {
-		b.WriteString(" Under the new policy: " + g.diff)
+	if g.diff != nil {
+		b.WriteString("\n" + review.MarkdownPolicyDiff(*g.diff, maxDiffFields))
 	}
 	return b.String()
 }
@@ -55,9 +70,9 @@ func changesPolicy(files []review.FileChange, path string) bool {
 
 // policyGateFor builds the gate of a pull request that changes the policy at path: who approved,
 // whether the new policy parses, and the verdicts that flip under it (when the base has a policy
-// and a ledger: git may be nil).
+// and a ledger: git may be nil), judged now.
 func (h *PullRequests) policyGateFor(ctx context.Context, gh *github.Client, t Target, src *review.GitSource, path string,
-	base *policy.Policy, git review.GitState) (*policyGate, error) {
+	base *policy.Policy, git review.GitState, now time.Time) (*policyGate, error) {
 	g := &policyGate{path: path}
 	if base != nil {
 		g.owners = base.PolicyOwners
@@ -76,12 +91,11 @@ func (h *PullRequests) policyGateFor(ctx context.Context, gh *github.Client, t T
 		g.invalid = path + " is removed: without a policy nothing is judged"
 	}
 	if next != nil && base != nil && git != nil {
-		changes, err := review.PolicyDiff(ctx, base, next, git)
+		d, err := review.DiffPolicy(ctx, base, next, git, now)
 		if err != nil {
 			return nil, err
 		}
-		// The comment shows a note as one paragraph: the lines run on.
-		g.diff = strings.Join(review.RenderPolicyDiff(changes), " ")
+		g.diff = &d
 	}
 	if g.approvedBy, err = h.policyApprover(ctx, gh, t, g.owners, headSHA); err != nil {
 		return nil, err

@@ -87,9 +87,11 @@ func TestPolicyChangeNeedsAPolicyOwnersApprovalAtHead(t *testing.T) {
 	for _, want := range []string{
 		"This pull request changes the policy (.parley/policy.hcl)",
 		"approval of one of the policy owners (policy-lead, acme/platform) at its head commit",
-		"Under the new policy: 1 of 3 fields in the ledger change their verdict under the new policy.",
-		// Git's capacity was written by an unverified author, whom only the new policy lets write it.
-		"- tf:infra/kafka//aws_autoscaling_group.consumer#/desired_capacity: hold (rule no-claims) -> adopt (rule uncontested)",
+		// Git's value stands under either policy now; the change that set it, by an unverified
+		// author whom only the new policy lets write the capacity, would have been decided otherwise.
+		"**What changes now**, each field's standing claims (Git's value and the field's history) judged under both policies: **0 of 3 fields** change their verdict.",
+		"As each field's last change was judged when it was made: 1 of 3 changes would have been decided otherwise.\n" +
+			"> - `tf:infra/kafka//aws_autoscaling_group.consumer#/desired_capacity`: `hold` (rule `no-claims`) → `adopt` (rule `uncontested`)",
 	} {
 		if !strings.Contains(comments[0].Body, want) {
 			t.Errorf("comment lacks %q:\n%s", want, comments[0].Body)
@@ -133,6 +135,63 @@ func TestThePolicyPathIsGatedHoweverItIsSpelled(t *testing.T) {
 				t.Fatalf("check runs %+v: want action_required, the change to the policy named", runs)
 			}
 		})
+	}
+}
+
+// TestPolicyChangeCommentShowsWhatChangesNow is issue 33's what-if on a pull request: one that
+// removes the HPA's ownership of replicas said "0 of N fields in the ledger change their verdict"
+// (each field's last change judged as it was made), while the verdict on replicas flips from yield
+// to enforce-git the moment it merges. The comment and the check run now show what changes now,
+// the field's address quoted as code, and the check waits for a policy owner (action_required).
+// A new policy that does not parse fails the check.
+func TestPolicyChangeCommentShowsWhatChangesNow(t *testing.T) {
+	dir, git := remote(t)
+	owner := `  owner      = "hpa"
+  owner_when = contains(git_values("k8s:autoscaling/HorizontalPodAutoscaler/${field.namespace}/*#/spec/scaleTargetRef/name"), field.name)
+`
+	git("checkout", "-q", "-b", "no-hpa", "main")
+	edit(t, dir, ".parley/policy.hcl", owner, "")
+	git("commit", "-q", "-am", "Stop giving replicas to the HPA")
+	head := git("rev-parse", "HEAD")
+	git("checkout", "-q", "-b", "broken", "main")
+	edit(t, dir, ".parley/policy.hcl", owner, "  owner = \n")
+	git("commit", "-q", "-am", "Break the policy")
+	broken := git("rev-parse", "HEAD")
+	git("checkout", "-q", "main")
+	base := git("rev-parse", "main")
+	if head == base {
+		t.Fatal("the demo policy no longer gives replicas to the HPA as this test expects")
+	}
+
+	judge := func(head string) (fakegithub.CheckRun, string) {
+		t.Helper()
+		h, gh := handler(t)
+		git("update-ref", "refs/pull/7/head", head)
+		if err := h.Handle(context.Background(), store.Delivery{ID: "d-" + head[:7], Event: "pull_request", Body: prEvent(t, dir, base, head, "opened")}); err != nil {
+			t.Fatal(err)
+		}
+		runs, comments := gh.CheckRuns("acme/infra"), gh.Comments("acme/infra#7")
+		if len(runs) != 1 || len(comments) != 1 {
+			t.Fatalf("check runs %+v, comments %+v", runs, comments)
+		}
+		return runs[0], comments[0].Body
+	}
+	run, body := judge(head)
+	if run.Conclusion != "action_required" {
+		t.Errorf("conclusion %q, want action_required", run.Conclusion)
+	}
+	want := "**What changes now**, each field's standing claims (Git's value and the field's history) judged under both policies: " +
+		"**1 of "
+	line := "> - `k8s:apps/Deployment/prod/web#/spec/replicas`: `yield` (rule `owner.replicas`) → `enforce-git` (rule `no-contest`)\n"
+	for _, text := range []string{body, run.Summary} {
+		if !strings.Contains(text, want) || !strings.Contains(text, line) {
+			t.Errorf("lacks %q and %q:\n%s", want, line, text)
+		}
+	}
+
+	run, body = judge(broken)
+	if run.Conclusion != "failure" || !strings.Contains(body, "The new policy is invalid") {
+		t.Errorf("broken policy: conclusion %q, want failure:\n%s", run.Conclusion, body)
 	}
 }
 

@@ -288,7 +288,7 @@ func (h *PullRequests) judge(ctx context.Context, t Target) (review.Result, erro
 			return review.Result{}, fmt.Errorf("%s: %w", id, err)
 		}
 		if changesPolicy(files, policyPath) {
-			if gate, err = h.policyGateFor(ctx, gh, t, src, policyPath, nil, nil); err != nil {
+			if gate, err = h.policyGateFor(ctx, gh, t, src, policyPath, nil, nil, h.now()); err != nil {
 				return review.Result{}, fmt.Errorf("%s: policy change: %w", id, err)
 			}
 		}
@@ -370,7 +370,13 @@ func (h *PullRequests) judge(ctx context.Context, t Target) (review.Result, erro
 			return review.Result{}, fmt.Errorf("%s: %w", id, err)
 		}
 		if changesPolicy(files, policyPath) {
-			if gate, err = h.policyGateFor(ctx, gh, t, src, policyPath, pol, led); err != nil {
+			// The diff reads the default branch's index in one pass (the ledger's Branch), not
+			// field by field.
+			branch, err := led.Branch(t.DefaultBranch)
+			if err != nil {
+				return review.Result{}, fmt.Errorf("%s: policy change: %w", id, err)
+			}
+			if gate, err = h.policyGateFor(ctx, gh, t, src, policyPath, pol, branch, h.now()); err != nil {
 				return review.Result{}, fmt.Errorf("%s: policy change: %w", id, err)
 			}
 		}
@@ -473,22 +479,16 @@ func optional(s string) *string {
 }
 
 // conclusion is the check run's conclusion. A change to the policy is never neutral: it waits for
-// a policy owner's approval (action_required), and once approved its verdicts decide.
+// a policy owner's approval (gate.conclusion), and once approved its verdicts decide.
 func conclusion(res review.Result, note string, gate *policyGate) string {
-	if gate != nil && !gate.passes() {
-		return "action_required"
-	}
+	fields := res.Conclusion()
 	if note != "" {
-		if gate != nil {
-			return "success"
-		}
-		return "neutral"
+		fields = "neutral"
 	}
-	c := res.Conclusion()
-	if c == "neutral" && gate != nil {
-		return "success" // an approved policy change that claims no field
+	if gate != nil {
+		return gate.conclusion(fields)
 	}
-	return c
+	return fields
 }
 
 // maxCheckText is GitHub's limit on a check run's output summary.

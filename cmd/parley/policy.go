@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -32,21 +33,43 @@ func newPolicyCmd() *cobra.Command {
 }
 
 func newPolicyDiffCmd() *cobra.Command {
-	var dir, base string
+	var dir, base, at string
+	var asJSON, exitCode bool
 	cmd := &cobra.Command{
 		Use:   "diff [FILE] [--base BRANCH] [--repo DIR]",
-		Short: "Show which verdicts a new policy would flip",
-		Long: `Diff judges the latest change of every field in the base branch's ledger under the base's policy
-(.parley/policy.hcl on the base) and under FILE (default: .parley/policy.hcl in the work tree), and
-prints how many fields change their verdict, the ones that flip first with their decision and
-deciding rule before and after. It is what the GitHub App shows on a pull request that changes the
-policy. The base is --base, else origin/HEAD, else main or master, as for parley review.
+		Short: "Show which verdicts a new policy changes now, and which past changes it would have decided otherwise",
+		Long: `Diff judges every field of the base branch's ledger under the base's policy (.parley/policy.hcl
+on the base) and under FILE (default: .parley/policy.hcl in --repo's work tree), and prints:
 
-Exit status: 0 when the diff is printed, 1 when FILE is not a valid policy, 2 for bad input.`,
+  now         the fields whose verdict differs now (--at, default the current time): each field's
+              standing claims, the claim behind Git's value and the field's history, judged as
+              'parley explain' judges them. This is what merging the new policy changes.
+  as changed  the fields whose last change would have been decided otherwise, each change judged
+              as it was made (the change is the claim, at its own time, against the value before).
+
+A verdict differs when its decision differs, or when another claim wins. Each field is listed with
+its decision and deciding rule under both policies. It is what the GitHub App shows on a pull
+request that changes the policy, and what parley review shows for a branch that changes it. The
+base is --base, else origin/HEAD, else main or master, as for parley review.
+
+--json prints {policy, base, at, fields, now, changes, as_changed}, each change as
+{field, old, new} with the decision, rule, winner and until of both verdicts.
+
+Exit status: 0 when the diff is printed (with --exit-code: only when no verdict differs, else 1),
+1 when FILE is not a valid policy, 2 for bad input.`,
 		Example: `  parley policy diff
-  parley policy diff new-policy.hcl --repo ../infra --base origin/main`,
+  parley policy diff new-policy.hcl --repo ../infra --base origin/main
+  parley policy diff --json --at 2026-11-20T10:00:00Z`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			now := time.Now().UTC()
+			if at != "" {
+				t, err := time.Parse(time.RFC3339, at)
+				if err != nil {
+					return usageErr(fmt.Errorf("--at %q: want an RFC 3339 time such as 2026-11-22T10:00:00Z", at))
+				}
+				now = t.UTC()
+			}
 			file := filepath.Join(dir, policy.DefaultFile)
 			if len(args) == 1 {
 				file = args[0]
@@ -72,13 +95,32 @@ Exit status: 0 when the diff is printed, 1 when FILE is not a valid policy, 2 fo
 			if err != nil {
 				return findingsErr(fmt.Errorf("the base's policy is invalid:\n%w", err))
 			}
-			changes, err := review.PolicyDiff(cmd.Context(), old, next, repo)
+			branch, err := repo.Branch(repo.branch)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s against %s:\n", file, name)
-			for _, line := range review.RenderPolicyDiff(changes) {
-				fmt.Fprintln(cmd.OutOrStdout(), line)
+			d, err := review.DiffPolicy(cmd.Context(), old, next, branch, now)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				err = writeJSON(out, struct {
+					Policy string `json:"policy"`
+					Base   string `json:"base"`
+					review.PolicyDiff
+				}{file, name, d})
+			} else {
+				fmt.Fprintf(out, "%s against %s:\n", file, name)
+				for _, line := range review.RenderPolicyDiff(d, 0) {
+					fmt.Fprintln(out, line)
+				}
+			}
+			if err != nil {
+				return err
+			}
+			if exitCode && d.Differs() {
+				return findingsErr(fmt.Errorf("%d verdict(s) differ now, %d last change(s) would have been decided otherwise", len(d.Now), len(d.AsChanged)))
 			}
 			return nil
 		},
@@ -86,37 +128,123 @@ Exit status: 0 when the diff is printed, 1 when FILE is not a valid policy, 2 fo
 	f := cmd.Flags()
 	f.StringVar(&dir, "repo", ".", "the repository")
 	f.StringVar(&base, "base", "", "the branch whose policy and ledger the new policy is compared with (default: origin/HEAD, else main, else master)")
+	f.StringVar(&at, "at", "", "judge the standing claims at this RFC 3339 time (default: now)")
+	f.BoolVar(&asJSON, "json", false, "print the diff as JSON")
+	f.BoolVar(&exitCode, "exit-code", false, "exit 1 when a verdict differs")
 	return cmd
 }
 
 func newPolicyCheckCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "check [FILE]",
+	var dir string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "check [FILE] [--repo DIR]",
 		Short: "Check a policy file and report its errors as file:line:col: message",
-		Long: `Check parses and validates a policy (default: .parley/policy.hcl). Every problem is printed to
-stderr as file:line:col: message, and the command exits 1. A valid policy prints a summary, and
-notes on whom it believes: trust_unsigned_git_authors = true (commit emails believed without a
-signature), or actors that match git_authors but list no signing_keys.`,
+		Long: `Check parses and validates a policy (default: .parley/policy.hcl, in --repo's work tree when
+--repo is given). Every problem is printed to stderr as file:line:col: message, and the command
+exits 1. A valid policy prints a summary, and notes on whom it believes: trust_unsigned_git_authors
+= true (commit emails believed without a signature), or actors that match git_authors but list no
+signing_keys.
+
+With --repo, the patterns of the policy's field blocks (match), rules and freezes (fields) are
+also checked against the fields of the repository's default branch (its ledger): a pattern that
+matches no field is a warning, file:line:col: warning: ..., with the field address it is fewest
+edits away from matching (k8s:v1/ConfigMap/... where fields are addressed k8s:core/ConfigMap/...,
+or a misspelled kind). Warnings do not change the exit status: a pattern may be written for
+fields still to come.
+
+--json prints {file, valid, summary, notes, warnings, errors} instead, each warning as {file, line,
+column, block, pattern, nearest, edits} and each error as {file, line, column, message}.`,
 		Example: `  parley policy check
-  parley policy check path/to/policy.hcl`,
+  parley policy check path/to/policy.hcl
+  parley policy check --repo ../infra --json`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			file := policy.DefaultFile
+			if dir != "" {
+				file = filepath.Join(dir, policy.DefaultFile)
+			}
 			if len(args) == 1 {
 				file = args[0]
 			}
-			p, err := loadPolicy(cmd, file)
+			src, err := os.ReadFile(file)
 			if err != nil {
-				return err
+				return usageErr(fmt.Errorf("read policy: %w", err))
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s: ok (%d intents, %d motivations, %d actors, %d fields, %d rules, %d freezes)\n",
-				file, len(p.Intents), len(p.Motivations), len(p.Actors), len(p.Fields), len(p.Rules), len(p.Freezes))
-			for _, n := range p.TrustNotes() {
-				fmt.Fprintf(cmd.OutOrStdout(), "note: %s\n", n)
+			res := policyCheckResult{File: file, Notes: []string{}, Warnings: []patternWarning{}, Errors: []policyError{}}
+			p, perr := policy.Parse(src, file)
+			var diags policy.Diagnostics
+			switch {
+			case errors.As(perr, &diags):
+				for _, d := range diags {
+					res.Errors = append(res.Errors, policyError(d))
+				}
+			case perr != nil:
+				res.Errors = []policyError{{File: file, Message: perr.Error()}}
+			}
+			if p != nil && perr == nil {
+				res.Valid = true
+				res.Summary = fmt.Sprintf("%d intents, %d motivations, %d actors, %d fields, %d rules, %d freezes",
+					len(p.Intents), len(p.Motivations), len(p.Actors), len(p.Fields), len(p.Rules), len(p.Freezes))
+				res.Notes = append(res.Notes, p.TrustNotes()...)
+				if dir != "" {
+					repo, err := openRepo(cmd, dir)
+					if err != nil {
+						return err
+					}
+					fields, err := repo.Fields(core.FieldPattern{})
+					repo.Close()
+					if err != nil {
+						return fmt.Errorf("list the fields of %s: %w", dir, err)
+					}
+					res.Warnings = unmatchedPatterns(p, src, file, fields)
+				}
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				if err := writeJSON(out, res); err != nil {
+					return err
+				}
+			} else if res.Valid {
+				fmt.Fprintf(out, "%s: ok (%s)\n", file, res.Summary)
+				for _, n := range res.Notes {
+					fmt.Fprintf(out, "note: %s\n", n)
+				}
+				for _, w := range res.Warnings {
+					fmt.Fprintln(out, w.String())
+				}
+			} else {
+				for _, d := range res.Errors {
+					fmt.Fprintln(cmd.ErrOrStderr(), policy.Diagnostic(d).String())
+				}
+			}
+			if !res.Valid {
+				return findingsErr(fmt.Errorf("policy %s has %d error(s)", file, len(res.Errors)))
 			}
 			return nil
 		},
 	}
+	cmd.Flags().StringVar(&dir, "repo", "", "also check the policy's patterns against this repository's fields")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
+	return cmd
+}
+
+// policyCheckResult is what policy check found, as --json prints it.
+type policyCheckResult struct {
+	File     string           `json:"file"`
+	Valid    bool             `json:"valid"`
+	Summary  string           `json:"summary,omitempty"`
+	Notes    []string         `json:"notes"`
+	Warnings []patternWarning `json:"warnings"`
+	Errors   []policyError    `json:"errors"`
+}
+
+// policyError is a policy.Diagnostic as --json writes it.
+type policyError struct {
+	File    string `json:"file"`
+	Line    int    `json:"line"`
+	Column  int    `json:"column"`
+	Message string `json:"message"`
 }
 
 // loadPolicy loads a policy file. Diagnostics go to stderr, one per line, and make a findings

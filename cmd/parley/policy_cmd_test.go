@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -372,26 +373,290 @@ func TestPolicyCheckSaysWhomItBelieves(t *testing.T) {
 }
 
 // TestPolicyDiffShowsTheVerdictsANewPolicyFlips: on the demo repository, a policy that lets
-// anyone tune the Kafka lag alarm flips the verdict of the forged commit that tuned it (an
-// unverified identity, which the base's writers veto); the unchanged policy flips none.
+// anyone tune the Kafka lag alarm changes no verdict now (Git's value stands under either policy)
+// but would have decided the forged commit that tuned it otherwise (an unverified identity, which
+// the base's writers veto): the second view, labelled as such; the unchanged policy flips none.
 func TestPolicyDiffShowsTheVerdictsANewPolicyFlips(t *testing.T) {
 	dir, _ := demoRepo(t)
 	same := filepath.Join(t.TempDir(), "same.hcl")
 	writeFile(t, same, demo.Policy())
-	code, out, stderr := runCLI(t, "policy", "diff", same, "--repo", dir)
-	if code != 0 || !strings.Contains(out, "against main:.parley/policy.hcl") || !strings.Contains(out, "\n0 of ") {
+	code, out, stderr := runCLI(t, "policy", "diff", same, "--repo", dir, "--at", "2026-11-20T10:00:00Z")
+	if code != 0 || !strings.Contains(out, "against main:.parley/policy.hcl") || !strings.Contains(out, ": 0 of 49 fields change their verdict") ||
+		!strings.Contains(out, ": 0 of 49 changes would have been decided otherwise") {
 		t.Fatalf("unchanged policy: exit %d: %s\n%s", code, stderr, out)
 	}
 	open := filepath.Join(t.TempDir(), "open.hcl")
 	writeFile(t, open, strings.Replace(demo.Policy(), `writers = ["kafka-agent", "oncall"]`, "", 1))
-	code, out, stderr = runCLI(t, "policy", "diff", open, "--repo", dir)
-	if code != 0 || strings.Contains(out, "\n0 of ") || !strings.Contains(out, "\n1 of ") ||
-		!strings.Contains(out, "- tf:infra/kafka//aws_cloudwatch_metric_alarm.consumer_lag#/evaluation_periods: veto (rule writers) -> enforce-git (rule rank)") {
+	code, out, stderr = runCLI(t, "policy", "diff", open, "--repo", dir, "--at", "2026-11-20T10:00:00Z")
+	if code != 0 || !strings.Contains(out, ": 0 of 49 fields change their verdict") ||
+		!strings.Contains(out, "As each field's last change was judged when it was made: 1 of 49 changes would have been decided otherwise.\n"+
+			"- tf:infra/kafka//aws_cloudwatch_metric_alarm.consumer_lag#/evaluation_periods: veto (rule writers) -> enforce-git (rule rank)") {
 		t.Fatalf("open policy: exit %d: %s\n%s", code, stderr, out)
+	}
+	if code, _, _ := runCLI(t, "policy", "diff", open, "--repo", dir, "--at", "2026-11-20T10:00:00Z", "--exit-code"); code != exitFindings {
+		t.Errorf("--exit-code with a verdict that differs: exit %d, want %d", code, exitFindings)
+	}
+	if code, _, _ := runCLI(t, "policy", "diff", same, "--repo", dir, "--exit-code"); code != 0 {
+		t.Errorf("--exit-code with nothing that differs: exit %d, want 0", code)
 	}
 	bad := filepath.Join(t.TempDir(), "bad.hcl")
 	writeFile(t, bad, "actor {")
 	if code, _, _ := runCLI(t, "policy", "diff", bad, "--repo", dir); code != exitFindings {
 		t.Errorf("invalid policy: exit %d, want %d", code, exitFindings)
+	}
+	if code, _, _ := runCLI(t, "policy", "diff", same, "--repo", dir, "--at", "yesterday"); code != exitUsage {
+		t.Errorf("--at yesterday: exit %d, want %d", code, exitUsage)
+	}
+}
+
+// withoutHPAOwnership is the demo policy without the HPA's standing ownership of replicas.
+func withoutHPAOwnership(t *testing.T) string {
+	t.Helper()
+	owner := `  owner      = "hpa"
+  owner_when = contains(git_values("k8s:autoscaling/HorizontalPodAutoscaler/${field.namespace}/*#/spec/scaleTargetRef/name"), field.name)
+`
+	if !strings.Contains(demo.Policy(), owner) {
+		t.Fatal("the demo policy no longer gives replicas to the HPA as this test expects")
+	}
+	return strings.Replace(demo.Policy(), owner, "", 1)
+}
+
+// TestPolicyDiffJudgesWhatChangesNow is issue 33's attack: removing the HPA's ownership of
+// replicas used to report "0 of 49 fields change their verdict" (each field's last change judged
+// as it was made, when the HPA owned nothing that mattered), while explain --policy flips replicas
+// from yield to enforce-git. The diff now judges each field's standing claims now, as explain
+// does, and says so; --json carries the same.
+func TestPolicyDiffJudgesWhatChangesNow(t *testing.T) {
+	dir, _ := demoRepo(t)
+	next := writeFile(t, filepath.Join(t.TempDir(), "next.hcl"), withoutHPAOwnership(t))
+	const at, replicas = "2026-11-20T10:00:00Z", "k8s:apps/Deployment/prod/web#/spec/replicas"
+
+	// explain is the reference: what the verdict is now under either policy.
+	decision := func(args ...string) core.Decision {
+		t.Helper()
+		_, out, stderr := runCLI(t, append([]string{"explain", replicas, "--repo", dir, "--at", at, "--json"}, args...)...)
+		var v core.Verdict
+		if err := json.Unmarshal([]byte(out), &v); err != nil {
+			t.Fatalf("explain %v: %v\n%s%s", args, err, out, stderr)
+		}
+		return v.Decision
+	}
+	if before, after := decision(), decision("--policy", next); before != core.DecisionYield || after != core.DecisionEnforceGit {
+		t.Fatalf("explain: %s under the base, %s under the new policy; the test expects yield and enforce-git", before, after)
+	}
+
+	code, out, stderr := runCLI(t, "policy", "diff", next, "--repo", dir, "--at", at)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{
+		"Now (2026-11-20T10:00:00Z), judging each field's standing claims (Git's value and the field's history): 1 of 49 fields change their verdict under the new policy.\n" +
+			"- " + replicas + ": yield (rule owner.replicas) -> enforce-git (rule no-contest)\n",
+		// docs/policy.md shows this output.
+		"As each field's last change was judged when it was made: 1 of 49 changes would have been decided otherwise.\n" +
+			"- " + replicas + ": yield (rule owner.replicas, no winner) -> yield (rule rule.incident-first, oncall wins with 8)\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("policy diff lacks %q:\n%s", want, out)
+		}
+	}
+
+	code, out, stderr = runCLI(t, "policy", "diff", next, "--repo", dir, "--at", at, "--json")
+	if code != 0 {
+		t.Fatalf("--json: exit %d: %s", code, stderr)
+	}
+	var doc struct {
+		Policy, Base string
+		At           time.Time
+		Fields       int
+		Now          []struct {
+			Field    string
+			Old, New struct{ Decision, Rule string }
+		}
+		Changes   int
+		AsChanged []json.RawMessage `json:"as_changed"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("--json: %v\n%s", err, out)
+	}
+	if doc.Policy != next || doc.Base != "main:.parley/policy.hcl" || !doc.At.Equal(time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)) || doc.Fields != 49 ||
+		len(doc.Now) != 1 || doc.Now[0].Field != replicas || doc.Now[0].Old.Decision != "yield" || doc.Now[0].New.Decision != "enforce-git" ||
+		doc.Now[0].New.Rule != "no-contest" || doc.Changes != 49 || doc.AsChanged == nil {
+		t.Errorf("--json: %+v\n%s", doc, out)
+	}
+}
+
+// TestReviewOfAPolicyChangeSaysWhatChangesNow: offline review of a branch that changes only the
+// policy concluded neutral and did not mention the change. It now says the branch changes the
+// policy, shows what changes now, and concludes action_required (the App waits for a policy
+// owner's approval); a branch whose policy does not parse fails.
+func TestReviewOfAPolicyChangeSaysWhatChangesNow(t *testing.T) {
+	dir, git := demoRepo(t)
+	git.Run("checkout", "-q", "-b", "no-hpa")
+	writeFile(t, filepath.Join(dir, ".parley", "policy.hcl"), withoutHPAOwnership(t))
+	git.Run("commit", "-q", "-am", "Stop giving replicas to the HPA")
+	git.Run("checkout", "-q", "-b", "broken", "main")
+	writeFile(t, filepath.Join(dir, ".parley", "policy.hcl"), "actor {")
+	git.Run("commit", "-q", "-am", "Break the policy")
+	git.Run("checkout", "-q", "main")
+
+	code, out, stderr := runCLI(t, "review", "--repo", dir, "--head", "no-hpa", "--base", "main", "--at", "2026-11-20T10:00:00Z")
+	if code != 0 {
+		t.Fatalf("exit %d: %s\n%s", code, stderr, out)
+	}
+	for _, want := range []string{
+		"policy: this branch changes the policy (.parley/policy.hcl).",
+		"1 of 49 fields change their verdict under the new policy.\n  - k8s:apps/Deployment/prod/web#/spec/replicas: yield (rule owner.replicas) -> enforce-git (rule no-contest)\n",
+		"\nconclusion: action_required\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("review lacks %q:\n%s", want, out)
+		}
+	}
+	code, out, stderr = runCLI(t, "review", "--repo", dir, "--head", "no-hpa", "--base", "main", "--at", "2026-11-20T10:00:00Z", "--json")
+	var doc struct {
+		Conclusion   string
+		PolicyChange *struct {
+			Path string
+			Diff struct {
+				Now []struct{ Field string }
+			}
+		} `json:"policy_change"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil || code != 0 {
+		t.Fatalf("--json: exit %d, %v: %s\n%s", code, err, stderr, out)
+	}
+	if doc.Conclusion != "action_required" || doc.PolicyChange == nil || doc.PolicyChange.Path != ".parley/policy.hcl" ||
+		len(doc.PolicyChange.Diff.Now) != 1 || doc.PolicyChange.Diff.Now[0].Field != "k8s:apps/Deployment/prod/web#/spec/replicas" {
+		t.Errorf("--json: %+v\n%s", doc, out)
+	}
+
+	code, out, _ = runCLI(t, "review", "--repo", dir, "--head", "broken", "--base", "main", "--at", "2026-11-20T10:00:00Z")
+	if code != exitFindings || !strings.Contains(out, "The new policy is invalid:") || !strings.Contains(out, "\nconclusion: failure\n") {
+		t.Errorf("broken policy: exit %d, want %d, the errors and failure:\n%s", code, exitFindings, out)
+	}
+}
+
+// TestPolicyCheckWarnsAboutPatternsThatMatchNoField: with --repo, policy check reads the
+// repository's fields and warns, at the pattern's line, about every pattern that matches none,
+// naming the field it is nearest to matching: a ConfigMap addressed by its apiVersion (v1) where
+// Parley addresses it by group (core), a misspelled kind. Patterns that match are not named; the
+// warnings do not fail the check; --json carries them.
+func TestPolicyCheckWarnsAboutPatternsThatMatchNoField(t *testing.T) {
+	dir, git := demoRepo(t)
+	writeFile(t, filepath.Join(dir, "k8s", "prod", "settings.yaml"), `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: settings
+  namespace: prod
+data:
+  LOG_LEVEL: info
+`)
+	git.Run("add", ".")
+	git.Run("commit", "-q", "-m", "Add the settings")
+	pol := demo.Policy() + `
+field "settings" {
+  match = ["k8s:v1/ConfigMap/prod/settings#/data/*"]
+  writers = ["oncall"]
+}
+
+freeze "no-scaling" {
+  start  = "2026-12-24T00:00:00Z"
+  end    = "2026-12-27T00:00:00Z"
+  fields = ["k8s:apps/Deploymnet/*/*#/spec/replicas", "k8s:apps/Deployment/*/*#/spec/replicas"]
+}
+`
+	file := writeFile(t, filepath.Join(dir, ".parley", "policy.hcl"), pol)
+	lineOf := func(s string) int {
+		return 1 + strings.Count(pol[:strings.Index(pol, s)], "\n")
+	}
+	code, out, stderr := runCLI(t, "policy", "check", "--repo", dir)
+	if code != 0 {
+		t.Fatalf("exit %d: %s\n%s", code, stderr, out)
+	}
+	for _, want := range []string{
+		fmt.Sprintf(`%s:%d:13: warning: field "settings" pattern "k8s:v1/ConfigMap/prod/settings#/data/*" matches no field of the repository; nearest field: k8s:core/ConfigMap/prod/settings#/data/LOG_LEVEL`,
+			file, lineOf(`"k8s:v1/ConfigMap`)),
+		fmt.Sprintf(`%s:%d:14: warning: freeze "no-scaling" pattern "k8s:apps/Deploymnet/*/*#/spec/replicas" matches no field of the repository; nearest field: k8s:apps/Deployment/prod/web#/spec/replicas`,
+			file, lineOf(`"k8s:apps/Deploymnet`)),
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("policy check lacks\n%s\nin:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, `pattern "k8s:apps/Deployment/*/*#/spec/replicas"`) {
+		t.Errorf("a pattern that matches is warned about:\n%s", out)
+	}
+	// Without --repo nothing is read but the file: no warnings.
+	if _, out, _ := runCLI(t, "policy", "check", file); strings.Contains(out, "warning:") {
+		t.Errorf("without --repo:\n%s", out)
+	}
+
+	code, out, stderr = runCLI(t, "policy", "check", "--repo", dir, "--json")
+	var res struct {
+		File     string
+		Valid    bool
+		Warnings []struct {
+			Line           int
+			Block, Pattern string
+			Nearest        string
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil || code != 0 {
+		t.Fatalf("--json: exit %d, %v: %s\n%s", code, err, stderr, out)
+	}
+	found := false
+	for _, w := range res.Warnings {
+		if w.Pattern == "k8s:v1/ConfigMap/prod/settings#/data/*" && w.Block == `field "settings"` && w.Nearest == "k8s:core/ConfigMap/prod/settings#/data/LOG_LEVEL" &&
+			w.Line == lineOf(`"k8s:v1/ConfigMap`) {
+			found = true
+		}
+	}
+	if !res.Valid || res.File != file || !found {
+		t.Errorf("--json: %+v\n%s", res, out)
+	}
+
+	writeFile(t, file, "actor {")
+	code, out, _ = runCLI(t, "policy", "check", "--repo", dir, "--json")
+	var bad struct {
+		Valid  bool
+		Errors []struct {
+			Line    int
+			Message string
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &bad); err != nil || code != exitFindings || bad.Valid || len(bad.Errors) == 0 || bad.Errors[0].Line != 1 {
+		t.Errorf("--json of an invalid policy: exit %d, %v: %+v\n%s", code, err, bad, out)
+	}
+}
+
+// TestNearestAddress: the field a pattern is nearest to matching, wildcards matching what they
+// may (* within a segment, ** whole segments).
+func TestNearestAddress(t *testing.T) {
+	addrs := []string{
+		"k8s:apps/Deployment/prod/web#/spec/replicas",
+		"k8s:apps/Deployment/prod/web#/spec/template/spec/containers/0/image",
+		"k8s:autoscaling/HorizontalPodAutoscaler/prod/web#/spec/maxReplicas",
+		"k8s:core/ConfigMap/prod/settings#/data/LOG_LEVEL",
+		"tf:infra/kafka//aws_autoscaling_group.consumer#/desired_capacity",
+	}
+	for _, tt := range []struct {
+		pattern, want string
+		edits         int
+	}{
+		{"k8s:v1/ConfigMap/*/*#/data/*", "k8s:core/ConfigMap/prod/settings#/data/LOG_LEVEL", 4},
+		{"k8s:apps/Deploymnet/*/*#/spec/replicas", "k8s:apps/Deployment/prod/web#/spec/replicas", 2},
+		{"k8s:apps/Deployment/*/*#/spec/replica", "k8s:apps/Deployment/prod/web#/spec/replicas", 1},
+		{"k8s:autoscaling/HorizontalPodAutoscaler/*/*#/spec/maxReplica", "k8s:autoscaling/HorizontalPodAutoscaler/prod/web#/spec/maxReplicas", 1},
+		{"tf:**//aws_autoscaling_groups.*#/desired_capacity", "tf:infra/kafka//aws_autoscaling_group.consumer#/desired_capacity", 1},
+		{"k8s:core/ConfigMaps/*/*", "k8s:core/ConfigMap/prod/settings#/data/LOG_LEVEL", 1},
+	} {
+		got, edits := nearestAddress(tt.pattern, addrs)
+		if got != tt.want || edits != tt.edits {
+			t.Errorf("nearestAddress(%q) = %q, %d edits; want %q, %d", tt.pattern, got, edits, tt.want, tt.edits)
+		}
+	}
+	if got, edits := nearestAddress("k8s:apps/Deployment/*/*", nil); got != "" || edits != -1 {
+		t.Errorf("no fields: %q, %d", got, edits)
 	}
 }

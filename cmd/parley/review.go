@@ -132,16 +132,28 @@ run; 2 for bad input (a missing or malformed plan, an unsupported format_version
 			if err != nil {
 				return err
 			}
+			pc, err := reviewPolicyChange(cmd, repo, src, pol, now)
+			if err != nil {
+				return err
+			}
+			conclusion := res.Conclusion()
+			if pc != nil {
+				conclusion = pc.conclusion(conclusion)
+			}
 			out := cmd.OutOrStdout()
 			if asJSON {
+				if res.Verdicts == nil {
+					res.Verdicts = []core.Verdict{} // a branch that changes no field (only the policy, say)
+				}
 				enc := json.NewEncoder(out)
 				enc.SetIndent("", "  ")
 				if err := enc.Encode(struct {
 					report.Document
-					Conclusion string   `json:"conclusion"`
-					Problems   []string `json:"problems,omitempty"`
+					Conclusion   string        `json:"conclusion"`
+					Problems     []string      `json:"problems,omitempty"`
+					PolicyChange *policyChange `json:"policy_change,omitempty"`
 				}{report.Document{Schema: report.Schema, Head: pr.HeadSHA, Generated: now, Verdicts: res.Verdicts},
-					res.Conclusion(), res.Problems}); err != nil {
+					conclusion, res.Problems, pc}); err != nil {
 					return err
 				}
 			} else {
@@ -155,9 +167,15 @@ run; 2 for bad input (a missing or malformed plan, an unsupported format_version
 				for _, p := range res.Problems {
 					fmt.Fprintf(out, "\nproblem: %s\n", p)
 				}
-				fmt.Fprintf(out, "\nconclusion: %s\n", res.Conclusion())
+				if pc != nil {
+					fmt.Fprintf(out, "\n%s", pc.text())
+				}
+				fmt.Fprintf(out, "\nconclusion: %s\n", conclusion)
 			}
-			if res.Conclusion() == "failure" {
+			if pc != nil && pc.Invalid != "" {
+				return findingsErr(fmt.Errorf("the branch's policy is invalid"))
+			}
+			if conclusion == "failure" {
 				return findingsErr(fmt.Errorf("a claim was vetoed"))
 			}
 			if res.Unjudged {

@@ -11,24 +11,27 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/parleyhq/parley/internal/demo"
 	"github.com/parleyhq/parley/internal/schematest"
 )
 
 // jsonOutputs maps every command with a --json flag to the schema its output must match. A command
 // that gains --json without a published schema fails TestEveryJSONCommandHasASchema.
 var jsonOutputs = map[string]string{
-	"discover":    "discover.schema.json",
-	"explain":     "explain.schema.json",
-	"fields diff": "field-changes.schema.json",
-	"gates":       "gates.schema.json",
-	"ingest":      "ingest.schema.json",
-	"ledger":      "ledger.schema.json",
-	"propose":     "proposal-response.schema.json",
-	"review":      "verdicts-document.schema.json",
-	"simulate":    "simulate.schema.json",
-	"tokens list": "tokens.schema.json",
-	"verdicts":    "drift-verdicts.schema.json", // with --timers: timers.schema.json
-	"version":     "version.schema.json",
+	"discover":     "discover.schema.json",
+	"explain":      "explain.schema.json",
+	"fields diff":  "field-changes.schema.json",
+	"gates":        "gates.schema.json",
+	"ingest":       "ingest.schema.json",
+	"ledger":       "ledger.schema.json",
+	"policy check": "policy-check.schema.json",
+	"policy diff":  "policy-diff.schema.json",
+	"propose":      "proposal-response.schema.json",
+	"review":       "verdicts-document.schema.json",
+	"simulate":     "simulate.schema.json",
+	"tokens list":  "tokens.schema.json",
+	"verdicts":     "drift-verdicts.schema.json", // with --timers: timers.schema.json
+	"version":      "version.schema.json",
 }
 
 func TestEveryJSONCommandHasASchema(t *testing.T) {
@@ -172,6 +175,41 @@ func TestEveryJSONOutputMatchesItsSchema(t *testing.T) {
 	writeFile(t, web, strings.Replace(string(b), "replicas: 8", "replicas: 12", 1))
 	git.Run("commit", "--quiet", "-am", "Scale web for the launch\n\nIntent: performance\nMotivation: launch\n")
 	check("review", "verdicts-document.schema.json", "review", "--repo", dir, "--base", "main", "--head", "scale", "--json", "--at", "2026-11-25T10:00:00Z")
+
+	// A change to the policy: what it changes, offline and in a review of the branch, and a
+	// policy whose patterns match no field, or that does not parse.
+	policyFile := filepath.Join(dir, ".parley", "policy.hcl")
+	git.Run("checkout", "--quiet", "-b", "no-hpa", "main")
+	writeFile(t, policyFile, withoutHPAOwnership(t))
+	git.Run("commit", "--quiet", "-am", "Stop giving replicas to the HPA")
+	if out := check("review", "verdicts-document.schema.json", "review", "--repo", dir, "--base", "main", "--head", "no-hpa", "--json", "--at", "2026-11-20T10:00:00Z"); !strings.Contains(out, `"policy_change"`) || !strings.Contains(out, `"winner"`) {
+		t.Errorf("review --json of a policy change lacks its diff:\n%s", out)
+	}
+	git.Run("checkout", "--quiet", "-b", "broken-policy", "main")
+	writeFile(t, policyFile, "actor {")
+	git.Run("commit", "--quiet", "-am", "Break the policy")
+	if out := check("review", "verdicts-document.schema.json", "review", "--repo", dir, "--base", "main", "--head", "broken-policy", "--json", "--at", "2026-11-20T10:00:00Z"); !strings.Contains(out, `"invalid"`) {
+		t.Errorf("review --json of a broken policy lacks its errors:\n%s", out)
+	}
+	git.Run("checkout", "--quiet", "scale")
+	next := writeFile(t, filepath.Join(t.TempDir(), "next.hcl"), withoutHPAOwnership(t))
+	if out := check("policy diff", "policy-diff.schema.json", "policy", "diff", next, "--repo", dir, "--base", "main", "--at", "2026-11-20T10:00:00Z", "--json"); !strings.Contains(out, `"winner"`) {
+		t.Errorf("policy diff --json names no winner:\n%s", out)
+	}
+	typo := writeFile(t, filepath.Join(t.TempDir(), "typo.hcl"), demo.Policy()+`
+freeze "no-scaling" {
+  start  = "2026-12-24T00:00:00Z"
+  end    = "2026-12-27T00:00:00Z"
+  fields = ["k8s:apps/Deploymnet/*/*#/spec/replicas"]
+}
+`)
+	if out := check("policy check", "policy-check.schema.json", "policy", "check", typo, "--repo", dir, "--json"); !strings.Contains(out, `"nearest"`) {
+		t.Errorf("policy check --json names no nearest field:\n%s", out)
+	}
+	broken := writeFile(t, filepath.Join(t.TempDir(), "broken.hcl"), "actor {")
+	if out := check("policy check", "policy-check.schema.json", "policy", "check", broken, "--json"); !strings.Contains(out, `"message"`) {
+		t.Errorf("policy check --json of a broken policy lacks its errors:\n%s", out)
+	}
 
 	// Every scenario's timeline.
 	scenarios, err := filepath.Glob("../../examples/*/events.jsonl")
