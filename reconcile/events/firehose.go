@@ -254,7 +254,7 @@ func (l *LogRecords) AddCloudWatchLogs(data []byte, budget *int64) error {
 			continue
 		}
 		msg := []byte(ev.Message)
-		kind := logEventKind(msg)
+		kind := logEventKind(msg, eks)
 		switch {
 		case kind == SourceK8sAudit:
 			l.Audit = append(l.Audit, json.RawMessage(msg))
@@ -270,8 +270,9 @@ func (l *LogRecords) AddCloudWatchLogs(data []byte, budget *int64) error {
 }
 
 // logEventKind tells an audit Event from a CloudTrail record by their required keys; "" for
-// anything else, a message that is not a JSON object included.
-func logEventKind(msg []byte) string {
+// anything else, a message that is not a JSON object included. In an EKS audit stream (audit)
+// an object with an auditID is an audit event even without its kind.
+func logEventKind(msg []byte, audit bool) string {
 	var top map[string]json.RawMessage
 	if json.Unmarshal(msg, &top) != nil {
 		return ""
@@ -279,7 +280,7 @@ func logEventKind(msg []byte) string {
 	var kind string
 	_ = json.Unmarshal(top["kind"], &kind)
 	switch {
-	case kind == "Event" && top["auditID"] != nil:
+	case top["auditID"] != nil && (kind == "Event" || audit && kind == ""):
 		return SourceK8sAudit
 	case top["eventVersion"] != nil && top["eventName"] != nil:
 		return SourceCloudTrail
