@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"time"
 
@@ -182,7 +181,7 @@ func (l *LogRecords) AddGKEAuditEntry(entry []byte) error {
 	if ip := p.RequestMetadata.CallerIP; ip != "" {
 		ev.SourceIPs = []string{ip}
 	}
-	code := int32(http.StatusOK)
+	code := int32(200)
 	if s := p.Status; s != nil && s.Code != 0 {
 		code = grpcHTTPStatus(s.Code)
 	}
@@ -258,25 +257,26 @@ func withoutType(raw json.RawMessage) (*runtime.Unknown, error) {
 	return &runtime.Unknown{Raw: b, ContentType: runtime.ContentTypeJSON}, nil
 }
 
-// grpcHTTPStatus maps the gRPC code of a failed call to the HTTP status the API server answered.
+// grpcHTTPStatus maps the gRPC code of a failed call to the HTTP status the API server answered
+// (as numbers: this package serves no HTTP and does not import it).
 func grpcHTTPStatus(code int) int32 {
 	switch code {
 	case 3, 9, 11: // INVALID_ARGUMENT, FAILED_PRECONDITION, OUT_OF_RANGE
-		return http.StatusBadRequest
+		return 400
 	case 5: // NOT_FOUND
-		return http.StatusNotFound
+		return 404
 	case 6, 10: // ALREADY_EXISTS, ABORTED
-		return http.StatusConflict
+		return 409
 	case 7: // PERMISSION_DENIED
-		return http.StatusForbidden
+		return 403
 	case 16: // UNAUTHENTICATED
-		return http.StatusUnauthorized
+		return 401
 	case 8: // RESOURCE_EXHAUSTED
-		return http.StatusTooManyRequests
+		return 429
 	case 4: // DEADLINE_EXCEEDED
-		return http.StatusGatewayTimeout
+		return 504
 	case 14: // UNAVAILABLE
-		return http.StatusServiceUnavailable
+		return 503
 	}
-	return http.StatusInternalServerError
+	return 500
 }
