@@ -224,17 +224,20 @@ type cwlMessage struct {
 // is read for what it is: an audit Event (kind Event with an auditID) or a CloudTrail record
 // (eventVersion and eventName); anything else is counted as unknown-log-event. A message of an
 // audit stream that is not a JSON object is an error: the pipeline carries something Parley
-// cannot read, and the sender should keep it.
+// cannot read, and the sender should keep it. A stream that extracts the messages sends them
+// without the envelope, one a line; each must then be an audit Event or a CloudTrail record.
 func (l *LogRecords) AddCloudWatchLogs(data []byte, budget *int64) error {
 	plain, err := Gunzip(data, budget)
 	if err != nil {
 		return fmt.Errorf("cloudwatch logs message: %w", err)
 	}
 	var m cwlMessage
-	if err := json.Unmarshal(plain, &m); err != nil {
+	if err := json.Unmarshal(plain, &m); err != nil && !bytes.Contains(plain, []byte("\n")) {
 		return fmt.Errorf("cloudwatch logs message: %w", jsonError(plain, err))
 	}
 	switch m.MessageType {
+	case "":
+		return l.addExtracted(plain)
 	case "CONTROL_MESSAGE":
 		l.ignore(ignControlMessage)
 		return nil
@@ -264,6 +267,26 @@ func (l *LogRecords) AddCloudWatchLogs(data []byte, budget *int64) error {
 			return fmt.Errorf("log event %d (%s) of %s/%s: not an audit.k8s.io/v1 Event", i, ev.ID, m.LogGroup, m.LogStream)
 		default:
 			l.ignore(ignUnknownLog)
+		}
+	}
+	return nil
+}
+
+// addExtracted reads a record of a stream that decompresses and extracts the log messages: the
+// messages themselves, one a line, without the subscription's envelope.
+func (l *LogRecords) addExtracted(plain []byte) error {
+	for i, line := range bytes.Split(plain, []byte("\n")) {
+		line = bytes.TrimSpace(line)
+		if len(line) == 0 {
+			continue
+		}
+		switch logEventKind(line, false) {
+		case SourceK8sAudit:
+			l.Audit = append(l.Audit, json.RawMessage(line))
+		case SourceCloudTrail:
+			l.CloudTrail = append(l.CloudTrail, json.RawMessage(line))
+		default:
+			return fmt.Errorf("cloudwatch logs message: line %d is neither a subscription message (messageType) nor an extracted audit Event or CloudTrail record", i+1)
 		}
 	}
 	return nil

@@ -103,6 +103,7 @@ func TestFirehoseEKSAuditIsTheAuditDoorsEvent(t *testing.T) {
 	}{
 		{"gzip", gz(t, cwlMessageOf(t, group, stream, get, patch))},
 		{"decompressed by the stream", cwlMessageOf(t, group, stream, get, patch)},
+		{"messages extracted by the stream", append(append(append([]byte{}, get...), '\n'), append(patch, '\n')...)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			body := firehoseBody("7d2e0c8a-51f4-4b0e-9d0c-3c1f8a6b2e11", tc.record, gz(t, []byte(`{"messageType":"CONTROL_MESSAGE","owner":"CloudwatchLogs","logGroup":"","logStream":"","subscriptionFilters":[],"logEvents":[{"id":"","timestamp":1764299529000,"message":"CWL CONTROL MESSAGE: Checking health of destination Firehose."}]}`)))
@@ -167,6 +168,7 @@ func TestFirehoseRefusesBadBodies(t *testing.T) {
 		{"record not a subscription message", string(firehoseBody("r", []byte("hello"))), "record 0: cloudwatch logs message"},
 		{"bad gzip", string(firehoseBody("r", []byte{0x1f, 0x8b, 0, 0})), "record 0: cloudwatch logs message: gzip"},
 		{"unknown message type", string(firehoseBody("r", []byte(`{"messageType":"X","logGroup":"g"}`))), `messageType "X"`},
+		{"extracted line of something else", string(firehoseBody("r", []byte(`{"a":1}`+"\n"))), "line 1 is neither"},
 		{"audit stream of something else", string(firehoseBody("r", cwlMessageOf(t, "/aws/eks/c/cluster", "kube-apiserver-audit-1", []byte("I1128 03:12:09 log line")))), "not an audit.k8s.io/v1 Event"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
