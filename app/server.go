@@ -102,6 +102,8 @@ type Server struct {
 	reg      *prometheus.Registry
 	receiver *webhooks.Receiver
 	events   map[string]*webhooks.EventReceiver // the drift event receivers, by path
+	firehose *webhooks.FirehoseReceiver         // Amazon Data Firehose deliveries (/events/firehose/<name>)
+	pubsub   *webhooks.PubSubReceiver           // Pub/Sub pushes (/events/pubsub/<cluster>)
 	pool     *webhooks.Pool
 	live     *livestate.DB
 	drift    *Drift
@@ -327,6 +329,10 @@ func NewServer(ctx context.Context, cfg config.Config, log *slog.Logger) (*Serve
 		if err != nil {
 			return fail(err)
 		}
+	}
+	if s.firehose, s.pubsub, err = newPipelines(cfg, pipelineIntake{store: st, notify: s.pool.Notify, log: log, metrics: metrics,
+		eventMetrics: eventMetrics, failures: failures, fresh: fresh, now: time.Now}); err != nil {
+		return fail(err)
 	}
 	return s, nil
 }
@@ -572,6 +578,9 @@ func (s *Server) Handler() http.Handler {
 		// Events posted for a cluster (/events/<source>/<cluster>) go to the cluster's repository.
 		mux.Handle(webhooks.ClusterPattern(path), rcv)
 	}
+	// The managed clusters' log pipelines (Firehose, Pub/Sub push): any method, as above.
+	mux.Handle(webhooks.FirehosePattern(), s.firehose)
+	mux.Handle(webhooks.PubSubPattern(), s.pubsub)
 	mux.Handle(ProposalsPath, s.props) // any method: it answers 405 with Allow itself
 	mux.Handle(PlansPath, &Plans{Proposals: s.props})
 	mux.Handle(MCPPath, &MCP{Proposals: s.props, Version: buildVersion()})

@@ -159,6 +159,10 @@ type Config struct {
 	AdmissionListen      string
 	AdmissionTLSCertFile string
 	AdmissionTLSKeyFile  string
+	// Firehose and PubSub are the managed clusters' log pipelines (pipelines.go): a Firehose
+	// delivery stream's endpoint per cluster or AWS account, a push subscription per cluster.
+	Firehose map[string]Firehose
+	PubSub   map[string]PubSub
 }
 
 // StoreIsPostgres reports whether the store is a PostgreSQL database rather than a SQLite file.
@@ -275,6 +279,8 @@ func Keys() []Key {
 		{"admission_listen", "", "(none: on listen)", "separate HTTPS address for /admission/...; needs the two TLS files"},
 		{"admission_tls_cert_file", "", "(none)", "PEM certificate (chain) the admission listener serves; the API server checks it against the webhook's caBundle"},
 		{"admission_tls_key_file", "", "(none)", "its PEM private key"},
+		{`firehose "NAME" {...}`, "", "(none)", `an Amazon Data Firehose delivery stream posting EKS audit logs or CloudTrail records from CloudWatch Logs to /events/firehose/NAME (docs/admission.md), NAME a cluster or aws_account block's: access_key_file (the stream's access key; one a line, two while rotating)`},
+		{`pubsub "CLUSTER" {...}`, "", "(none)", `a Pub/Sub push subscription posting GKE audit logs to /events/pubsub/CLUSTER (docs/admission.md): audience and service_account (what its OIDC token must say), keys_url (default Google's, ` + DefaultGoogleKeysURL + `) or keys_file (a JSON Web Key Set)`},
 	}
 }
 
@@ -343,6 +349,8 @@ type file struct {
 	AdmissionListen            *string          `hcl:"admission_listen,optional"`
 	AdmissionTLSCertFile       *string          `hcl:"admission_tls_cert_file,optional"`
 	AdmissionTLSKeyFile        *string          `hcl:"admission_tls_key_file,optional"`
+	Firehose                   []firehoseBlock  `hcl:"firehose,block"`
+	PubSub                     []pubsubBlock    `hcl:"pubsub,block"`
 }
 
 // repoBlock is a cluster or aws_account block: its label is the cluster name or account ID.
@@ -556,6 +564,10 @@ func Load(path string, getenv func(string) string) (Config, error) {
 		errs = append(errs, dupErrs...)
 		c.clusterSecretFiles, c.accountSecretFiles = secretFiles(f.Clusters), secretFiles(f.AWSAccounts)
 		c.Admission, dupErrs = admissionMap(f.Admission)
+		errs = append(errs, dupErrs...)
+		c.Firehose, dupErrs = firehoseMap(f.Firehose)
+		errs = append(errs, dupErrs...)
+		c.PubSub, dupErrs = pubsubMap(f.PubSub)
 		errs = append(errs, dupErrs...)
 		setP(&c.AdmissionListen, f.AdmissionListen)
 		setP(&c.AdmissionTLSCertFile, f.AdmissionTLSCertFile)
@@ -860,6 +872,7 @@ func (c *Config) validate() []error {
 	}
 	errs = append(errs, c.validatePages()...)
 	errs = append(errs, c.validateAdmission()...)
+	errs = append(errs, c.validatePipelines()...)
 	if a, err := mail.ParseAddress(c.CommitAuthor); err != nil || a.Name == "" {
 		errs = append(errs, fmt.Errorf("commit_author = %q: want \"Name <email>\"", c.CommitAuthor))
 	}

@@ -47,7 +47,10 @@ the gate's removal, or the live value adopted into the manifest or .tf file).
 A FILE holds one event body (a Kubernetes audit EventList, a Flux event, an Argo CD notification
 from Parley's template, a CloudTrail record, Records file or EventBridge envelope) or several, one
 after another (JSON lines). The source is recognised from the body unless --source names it. "-"
-reads standard input.
+reads standard input. The managed clusters' log pipelines are read too, and their events replayed
+as serve judges them: the S3 backup objects Amazon Data Firehose writes what it could not deliver
+to (JSON lines with rawData, gzip or not), Firehose requests, CloudWatch Logs subscription
+messages, Pub/Sub pushes and GKE audit LogEntries.
 
 Bodies are replayed in the order given (name files oldest first). Each is judged at the time of its
 newest event (--at changes that), and expiry timers that came due before it fire first, even when
@@ -62,6 +65,7 @@ verdicts, timers) lives in memory unless --state names a file to keep it in.
 A chart not rendered is left out of discovery: its objects are not gated or adopted until it renders.`,
 		Example: `  parley ingest audit.json --repo ./infra
   parley ingest flux-events.jsonl cloudtrail.json --repo ./infra --apply
+  aws s3 cp --recursive s3://parley-firehose-backup/http-endpoint-failed/ failed/ && parley ingest failed/*/*/*/*/* --repo ./infra
   kubectl get --raw ... | parley ingest - --source k8s-audit --at now`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -88,6 +92,12 @@ A chart not rendered is left out of discovery: its objects are not gated or adop
 			bodies, err := readBodies(args, cmd.InOrStdin())
 			if err != nil {
 				return usageErr(err)
+			}
+			var envelopes []ingestBatch
+			if source == "" {
+				if bodies, envelopes, err = unwrapEnvelopes(bodies); err != nil {
+					return usageErr(err)
+				}
 			}
 			repo, err := git.PlainOpen(dir)
 			if err != nil {
@@ -144,13 +154,16 @@ A chart not rendered is left out of discovery: its objects are not gated or adop
 				snap.Helm = helm // before its managers are discovered, which is when charts render
 				return snap, err
 			}
-			var out []ingestBatch
+			out := envelopes
 			for _, b := range bodies {
 				snap, err := load()
 				if err != nil {
 					return err
 				}
 				src := source
+				if b.source != "" {
+					src = b.source
+				}
 				if src == "" {
 					if src, err = events.Sniff(b.body); err != nil {
 						return usageErr(fmt.Errorf("%s: %w", b.where, err))
@@ -288,8 +301,37 @@ func parseAuthor(s string) (object.Signature, error) {
 }
 
 type body struct {
-	where string
-	body  []byte
+	where  string
+	body   []byte
+	source string // set for the bodies an envelope held
+}
+
+// unwrapEnvelopes replaces each body that is a log pipeline's envelope (a Firehose request, a
+// line of the S3 backup Firehose writes what it could not deliver to, a CloudWatch Logs
+// subscription message, a Pub/Sub push, a GKE audit LogEntry) with the audit EventLists and
+// CloudTrail Records files it holds, which replay as the server judges them. An envelope of
+// nothing relevant is reported with what it left out.
+func unwrapEnvelopes(in []body) ([]body, []ingestBatch, error) {
+	var out []body
+	var empty []ingestBatch
+	for _, b := range in {
+		inner, ignored, ok, err := events.Unwrap(b.body)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", b.where, err)
+		}
+		if !ok {
+			out = append(out, b)
+			continue
+		}
+		src, _ := events.Sniff(b.body)
+		if len(inner) == 0 {
+			empty = append(empty, ingestBatch{Where: b.where, Source: src, Ignored: ignored, Results: []ingestResult{}})
+		}
+		for i, ib := range inner {
+			out = append(out, body{where: fmt.Sprintf("%s (%s part %d)", b.where, src, i+1), body: ib.Body, source: ib.Source})
+		}
+	}
+	return out, empty, nil
 }
 
 // readBodies reads every JSON value of every file: one body per value, so a file may hold one
@@ -306,6 +348,11 @@ func readBodies(paths []string, stdin io.Reader) ([]body, error) {
 		}
 		if err != nil {
 			return nil, err
+		}
+		// Firehose's S3 backup objects are gzip when the bucket's compression is on.
+		budget := int64(1 << 30)
+		if data, err = events.Gunzip(data, &budget); err != nil {
+			return nil, fmt.Errorf("%s: %w", p, err)
 		}
 		dec := json.NewDecoder(bytes.NewReader(data))
 		for n := 1; ; n++ {

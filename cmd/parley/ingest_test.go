@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"html"
 	"os"
 	"path/filepath"
@@ -393,4 +395,72 @@ func shownMarkdown(t testing.TB, md string) string {
 	}
 	text := regexp.MustCompile(`<[^>]*>`).ReplaceAllString(out.String(), "")
 	return strings.ReplaceAll(html.UnescapeString(text), "\u200b", "")
+}
+
+// TestIngestReplaysFirehoseBackup: the S3 backup object Firehose writes the records it could not
+// deliver to (gzip JSON lines whose rawData is a CloudWatch Logs subscription message) replays
+// the EKS audit events it holds with the verdicts the audit EventList itself gets.
+func TestIngestReplaysFirehoseBackup(t *testing.T) {
+	raw, err := os.ReadFile("../../examples/drift/k8s-audit.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list struct {
+		Items []json.RawMessage `json:"items"`
+	}
+	if err := json.Unmarshal(raw, &list); err != nil {
+		t.Fatal(err)
+	}
+	var logEvents []map[string]any
+	for i, it := range list.Items {
+		logEvents = append(logEvents, map[string]any{"id": fmt.Sprint(i), "timestamp": 1763632800000, "message": `{"kind":"Event","apiVersion":"audit.k8s.io/v1",` + string(bytes.TrimPrefix(bytes.TrimSpace(it), []byte("{")))})
+	}
+	msg, _ := json.Marshal(map[string]any{"messageType": "DATA_MESSAGE", "owner": "111122223333", "logGroup": "/aws/eks/prod/cluster",
+		"logStream": "kube-apiserver-audit-1", "subscriptionFilters": []string{"parley"}, "logEvents": logEvents})
+	control := `{"messageType":"CONTROL_MESSAGE","owner":"CloudwatchLogs","logGroup":"","logStream":"","subscriptionFilters":[],"logEvents":[]}`
+	var lines []byte
+	for _, rec := range [][]byte{gzipBytes([]byte(control)), gzipBytes(msg)} {
+		line, _ := json.Marshal(map[string]any{"attemptsMade": 24, "arrivalTimestamp": 1763632801000, "errorCode": "HttpEndpoint.DestinationException",
+			"errorMessage": "The following response was received from the endpoint destination. 503", "attemptEndingTimestamp": 1763640001000,
+			"rawData": base64.StdEncoding.EncodeToString(rec)})
+		lines = append(append(lines, line...), '\n')
+	}
+	backup := filepath.Join(t.TempDir(), "parley-eks-1-2026-11-20-10-00-00-abc")
+	os.WriteFile(backup, gzipBytes(lines), 0o600)
+
+	results := func(files ...string) (string, string) {
+		t.Helper()
+		dir, _ := demoRepo(t)
+		code, out, errOut := runCLI(t, append([]string{"ingest", "--repo", dir, "--json"}, files...)...)
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+		var got struct {
+			Batches []struct {
+				Where   string            `json:"where"`
+				Source  string            `json:"source"`
+				Ignored map[string]int    `json:"ignored"`
+				Results []json.RawMessage `json:"results"`
+			} `json:"batches"`
+		}
+		if err := json.Unmarshal([]byte(out), &got); err != nil {
+			t.Fatal(err)
+		}
+		var res, where []string
+		for _, b := range got.Batches {
+			where = append(where, fmt.Sprintf("%s %s %v", b.Where, b.Source, b.Ignored))
+			for _, r := range b.Results {
+				res = append(res, string(r))
+			}
+		}
+		return strings.Join(res, "\n"), strings.Join(where, "\n")
+	}
+	want, _ := results("../../examples/drift/k8s-audit.json")
+	got, where := results(backup)
+	if want == "" || got != want {
+		t.Fatalf("replayed from the backup:\n%s\nwant the audit EventList's:\n%s", got, want)
+	}
+	if !strings.Contains(where, "firehose-backup map[control-message:1]") || !strings.Contains(where, "(firehose-backup part 1) k8s-audit") {
+		t.Fatalf("batches:\n%s", where)
+	}
 }

@@ -26,6 +26,17 @@ func Sniff(body []byte) (string, error) {
 		return SourceArgoCD, nil
 	case top["Records"] != nil || top["detail-type"] != nil || top["eventName"] != nil:
 		return SourceCloudTrail, nil
+	// The envelopes of the providers' log pipelines (Unwrap reads what they hold).
+	case top["requestId"] != nil && top["records"] != nil:
+		return SourceFirehose, nil
+	case top["rawData"] != nil:
+		return SourceFirehoseBackup, nil
+	case top["messageType"] != nil && top["logGroup"] != nil:
+		return SourceCloudWatchLogs, nil
+	case top["message"] != nil && top["subscription"] != nil:
+		return SourcePubSub, nil
+	case top["protoPayload"] != nil:
+		return SourceLogEntry, nil
 	}
-	return "", fmt.Errorf("cannot tell the source: not an audit EventList (kind), a Flux event (involvedObject), an Argo CD notification from Parley's template (parley) or CloudTrail (Records, detail-type, eventName); name it with --source")
+	return "", fmt.Errorf("cannot tell the source: not an audit EventList (kind), a Flux event (involvedObject), an Argo CD notification from Parley's template (parley), CloudTrail (Records, detail-type, eventName), nor a Firehose request or backup line, a CloudWatch Logs message, a Pub/Sub push or a LogEntry; name it with --source")
 }
