@@ -496,7 +496,12 @@ func actorKey(v *view) string {
 }
 
 // trust fills the effective intent, motivation, rank, urgency and expiry of v. subject is the actor
-// whose trust counts: the claim's own actor, or for Git's claim the commit author's actor.
+// whose trust counts: the claim's own actor, or for Git's claim the commit author's actor. A
+// subject of nil is an identity no actor vouches for (none matches, or a commit's signature proves
+// nothing): what it may declare is the policy's unknown_actors block, by default nothing. Whatever
+// a subject may not declare is judged as if it were absent, so that declaring never beats silence:
+// the claim keeps the intent, motivation and (as conditions see it) the expiry it would have had
+// without the declaration.
 func (d *decision) trust(v *view, subject *policy.Actor) {
 	c := &v.Claim
 	subjName := ""
@@ -510,18 +515,49 @@ func (d *decision) trust(v *view, subject *policy.Actor) {
 			who += " (" + subjName + ")"
 		}
 	}
+	u := &d.p.Unknown
 	def := core.Intent("")
 	if v.actor != nil {
 		def = v.actor.Intent
+	} else if subject == nil {
+		def = u.DefaultIntent()
 	}
-	if c.Intent == "" {
+	// seen is the expiry conditions see: the stated one, unless the subject may not state one.
+	seen := c.Expires
+	switch {
+	case c.Intent == "":
 		c.Intent = def
-	} else if subject != nil && !subject.MayAssertIntent(c.Intent) {
+	case subject != nil && !subject.MayAssertIntent(c.Intent):
 		d.step("trust", "downgraded", fmt.Sprintf("%s asserts intent %s, which %s may not assert (allowed: %s); it counts as %s",
 			who, c.Intent, subjName, intentList(subject.Intents), orNone(string(def))))
 		c.Intent = def
 		v.Downgraded = true
+	case subject == nil && c.Intent != def && !slices.Contains(u.Intents, c.Intent):
+		// Pull requests and Git's ledger write baseline for a change that declares no intent: that
+		// is silence, judged as such without a word.
+		if c.Intent != core.IntentBaseline {
+			d.step("trust", "not counted", fmt.Sprintf("%s declares intent %s, but %s is no actor the policy vouches for, and unknown actors may declare %s (unknown_actors); the declaration is not counted: it counts as %s, as if it declared none",
+				who, c.Intent, d.unknownName(v), intentsMay(u), orNone(string(def))))
+			v.Downgraded = true
+		}
+		c.Intent = def
 	}
+	if subject == nil && !u.Expiry && !c.Expires.IsZero() {
+		seen = time.Time{}
+		if v.Git {
+			d.step("trust", "not counted", fmt.Sprintf("%s states that its claim expires at %s, but %s is no actor the policy vouches for, and unknown_actors does not set expiry = true: conditions judge it as stating no expiry",
+				who, fmtTime(c.Expires), d.unknownName(v)))
+		} else {
+			d.step("trust", "not counted", fmt.Sprintf("%s states that its claim expires at %s, but %s is no actor the policy vouches for, and unknown_actors does not set expiry = true: conditions judge it as stating no expiry (it still ends then)",
+				who, fmtTime(c.Expires), d.unknownName(v)))
+		}
+		v.Downgraded = true
+	}
+	defer func() {
+		if !seen.Equal(c.Expires) {
+			v.SeenExpires, v.ExpiresOverridden = seen, true
+		}
+	}()
 	if c.Intent != "" {
 		if r, ok := d.p.IntentRank(c.Intent); ok {
 			v.Rank = r
@@ -537,16 +573,28 @@ func (d *decision) trust(v *view, subject *policy.Actor) {
 		d.step("motivation", "undeclared", who+" declares motivation "+c.Motivation.Kind+", which the policy does not declare: it carries no urgency")
 		return
 	}
-	if !m.MayAssert(subjName) {
-		name := subjName
-		if name == "" {
-			name = "an unknown actor (" + c.Actor.Identity.String() + ")"
+	may := m.MayAssert(subjName)
+	if subject == nil {
+		may = u.MayAssertMotivation(m)
+	}
+	if !may {
+		var detail string
+		if subject != nil {
+			detail = fmt.Sprintf("%s asserts motivation %s, but %s may not assert it (trusted: %s); the claim is treated as having no motivation",
+				who, c.Motivation.String(), subjName, strings.Join(m.AssertedBy, ", "))
+		} else {
+			trusted := "unknown actors may declare " + motivationsMay(u) + " (unknown_actors)"
+			if m.AssertedBy != nil {
+				trusted = "only " + strings.Join(m.AssertedBy, ", ") + " may (asserted_by)"
+			}
+			detail = fmt.Sprintf("%s asserts motivation %s, but %s is no actor the policy vouches for, and %s; the declaration is not counted: the claim is treated as having no motivation",
+				who, c.Motivation.String(), d.unknownName(v), trusted)
 		}
-		detail := fmt.Sprintf("%s asserts motivation %s, but %s may not assert it (trusted: %s); the claim is treated as having no motivation",
-			who, c.Motivation.String(), name, strings.Join(m.AssertedBy, ", "))
 		// The claim keeps the asserted motivation's lifetime: asserting what one may not must never
 		// buy a longer stay than asserting it honestly would (without this, a downgraded claim has
-		// no expiry and a winning one is adopted into Git for good). Git's claim does not expire.
+		// no expiry and a winning one is adopted into Git for good). Conditions still see the
+		// expiry it would have had without the motivation (seen), so the lifetime buys nothing
+		// there either. Git's claim does not expire.
 		if !v.Git {
 			if bounded, _ := boundLifetime(c, m); bounded {
 				detail += fmt.Sprintf(", but it is still bounded by the lifetime of motivation %s (%s): it expires at %s",
@@ -566,6 +614,35 @@ func (d *decision) trust(v *view, subject *policy.Actor) {
 		d.step("lifetime", "capped", fmt.Sprintf("%s's claim is capped at the %s maximum lifetime of motivation %s: it expires at %s",
 			who, fmtDuration(m.MaxLifetime), m.Name, fmtTime(c.Expires)))
 	}
+	// The motivation counts, so its lifetimes shape the expiry conditions see too.
+	sc := core.Claim{At: c.At, Expires: seen}
+	boundLifetime(&sc, m)
+	seen = sc.Expires
+}
+
+// unknownName names, for an explanation, the identity no actor vouches for behind v.
+func (d *decision) unknownName(v *view) string {
+	id := v.Claim.Actor.Identity
+	if v.Git {
+		return "its author " + id.ID
+	}
+	return id.String()
+}
+
+// intentsMay says which intents unknown actors may declare.
+func intentsMay(u *policy.UnknownActors) string {
+	if len(u.Intents) == 0 {
+		return "none but " + string(u.DefaultIntent())
+	}
+	return "only " + intentList(u.Intents) + " (and " + string(u.DefaultIntent()) + ")"
+}
+
+// motivationsMay says which motivations unknown actors may declare.
+func motivationsMay(u *policy.UnknownActors) string {
+	if len(u.Motivations) == 0 {
+		return "none"
+	}
+	return "only " + strings.Join(u.Motivations, ", ")
 }
 
 // boundLifetime bounds c's expiry by m's lifetimes: a claim stating no expiry gets the default
