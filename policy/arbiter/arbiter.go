@@ -569,6 +569,15 @@ func (d *decision) trust(v *view, subject *policy.Actor) {
 		return
 	}
 	m := d.p.Motivations[c.Motivation.Kind]
+	if m == nil && subject == nil {
+		// Conditions read the kind even when the policy does not declare it (claim.motivation != ""):
+		// an identity no actor vouches for gets nothing from it either.
+		d.step("trust", "not counted", fmt.Sprintf("%s declares motivation %s, which the policy does not declare, and %s is no actor the policy vouches for; the declaration is not counted: the claim is treated as having no motivation",
+			who, c.Motivation.String(), d.unknownName(v)))
+		c.Motivation = core.Motivation{}
+		v.Downgraded = true
+		return
+	}
 	if m == nil {
 		d.step("motivation", "undeclared", who+" declares motivation "+c.Motivation.Kind+", which the policy does not declare: it carries no urgency")
 		return
