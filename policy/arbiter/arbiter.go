@@ -536,21 +536,20 @@ func (d *decision) trust(v *view, subject *policy.Actor) {
 		// Pull requests and Git's ledger write baseline for a change that declares no intent: that
 		// is silence, judged as such without a word.
 		if c.Intent != core.IntentBaseline {
-			d.step("trust", "not counted", fmt.Sprintf("%s declares intent %s, but %s is no actor the policy vouches for, and unknown actors may declare %s (unknown_actors); the declaration is not counted: it counts as %s, as if it declared none",
-				who, c.Intent, d.unknownName(v), intentsMay(u), orNone(string(def))))
+			d.step("trust", "not counted", fmt.Sprintf("%s declares intent %s, which is not one an unknown actor may declare (unknown_actors: %s); %s is no actor the policy vouches for, so the declaration is not counted: the claim counts as %s, as if it declared none",
+				who, c.Intent, intentsMay(u), d.unknownName(v), orNone(string(def))))
 			v.Downgraded = true
 		}
 		c.Intent = def
 	}
 	if subject == nil && !u.Expiry && !c.Expires.IsZero() {
 		seen = time.Time{}
+		ends := " (it still ends then)"
 		if v.Git {
-			d.step("trust", "not counted", fmt.Sprintf("%s states that its claim expires at %s, but %s is no actor the policy vouches for, and unknown_actors does not set expiry = true: conditions judge it as stating no expiry",
-				who, fmtTime(c.Expires), d.unknownName(v)))
-		} else {
-			d.step("trust", "not counted", fmt.Sprintf("%s states that its claim expires at %s, but %s is no actor the policy vouches for, and unknown_actors does not set expiry = true: conditions judge it as stating no expiry (it still ends then)",
-				who, fmtTime(c.Expires), d.unknownName(v)))
+			ends = ""
 		}
+		d.step("trust", "not counted", fmt.Sprintf("%s states that its claim expires at %s, which an unknown actor may not declare (unknown_actors does not set expiry = true); %s is no actor the policy vouches for, so conditions judge the claim as stating no expiry%s",
+			who, fmtTime(c.Expires), d.unknownName(v), ends))
 		v.Downgraded = true
 	}
 	defer func() {
@@ -572,7 +571,7 @@ func (d *decision) trust(v *view, subject *policy.Actor) {
 	if m == nil && subject == nil {
 		// Conditions read the kind even when the policy does not declare it (claim.motivation != ""):
 		// an identity no actor vouches for gets nothing from it either.
-		d.step("trust", "not counted", fmt.Sprintf("%s declares motivation %s, which the policy does not declare, and %s is no actor the policy vouches for; the declaration is not counted: the claim is treated as having no motivation",
+		d.step("trust", "not counted", fmt.Sprintf("%s declares motivation %s, which the policy does not declare; %s is no actor the policy vouches for, so the declaration is not counted: the claim is treated as having no motivation",
 			who, c.Motivation.String(), d.unknownName(v)))
 		c.Motivation = core.Motivation{}
 		v.Downgraded = true
@@ -592,12 +591,12 @@ func (d *decision) trust(v *view, subject *policy.Actor) {
 			detail = fmt.Sprintf("%s asserts motivation %s, but %s may not assert it (trusted: %s); the claim is treated as having no motivation",
 				who, c.Motivation.String(), subjName, strings.Join(m.AssertedBy, ", "))
 		} else {
-			trusted := "unknown actors may declare " + motivationsMay(u) + " (unknown_actors)"
+			trusted := "unknown_actors: " + motivationsMay(u)
 			if m.AssertedBy != nil {
-				trusted = "only " + strings.Join(m.AssertedBy, ", ") + " may (asserted_by)"
+				trusted = "only " + strings.Join(m.AssertedBy, ", ") + " may: asserted_by"
 			}
-			detail = fmt.Sprintf("%s asserts motivation %s, but %s is no actor the policy vouches for, and %s; the declaration is not counted: the claim is treated as having no motivation",
-				who, c.Motivation.String(), d.unknownName(v), trusted)
+			detail = fmt.Sprintf("%s asserts motivation %s, which is not one an unknown actor may declare (%s); %s is no actor the policy vouches for, so the declaration is not counted: the claim is treated as having no motivation",
+				who, c.Motivation.String(), trusted, d.unknownName(v))
 		}
 		// The claim keeps the asserted motivation's lifetime: asserting what one may not must never
 		// buy a longer stay than asserting it honestly would (without this, a downgraded claim has
@@ -629,13 +628,13 @@ func (d *decision) trust(v *view, subject *policy.Actor) {
 	seen = sc.Expires
 }
 
-// unknownName names, for an explanation, the identity no actor vouches for behind v.
+// unknownName names, for an explanation, the identity no actor vouches for behind v (the
+// sentence has named the claim already).
 func (d *decision) unknownName(v *view) string {
-	id := v.Claim.Actor.Identity
 	if v.Git {
-		return "its author " + id.ID
+		return "its author " + v.Claim.Actor.Identity.ID
 	}
-	return id.String()
+	return "the identity"
 }
 
 // intentsMay says which intents unknown actors may declare.

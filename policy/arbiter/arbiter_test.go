@@ -129,7 +129,7 @@ func TestDecide(t *testing.T) {
 				return &c
 			}()},
 			decision: core.DecisionEnforceGit, rule: "no-contest",
-			why:    []string{"the commit by carol@parley.example asserts motivation incident INC-1, but its author carol@parley.example is no actor the policy vouches for, and only oncall may (asserted_by); the declaration is not counted"},
+			why:    []string{"the commit by carol@parley.example asserts motivation incident INC-1, which is not one an unknown actor may declare (only oncall may: asserted_by); its author carol@parley.example is no actor the policy vouches for, so the declaration is not counted"},
 			winner: `git="info"`,
 		},
 		{
