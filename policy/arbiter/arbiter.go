@@ -609,7 +609,11 @@ func (d *decision) trust(v *view, subject *policy.Actor) {
 					m.Name, lifetimeText(m), fmtTime(c.Expires))
 			}
 		}
-		d.step("trust", "downgraded", detail)
+		outcome := "downgraded"
+		if subject == nil {
+			outcome = "not counted"
+		}
+		d.step("trust", outcome, detail)
 		c.Motivation = core.Motivation{}
 		v.Downgraded = true
 		return
