@@ -1,6 +1,7 @@
 package arbiter
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strconv"
@@ -414,6 +415,13 @@ func (d *decision) normalise() {
 		}
 		d.trust(v, v.actor)
 	}
+	// Which of one actor's claims at the same instant stands is decided on the claims as judged,
+	// not as declared: otherwise a declaration trust discounted could still pick the one that
+	// stands (declaring never beats silence). The raw order above keeps the explanation's steps
+	// and the remaining ties deterministic.
+	if len(d.live) > 1 {
+		slices.SortStableFunc(d.live, compareJudged)
+	}
 	// One standing wish per actor: a newer claim supersedes an older one.
 	for i, v := range d.live {
 		for _, w := range d.live[i+1:] {
@@ -479,6 +487,58 @@ func (d *decision) identity(c *core.Claim, resolved *policy.Actor) {
 		d.step("identity", "believed unsigned", fmt.Sprintf("%s counts as %s on its author email %s alone, without a signature, because the policy sets trust_unsigned_git_authors = true",
 			commit, resolved.Name, id.ID))
 	}
+}
+
+// compareJudged orders claims as trust left them: by what no declaration changes first (time,
+// identity, value, evidence), then by the expiry conditions see and the effective intent and
+// motivation, then by the expiry the claim ends at. An expiry sorts after a nearer one and none
+// sorts last, so of one actor's simultaneous claims the one that stands is never the one whose
+// discounted declarations alone set it apart.
+func compareJudged(a, b *view) int {
+	ca, cb := &a.Claim, &b.Claim
+	return cmp.Or(
+		ca.At.Compare(cb.At),
+		cmp.Compare(ca.Actor.Identity.Source, cb.Actor.Identity.Source),
+		cmp.Compare(ca.Actor.Identity.ID, cb.Actor.Identity.ID),
+		cmp.Compare(ca.Actor.Name, cb.Actor.Name),
+		cmp.Compare(ca.Actor.Identity.Name, cb.Actor.Identity.Name),
+		slices.Compare(ca.Actor.Identity.Groups, cb.Actor.Identity.Groups),
+		cmp.Compare(ca.Value.JSON(), cb.Value.JSON()),
+		cmp.Compare(ca.Value.Expr(), cb.Value.Expr()),
+		cmp.Compare(b2u(ca.Yield), b2u(cb.Yield)),
+		cmp.Compare(ca.Evidence.Source, cb.Evidence.Source),
+		cmp.Compare(ca.Evidence.Commit, cb.Evidence.Commit),
+		cmp.Compare(ca.Evidence.PR, cb.Evidence.PR),
+		slices.Compare(ca.Evidence.EventIDs, cb.Evidence.EventIDs),
+		cmp.Compare(b2u(ca.Evidence.Explicit), b2u(cb.Evidence.Explicit)),
+		compareExpiry(a.seenExpires(), b.seenExpires()),
+		cmp.Compare(ca.Intent, cb.Intent),
+		cmp.Compare(ca.Motivation.Kind, cb.Motivation.Kind),
+		cmp.Compare(ca.Motivation.Ref, cb.Motivation.Ref),
+		cmp.Compare(ca.Motivation.Severity, cb.Motivation.Severity),
+		compareExpiry(ca.Expires, cb.Expires),
+	)
+}
+
+// compareExpiry orders expiries, none last.
+func compareExpiry(a, b time.Time) int {
+	switch {
+	case a.IsZero() && b.IsZero():
+		return 0
+	case a.IsZero():
+		return 1
+	case b.IsZero():
+		return -1
+	}
+	return a.Compare(b)
+}
+
+// seenExpires is the expiry conditions see.
+func (v *view) seenExpires() time.Time {
+	if v.ExpiresOverridden {
+		return v.SeenExpires
+	}
+	return v.Claim.Expires
 }
 
 func shortHash(h string) string {

@@ -366,3 +366,21 @@ func silenceInput(t *testing.T, r *fuzzBytes) Input {
 	}
 	return in
 }
+
+// TestDeclaringDoesNotChooseWhichSimultaneousClaimStands: two claims by the same identity at the
+// same instant with the same value, one of them already expired. Which of the two stands (the
+// newer supersedes the older; at the same instant the canonical order decides) must not depend on
+// a declaration the identity may not make: before, the declared intent sorted the claims, so
+// declaring availability made the live claim the one that stood, and win where the same claim
+// declaring nothing was superseded by the expired one.
+func TestDeclaringDoesNotChooseWhichSimultaneousClaimStands(t *testing.T) {
+	p := demoPolicy(t)
+	at := t0.Add(-10 * time.Minute)
+	mallory := core.Identity{Source: core.SourceKubeUser, ID: "mallory"}
+	declared := core.Claim{Field: settings, Actor: core.Actor{Identity: mallory}, Value: core.StringValue("debug"), At: at,
+		Intent: core.IntentAvailability, Expires: t0.Add(time.Hour)}
+	expired := core.Claim{Field: settings, Actor: core.Actor{Identity: mallory}, Value: core.StringValue("debug"), At: at,
+		Expires: t0.Add(-time.Minute)}
+	in := Input{Field: settings, Now: t0, Live: []core.Claim{declared, expired}}
+	checkSilence(t, p, in, "the demo policy")
+}
