@@ -384,3 +384,36 @@ func TestDeclaringDoesNotChooseWhichSimultaneousClaimStands(t *testing.T) {
 	in := Input{Field: settings, Now: t0, Live: []core.Claim{declared, expired}}
 	checkSilence(t, p, in, "the demo policy")
 }
+
+// TestABorrowedLifetimeDoesNotMeetAnExpiryCondition: an actor asserts incident, which only on-call
+// may; the claim loses the motivation but keeps its lifetime (so it never outstays an honest
+// incident claim). The standing owner gives way to claims that say when they end: the lifetime
+// the claim borrowed must not make the owner give way, as the same claim without the motivation
+// would not.
+func TestABorrowedLifetimeDoesNotMeetAnExpiryCondition(t *testing.T) {
+	p, err := policy.Parse([]byte(`
+motivation "incident" {
+  default_lifetime = "4h"
+  asserted_by      = ["oncall"]
+}
+actor "oncall"     { k8s_users = ["alice"] }
+actor "hpa"        { k8s_users = ["system:hpa"] }
+actor "developers" { k8s_users = ["dev"] }
+field "replicas" {
+  match                = ["k8s:apps/Deployment/*/*#/spec/replicas"]
+  owner                = "hpa"
+  owner_gives_way_when = claim.expires != ""
+}
+`), "p.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := claimBy(replicas, core.SourceKubeUser, "dev", num(t, 12), t0.Add(-time.Minute))
+	c.Motivation = core.Motivation{Kind: "incident", Ref: "INC-1"}
+	in := Input{Field: replicas, Now: t0, Live: []core.Claim{c}}
+	checkSilence(t, p, in, "p.hcl")
+	v := Decide(p, in)
+	if v.Winner != nil && v.Winner.Actor.Name == "developers" {
+		t.Fatalf("the owner gave way to a borrowed lifetime:\n%s", Explain(v))
+	}
+}
