@@ -96,7 +96,8 @@ func newPolicyCheckCmd() *cobra.Command {
 		Long: `Check parses and validates a policy (default: .parley/policy.hcl). Every problem is printed to
 stderr as file:line:col: message, and the command exits 1. A valid policy prints a summary, and
 notes on whom it believes: trust_unsigned_git_authors = true (commit emails believed without a
-signature), or actors that match git_authors but list no signing_keys.`,
+signature), or actors that match git_authors but list no signing_keys; and what unknown_actors lets
+any identity no actor vouches for declare.`,
 		Example: `  parley policy check
   parley policy check path/to/policy.hcl`,
 		Args: cobra.MaximumNArgs(1),
