@@ -612,11 +612,6 @@ func (d *decision) trust(v *view, subject *policy.Actor) {
 			who, fmtTime(c.Expires), d.unknownName(v), ends))
 		v.Downgraded = true
 	}
-	defer func() {
-		if !seen.Equal(c.Expires) {
-			v.SeenExpires, v.ExpiresOverridden = seen, true
-		}
-	}()
 	if c.Intent != "" {
 		if r, ok := d.p.IntentRank(c.Intent); ok {
 			v.Rank = r
@@ -624,8 +619,23 @@ func (d *decision) trust(v *view, subject *policy.Actor) {
 			d.step("intent", "undeclared", who+" declares intent "+string(c.Intent)+", which the policy does not declare: it ranks 0")
 		}
 	}
-	if c.Motivation.Kind == "" {
-		return
+	if c.Motivation.Kind != "" {
+		seen = d.trustMotivation(v, subject, who, seen)
+	}
+	if !seen.Equal(c.Expires) {
+		v.SeenExpires, v.ExpiresOverridden = seen, true
+	}
+}
+
+// trustMotivation is trust for v's motivation: it removes one subject may not assert, gives the
+// claim the motivation's urgency and lifetimes otherwise, and returns the expiry conditions see
+// (seen, bounded by the lifetimes of a motivation that counts).
+func (d *decision) trustMotivation(v *view, subject *policy.Actor, who string, seen time.Time) time.Time {
+	c := &v.Claim
+	u := &d.p.Unknown
+	subjName := ""
+	if subject != nil {
+		subjName = subject.Name
 	}
 	m := d.p.Motivations[c.Motivation.Kind]
 	if m == nil && subject == nil {
@@ -635,11 +645,11 @@ func (d *decision) trust(v *view, subject *policy.Actor) {
 			who, c.Motivation.String(), d.unknownName(v)))
 		c.Motivation = core.Motivation{}
 		v.Downgraded = true
-		return
+		return seen
 	}
 	if m == nil {
 		d.step("motivation", "undeclared", who+" declares motivation "+c.Motivation.Kind+", which the policy does not declare: it carries no urgency")
-		return
+		return seen
 	}
 	may := m.MayAssert(subjName)
 	if subject == nil {
@@ -676,11 +686,11 @@ func (d *decision) trust(v *view, subject *policy.Actor) {
 		d.step("trust", outcome, detail)
 		c.Motivation = core.Motivation{}
 		v.Downgraded = true
-		return
+		return seen
 	}
 	v.Urgency = m.Urgency
 	if v.Git {
-		return // Git's claim does not expire: lifetimes bound live claims
+		return seen // Git's claim does not expire: lifetimes bound live claims
 	}
 	if _, capped := boundLifetime(c, m); capped {
 		d.step("lifetime", "capped", fmt.Sprintf("%s's claim is capped at the %s maximum lifetime of motivation %s: it expires at %s",
@@ -689,7 +699,7 @@ func (d *decision) trust(v *view, subject *policy.Actor) {
 	// The motivation counts, so its lifetimes shape the expiry conditions see too.
 	sc := core.Claim{At: c.At, Expires: seen}
 	boundLifetime(&sc, m)
-	seen = sc.Expires
+	return sc.Expires
 }
 
 // unknownName names, for an explanation, the identity no actor vouches for behind v (the
