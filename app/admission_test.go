@@ -47,6 +47,19 @@ func admissionSetup(t *testing.T, mode string) (*httptest.Server, *Admission, *D
 // admissionSetupRemote is admissionSetup with the repository's bare remote.
 func admissionSetupRemote(t *testing.T, mode string) (*httptest.Server, *Admission, *Drift, *gittest.Runner) {
 	t.Helper()
+	srv, h, d, remote, _ := admissionSetupAll(t, mode)
+	return srv, h, d, remote
+}
+
+// admissionSetupClock is admissionSetup with its clock.
+func admissionSetupClock(t *testing.T, mode string) (*httptest.Server, *Admission, *Drift, *clockT) {
+	t.Helper()
+	srv, h, d, _, clk := admissionSetupAll(t, mode)
+	return srv, h, d, clk
+}
+
+func admissionSetupAll(t *testing.T, mode string) (*httptest.Server, *Admission, *Drift, *gittest.Runner, *clockT) {
+	t.Helper()
 	d, _, remote, clk := driftSetup(t, reconcile.ModeDirect)
 	m, err := NewAdmissionMetrics(prometheus.NewRegistry())
 	if err != nil {
@@ -59,7 +72,7 @@ func admissionSetupRemote(t *testing.T, mode string) (*httptest.Server, *Admissi
 	mux.Handle(AdmissionPrefix, h)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	return srv, h, d, remote
+	return srv, h, d, remote, clk
 }
 
 // reviewOf builds an AdmissionReview as the API server sends it.
@@ -543,5 +556,40 @@ func TestAdmissionFieldBudgetFailsOpenNamingTheObject(t *testing.T) {
 	}
 	if testutil.ToFloat64(h.Metrics.failOpen.WithLabelValues("prod", "budget")) != 1 {
 		t.Fatal("fail-open for the budget not counted")
+	}
+}
+
+// TestAdmissionDeclaringNeverBeatsSilence is issue 33's attack at the admission door: during the
+// demo's peak-sales freeze, a cluster user no actor names raises prod/web's CPU request and writes
+// parley.dev/intent: availability on the Deployment (the intent the freeze admits, outranking
+// Git's performance claim). The annotation is not counted: the write is denied exactly as the same
+// write without it, nothing is recorded, and the message says why.
+func TestAdmissionDeclaringNeverBeatsSilence(t *testing.T) {
+	srv, _, d, clk := admissionSetupClock(t, "deny")
+	clk.set(time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC))
+	cpu := core.K8sField("apps", "Deployment", "prod", "web", "/spec/template/spec/containers/0/resources/requests/cpu")
+	dep := `{"kind":"Deployment","apiVersion":"apps/v1","metadata":{"name":"web","namespace":"prod","resourceVersion":"41","annotations":{%s}},` +
+		`"spec":{"template":{"spec":{"containers":[{"name":"web","resources":{"requests":{"cpu":%q}}}]}}}}`
+	for _, tc := range []struct{ uid, annotations string }{
+		{"declared", `"parley.dev/intent":"availability"`},
+		{"silent", ""},
+	} {
+		body := reviewOf(tc.uid, "mallory", "", fmt.Sprintf(dep, tc.annotations, "1500m"), fmt.Sprintf(dep, "", "750m"), false)
+		code, resp, raw := admit(t, srv, admissionToken, body)
+		if code != http.StatusOK || resp.Allowed || resp.Result == nil {
+			t.Fatalf("%s: a stranger's CPU raise during the freeze was allowed: %d %s", tc.uid, code, raw)
+		}
+		msg := resp.Result.Message
+		for _, want := range []string{"rule:     freeze.peak-sales", `deferred until it ends: k8s-user:mallory ("1500m")`} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("%s: denial message lacks %q:\n%s", tc.uid, want, msg)
+			}
+		}
+		if declared := strings.Contains(msg, "k8s-user:mallory declares intent availability, which is not one an unknown actor may declare"); declared != (tc.annotations != "") {
+			t.Errorf("%s: the message says the declaration was not counted: %v:\n%s", tc.uid, declared, msg)
+		}
+		if st := standing(t, d, cpu); len(st) != 0 {
+			t.Fatalf("%s: a denied write was recorded: %+v", tc.uid, st)
+		}
 	}
 }

@@ -208,7 +208,7 @@ func TestPullRequestOpenerMatchesGitHubTeams(t *testing.T) {
 			}
 			v := res.Verdicts[0]
 			text := strings.Join(stepDetails(v), "\n")
-			if downgraded := strings.Contains(text, "[trust: downgraded] github-user:carol asserts motivation incident"); downgraded == inTeam {
+			if downgraded := strings.Contains(text, "[trust: not counted] github-user:carol asserts motivation incident"); downgraded == inTeam {
 				t.Errorf("carol in parleyhq/sre: %v, yet her incident downgraded: %v:\n%s", inTeam, downgraded, text)
 			}
 			if asOncall := strings.Contains(text, "oncall lose to the owner"); asOncall != inTeam {

@@ -96,6 +96,12 @@ var scenarios = map[string][]keyVerdict{
 		{"2026-11-22T10:00:00Z", "veto", "git=", "confined"},
 		{"2026-11-22T10:20:00Z", "veto", "git=", "confined"},
 	},
+	"stranger-declares": {
+		{"2026-11-20T12:00:00Z", "enforce-git", `git="registry.example/checkout:1.4.2"`, "no-contest"},
+		{"2026-11-28T03:00:00Z", "enforce-git", `git="registry.example/checkout:1.4.2"`, "freeze.peak-sales"},
+		{"2026-12-01T00:00:00Z", "enforce-git", `git="registry.example/checkout:1.4.2"`, "git-tie"},
+		{"2026-12-01T03:00:00Z", "enforce-git", `git="registry.example/checkout:1.4.2"`, "no-contest"},
+	},
 	"owner-gives-way": {
 		{"2026-11-22T09:00:00Z", "yield", "", "owner.replicas"},
 		{"2026-11-22T09:30:00Z", "yield", "hpa=6", "owner.replicas"},

@@ -39,6 +39,12 @@ type ClaimView struct {
 	Rank       float64    // rank of the effective intent (0 when undeclared)
 	Urgency    float64    // urgency of the effective motivation (0 when none or undeclared)
 	Downgraded bool       // trust removed an asserted intent or motivation
+	// SeenExpires replaces Claim.Expires in what conditions see when ExpiresOverridden: the claim
+	// still ends at Claim.Expires (an expiry only shortens a claim), but its identity may not state
+	// one, or the lifetime of a motivation it may not assert bounded it, and a condition must judge
+	// the claim as it would be without that declaration (claim.expires != "" must not be bought).
+	SeenExpires       time.Time
+	ExpiresOverridden bool
 	// Dependents are the fields that depend on the claim's field (the same for every claim on a
 	// field), when the caller knows the repository's dependency graph.
 	Dependents []core.Dependent
@@ -268,9 +274,13 @@ func ClaimValue(v *ClaimView) cty.Value {
 		return cty.NullVal(claimType)
 	}
 	c := v.Claim
+	seen := c.Expires
+	if v.ExpiresOverridden {
+		seen = v.SeenExpires
+	}
 	exp := ""
-	if !c.Expires.IsZero() {
-		exp = c.Expires.UTC().Format(time.RFC3339)
+	if !seen.IsZero() {
+		exp = seen.UTC().Format(time.RFC3339)
 	}
 	return cty.ObjectVal(map[string]cty.Value{
 		"actor":      cty.StringVal(c.Actor.Name),

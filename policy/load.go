@@ -100,6 +100,7 @@ var rootSchema = &hcl.BodySchema{Attributes: attrs("trust_unsigned_git_authors",
 	{Type: "escalation"},
 	{Type: "ledger"},
 	{Type: "gitops"},
+	{Type: "unknown_actors"},
 }}
 
 func attrs(names ...string) []hcl.AttributeSchema {
@@ -126,6 +127,7 @@ var (
 	escalationSchema  = &hcl.BodySchema{Attributes: attrs("ask", "timeout", "fallback")}
 	ledgerSchema      = &hcl.BodySchema{Attributes: attrs("include", "exclude")}
 	gitopsSchema      = &hcl.BodySchema{Attributes: attrs("enable_helm_drift_detection")}
+	unknownSchema     = &hcl.BodySchema{Attributes: attrs("description", "intent", "intents", "motivations", "expiry")}
 )
 
 // matcherSources maps actor attributes to the identity source they match.
@@ -176,7 +178,7 @@ func (c *compiler) compile(body hcl.Body) {
 		return false
 	}
 	// Declarations first, so that rules may refer to anything regardless of order.
-	var osc, esc, led, gitops *hcl.Block
+	var osc, esc, led, gitops, unknown *hcl.Block
 	for _, b := range content.Blocks {
 		if dup(b) {
 			continue
@@ -196,6 +198,8 @@ func (c *compiler) compile(body hcl.Body) {
 			led = b
 		case "gitops":
 			gitops = b
+		case "unknown_actors":
+			unknown = b
 		}
 	}
 	if c.p.GitActor() == nil {
@@ -205,6 +209,9 @@ func (c *compiler) compile(body hcl.Body) {
 	}
 	if _, ok := c.p.Intents[core.IntentBaseline]; !ok {
 		c.p.Intents[core.IntentBaseline] = &Intent{Name: core.IntentBaseline, Rank: 0, Description: "no declared intent: Git's standing configuration"}
+	}
+	if unknown != nil {
+		c.unknownActors(unknown, pend)
 	}
 	for _, b := range content.Blocks {
 		switch b.Type {
@@ -530,6 +537,40 @@ func (c *compiler) actor(b *hcl.Block, pend *pending) {
 	}
 	c.p.Actors = append(c.p.Actors, a)
 	c.p.actorsByName[name] = a
+}
+
+// unknownActors reads the unknown_actors block: what an identity no actor vouches for may declare.
+// A motivation it may declare must not list asserted_by, which names the only actors trusted with
+// it: the policy would say two things at once.
+func (c *compiler) unknownActors(b *hcl.Block, pend *pending) {
+	blk := block{name: "unknown_actors", what: "unknown_actors", as: c.content(b, unknownSchema)}
+	u := &c.p.Unknown
+	if s, ok := c.refStr(&pend.intentRefs, blk, "intent"); ok {
+		u.Intent = core.Intent(s)
+	}
+	if vals, present := c.refList(&pend.intentRefs, blk, "intents"); present {
+		u.Intents = make([]core.Intent, len(vals))
+		for i, v := range vals {
+			u.Intents[i] = core.Intent(v)
+		}
+	}
+	vals, rngs, present := c.list(blk.as, "motivations")
+	if present {
+		u.Motivations = []string{}
+	}
+	for i, v := range vals {
+		m, ok := c.p.Motivations[v]
+		switch {
+		case !ok:
+			c.errorf(rngs[i], "unknown_actors motivations refers to undefined motivation %q%s", v, suggest(v, c.motivationNames()))
+		case m.AssertedBy != nil:
+			c.errorf(rngs[i], "unknown_actors motivations: motivation %q lists asserted_by (%s), so only those actors may assert it; "+
+				"remove it here or remove its asserted_by", v, strings.Join(m.AssertedBy, ", "))
+		default:
+			u.Motivations = append(u.Motivations, v)
+		}
+	}
+	u.Expiry = c.boolean(blk.as, "expiry")
 }
 
 func (c *compiler) field(b *hcl.Block, pend *pending) {

@@ -39,6 +39,9 @@ type Policy struct {
 	// PolicyOwners are the GitHub logins and org/team slugs whose approval a pull request that
 	// changes the policy needs (policy_owners); nil: anyone with maintain or admin on the repository.
 	PolicyOwners []string
+	// Unknown is what a claim may declare when its identity is no actor's (the unknown_actors
+	// block): by default nothing, so that declaring never beats silence.
+	Unknown UnknownActors
 
 	actorsByName map[string]*Actor
 	base         *hcl.EvalContext // stdlib functions; parent of every evaluation context
@@ -69,14 +72,55 @@ func (m *Motivation) MayAssert(actor string) bool {
 	return m.AssertedBy == nil || slices.Contains(m.AssertedBy, actor)
 }
 
+// UnknownActors is what a claim may declare when no actor vouches for its identity: no actor
+// matches it, or a commit names an actor's email but its signature proves nothing (an unverified
+// identity). Anyone can be such an identity (a new Kubernetes user, any author of a pull request,
+// an email written on a commit), so what it declares counts only as far as the policy opts in: a
+// declaration it may not make is judged as if it were absent. The zero value (no unknown_actors
+// block) lets it declare nothing: its claims count as intent baseline, with no motivation, and
+// conditions see no expiry.
+type UnknownActors struct {
+	// Intent is the intent its claims count as when they declare none, or one they may not;
+	// baseline unless the block says otherwise.
+	Intent core.Intent
+	// Intents are the intents it may declare besides Intent; nil: none.
+	Intents []core.Intent
+	// Motivations are the motivations it may declare; nil: none. None of them lists asserted_by
+	// (an unknown identity is none of the actors it names).
+	Motivations []string
+	// Expiry lets conditions see the expiry it states. Without it the claim still ends when it says
+	// (an expiry only shortens a claim), but rules, owner_gives_way_when and the other conditions
+	// judge it as stating none.
+	Expiry bool
+}
+
+// MayAssertIntent reports whether an unknown identity may declare intent i.
+func (u *UnknownActors) MayAssertIntent(i core.Intent) bool {
+	return i == u.DefaultIntent() || slices.Contains(u.Intents, i)
+}
+
+// MayAssertMotivation reports whether an unknown identity may declare motivation m.
+func (u *UnknownActors) MayAssertMotivation(m *Motivation) bool {
+	return m.AssertedBy == nil && slices.Contains(u.Motivations, m.Name)
+}
+
+// DefaultIntent is the intent an unknown identity's claims count as: Intent, or baseline.
+func (u *UnknownActors) DefaultIntent() core.Intent {
+	if u.Intent == "" {
+		return core.IntentBaseline
+	}
+	return u.Intent
+}
+
 // Actor is a declared actor: a named writer of fields and the identities it is recognised by.
 type Actor struct {
 	Name        string
 	Description string
 	// Intent is the intent of the actor's claims that declare none; "" leaves them without intent.
 	Intent core.Intent
-	// Intents lists the intents the actor may assert; nil: any. A claim asserting another intent is
-	// downgraded to Intent.
+	// Intents lists the intents the actor may assert; nil: any (the policy trusts the identities it
+	// names; unknown identities are restricted by the unknown_actors block instead). A claim
+	// asserting another intent is downgraded to Intent.
 	Intents []core.Intent
 	// Motivation is the motivation kind given to the actor's live claims (from events) that declare
 	// none, e.g. "traffic" for an autoscaler; "" leaves them without one.
@@ -365,15 +409,36 @@ type GitOps struct {
 // believes emails without signatures (trust_unsigned_git_authors), or which actors match commit
 // emails but list no key, so that none of their commits will count as theirs.
 func (p *Policy) TrustNotes() []string {
-	if p.TrustUnsignedGitAuthors {
-		return []string{"trust_unsigned_git_authors = true: commit author emails are believed without a signature; " +
-			"anyone who can push a branch can write any of them"}
-	}
 	var out []string
-	for _, a := range p.Actors {
-		if len(a.Match[core.SourceGitAuthor]) > 0 && len(a.SigningKeys) == 0 {
-			out = append(out, "actor "+a.Name+" matches git_authors but lists no signing_keys: its commits count as an unverified identity")
+	if p.TrustUnsignedGitAuthors {
+		out = append(out, "trust_unsigned_git_authors = true: commit author emails are believed without a signature; "+
+			"anyone who can push a branch can write any of them")
+	} else {
+		for _, a := range p.Actors {
+			if len(a.Match[core.SourceGitAuthor]) > 0 && len(a.SigningKeys) == 0 {
+				out = append(out, "actor "+a.Name+" matches git_authors but lists no signing_keys: its commits count as an unverified identity")
+			}
 		}
+	}
+	// What the policy lets anyone declare: every identity no actor vouches for can.
+	u := &p.Unknown
+	var may []string
+	if len(u.Intents) > 0 {
+		s := make([]string, len(u.Intents))
+		for i, in := range u.Intents {
+			s[i] = string(in)
+		}
+		may = append(may, "intents "+strings.Join(s, ", "))
+	}
+	if len(u.Motivations) > 0 {
+		may = append(may, "motivations "+strings.Join(u.Motivations, ", "))
+	}
+	if u.Expiry {
+		may = append(may, "an expiry that conditions see")
+	}
+	if may != nil {
+		out = append(out, "unknown_actors lets any identity no actor vouches for (any cluster user, pull request author or unverified commit) declare "+
+			strings.Join(may, "; "))
 	}
 	return out
 }

@@ -535,3 +535,76 @@ func TestGitBoundFastPath(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestUnknownActors: the policies Parley ships (parley init's starter, the demo's) and a policy
+// without an unknown_actors block let an identity no actor vouches for declare nothing; the block
+// as docs/policy.md shows it opts in, and policy check notes it; a motivation that names who may
+// assert it cannot be opened to everyone too.
+func TestUnknownActors(t *testing.T) {
+	for name, src := range map[string]string{"starter": Starter, "demo": mustRead(t, "../internal/demo/policy.hcl"), "empty": ""} {
+		p, err := Parse([]byte(src), name+".hcl")
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := &p.Unknown
+		if u.DefaultIntent() != core.IntentBaseline || u.Expiry || len(u.Intents) > 0 || len(u.Motivations) > 0 {
+			t.Errorf("%s: unknown actors may declare %+v", name, u)
+		}
+		for _, i := range []core.Intent{core.IntentAvailability, core.IntentSecurity, core.IntentCost} {
+			if u.MayAssertIntent(i) {
+				t.Errorf("%s: unknown actors may declare intent %s", name, i)
+			}
+		}
+		for _, m := range p.Motivations {
+			if u.MayAssertMotivation(m) {
+				t.Errorf("%s: unknown actors may declare motivation %s", name, m.Name)
+			}
+		}
+		for _, n := range p.TrustNotes() {
+			if strings.Contains(n, "unknown_actors") {
+				t.Errorf("%s: note %q", name, n)
+			}
+		}
+	}
+
+	doc := mustRead(t, "../docs/policy.md")
+	_, rest, ok := strings.Cut(doc, "### `unknown_actors`")
+	if !ok {
+		t.Fatal("docs/policy.md does not document unknown_actors")
+	}
+	_, rest, _ = strings.Cut(rest, "```hcl\n")
+	block, _, ok := strings.Cut(rest, "```")
+	if !ok {
+		t.Fatal("unterminated example")
+	}
+	p, err := Parse([]byte("intent \"experiment\" { rank = 5 }\nmotivation \"launch\" {}\n"+block), "docs/policy.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &p.Unknown
+	if !u.MayAssertIntent("experiment") || !u.MayAssertIntent(core.IntentBaseline) || u.MayAssertIntent(core.IntentAvailability) ||
+		!u.MayAssertMotivation(p.Motivations["launch"]) || !u.Expiry {
+		t.Errorf("the documented block: %+v", u)
+	}
+	if notes := strings.Join(p.TrustNotes(), "\n"); !strings.Contains(notes, "unknown_actors lets any identity no actor vouches for") ||
+		!strings.Contains(notes, "declare intents experiment; motivations launch; an expiry that conditions see") {
+		t.Errorf("notes: %s", notes)
+	}
+
+	for _, tc := range []struct{ src, want string }{
+		{`motivation "incident" { asserted_by = ["oncall"] }
+actor "oncall" {}
+unknown_actors { motivations = ["incident"] }`, `p.hcl:3:33: unknown_actors motivations: motivation "incident" lists asserted_by (oncall), so only those actors may assert it`},
+		{`unknown_actors { motivations = ["incidnet"] }`, `p.hcl:1:33: unknown_actors motivations refers to undefined motivation "incidnet"`},
+		{`intent "cost" { rank = 1 }
+unknown_actors { intents = ["costs"] }`, `p.hcl:2:29: unknown_actors intents refers to undefined intent "costs" (did you mean "cost"?)`},
+		{`unknown_actors {}
+unknown_actors {}`, `duplicate unknown_actors block`},
+		{`unknown_actors { expiry = "yes" }`, `expiry must be a bool`},
+	} {
+		_, err := Parse([]byte(tc.src), "p.hcl")
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s\n  error %v, want %q", tc.src, err, tc.want)
+		}
+	}
+}

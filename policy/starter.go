@@ -46,6 +46,17 @@ actor "cost-bot" {
   github_users = ["cost-bot[bot]"]
 }
 
+# Identities no actor vouches for (no actor matches them, or a commit's signature proves none: any
+# cluster user, any pull request's author) may declare nothing: their claims count as baseline,
+# with no motivation, and conditions see no expiry they state. Declaring never beats silence. List
+# here what anyone may declare; this block as written changes nothing.
+unknown_actors {
+  intent      = "baseline"
+  intents     = []
+  motivations = []
+  expiry      = false
+}
+
 # Fields: the first block whose patterns match a field applies.
 field "skeleton" {
   description = "Networks and IAM change only through reviewed Git changes"

@@ -144,7 +144,7 @@ func newPolicyCheckCmd() *cobra.Command {
 --repo is given). Every problem is printed to stderr as file:line:col: message, and the command
 exits 1. A valid policy prints a summary, and notes on whom it believes: trust_unsigned_git_authors
 = true (commit emails believed without a signature), or actors that match git_authors but list no
-signing_keys.
+signing_keys; and what unknown_actors lets any identity no actor vouches for declare.
 
 With --repo, the patterns of the policy's field blocks (match), rules and freezes (fields) are
 also checked against the fields of the repository's default branch (its ledger): a pattern that

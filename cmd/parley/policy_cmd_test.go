@@ -358,9 +358,13 @@ func TestPolicyCheckSaysWhomItBelieves(t *testing.T) {
 	writeFile(t, noKeys, "actor \"dev\" {\n  git_authors = [\"*@example.com\"]\n}\n")
 	trusting := filepath.Join(dir, "trusting.hcl")
 	writeFile(t, trusting, "trust_unsigned_git_authors = true\nactor \"dev\" {\n  git_authors = [\"*@example.com\"]\n}\n")
+	// A policy that lets identities no actor vouches for declare something says so.
+	open := filepath.Join(dir, "open.hcl")
+	writeFile(t, open, "intent \"cost\" { rank = 40 }\nunknown_actors {\n  intents = [\"cost\"]\n  expiry  = true\n}\n")
 	for file, want := range map[string]string{
 		noKeys:   "note: actor dev matches git_authors but lists no signing_keys: its commits count as an unverified identity",
 		trusting: "note: trust_unsigned_git_authors = true: commit author emails are believed without a signature",
+		open:     "note: unknown_actors lets any identity no actor vouches for (any cluster user, pull request author or unverified commit) declare intents cost; an expiry that conditions see",
 	} {
 		code, out, stderr := runCLI(t, "policy", "check", file)
 		if code != 0 || !strings.Contains(out, want) {

@@ -183,8 +183,9 @@ func TestReviewPlanSensitiveNeverPrinted(t *testing.T) {
 	}
 }
 
-// TestReviewPlanDrift: resource_drift is judged as an unknown outside actor's claims; the plan
-// that puts Git's value back is not blocked by the drift's veto.
+// TestReviewPlanDrift: resource_drift is judged as an unknown outside actor's claims (counting as
+// baseline, as any claim of an identity no actor names); the plan that puts Git's value back is not
+// blocked by the drift's veto.
 func TestReviewPlanDrift(t *testing.T) {
 	dir, _ := demoRepo(t)
 	args := []string{"review", "--repo", dir, "--module-dir", "infra/kafka", "--author", "git-author:alice@parley.example", "--at", planAt, "--plan", planFixture("drift")}
@@ -195,7 +196,7 @@ func TestReviewPlanDrift(t *testing.T) {
 	for _, want := range []string{
 		"plan:     update aws_autoscaling_group.consumer: 9 -> 5",
 		"plan:     drift aws_autoscaling_group.consumer: 5 -> 9",
-		"terraform-drift:aws_autoscaling_group.consumer wants 9 (intent none, at 2026-11-24T10:00:00Z, terraform-drift)",
+		"terraform-drift:aws_autoscaling_group.consumer wants 9 (intent baseline, at 2026-11-24T10:00:00Z, terraform-drift)",
 		"vetoed terraform-drift:aws_autoscaling_group.consumer",
 		`drift aws_sqs_queue.dlq: "orders-dlq" -> (absent)`,
 		"conclusion: success",

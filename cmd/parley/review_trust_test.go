@@ -42,7 +42,7 @@ func TestReviewBelievesOnlySignedAuthors(t *testing.T) {
 	}
 	for _, want := range []string{
 		"commit " + forged[:12] + " names author alice@parley.example (oncall), but it is unsigned: it is judged as an unverified identity",
-		"may not assert it (trusted: oncall)", "writers: vetoed", "conclusion: failure",
+		"which is not one an unknown actor may declare (only oncall may: asserted_by); the identity is no actor the policy vouches for, so the declaration is not counted", "writers: vetoed", "conclusion: failure",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("forged: output lacks %q:\n%s", want, out)

@@ -1,6 +1,7 @@
 package arbiter
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strconv"
@@ -414,6 +415,13 @@ func (d *decision) normalise() {
 		}
 		d.trust(v, v.actor)
 	}
+	// Which of one actor's claims at the same instant stands is decided on the claims as judged,
+	// not as declared: otherwise a declaration trust discounted could still pick the one that
+	// stands (declaring never beats silence). The raw order above keeps the explanation's steps
+	// and the remaining ties deterministic.
+	if len(d.live) > 1 {
+		slices.SortStableFunc(d.live, compareJudged)
+	}
 	// One standing wish per actor: a newer claim supersedes an older one.
 	for i, v := range d.live {
 		for _, w := range d.live[i+1:] {
@@ -481,6 +489,58 @@ func (d *decision) identity(c *core.Claim, resolved *policy.Actor) {
 	}
 }
 
+// compareJudged orders claims as trust left them: by what no declaration changes first (time,
+// identity, value, evidence), then by the expiry conditions see and the effective intent and
+// motivation, then by the expiry the claim ends at. An expiry sorts after a nearer one and none
+// sorts last, so of one actor's simultaneous claims the one that stands is never the one whose
+// discounted declarations alone set it apart.
+func compareJudged(a, b *view) int {
+	ca, cb := &a.Claim, &b.Claim
+	return cmp.Or(
+		ca.At.Compare(cb.At),
+		cmp.Compare(ca.Actor.Identity.Source, cb.Actor.Identity.Source),
+		cmp.Compare(ca.Actor.Identity.ID, cb.Actor.Identity.ID),
+		cmp.Compare(ca.Actor.Name, cb.Actor.Name),
+		cmp.Compare(ca.Actor.Identity.Name, cb.Actor.Identity.Name),
+		slices.Compare(ca.Actor.Identity.Groups, cb.Actor.Identity.Groups),
+		cmp.Compare(ca.Value.JSON(), cb.Value.JSON()),
+		cmp.Compare(ca.Value.Expr(), cb.Value.Expr()),
+		cmp.Compare(b2u(ca.Yield), b2u(cb.Yield)),
+		cmp.Compare(ca.Evidence.Source, cb.Evidence.Source),
+		cmp.Compare(ca.Evidence.Commit, cb.Evidence.Commit),
+		cmp.Compare(ca.Evidence.PR, cb.Evidence.PR),
+		slices.Compare(ca.Evidence.EventIDs, cb.Evidence.EventIDs),
+		cmp.Compare(b2u(ca.Evidence.Explicit), b2u(cb.Evidence.Explicit)),
+		compareExpiry(a.seenExpires(), b.seenExpires()),
+		cmp.Compare(ca.Intent, cb.Intent),
+		cmp.Compare(ca.Motivation.Kind, cb.Motivation.Kind),
+		cmp.Compare(ca.Motivation.Ref, cb.Motivation.Ref),
+		cmp.Compare(ca.Motivation.Severity, cb.Motivation.Severity),
+		compareExpiry(ca.Expires, cb.Expires),
+	)
+}
+
+// compareExpiry orders expiries, none last.
+func compareExpiry(a, b time.Time) int {
+	switch {
+	case a.IsZero() && b.IsZero():
+		return 0
+	case a.IsZero():
+		return 1
+	case b.IsZero():
+		return -1
+	}
+	return a.Compare(b)
+}
+
+// seenExpires is the expiry conditions see.
+func (v *view) seenExpires() time.Time {
+	if v.ExpiresOverridden {
+		return v.SeenExpires
+	}
+	return v.Claim.Expires
+}
+
 func shortHash(h string) string {
 	if len(h) > 12 {
 		return h[:12]
@@ -496,7 +556,12 @@ func actorKey(v *view) string {
 }
 
 // trust fills the effective intent, motivation, rank, urgency and expiry of v. subject is the actor
-// whose trust counts: the claim's own actor, or for Git's claim the commit author's actor.
+// whose trust counts: the claim's own actor, or for Git's claim the commit author's actor. A
+// subject of nil is an identity no actor vouches for (none matches, or a commit's signature proves
+// nothing): what it may declare is the policy's unknown_actors block, by default nothing. Whatever
+// a subject may not declare is judged as if it were absent, so that declaring never beats silence:
+// the claim keeps the intent, motivation and (as conditions see it) the expiry it would have had
+// without the declaration.
 func (d *decision) trust(v *view, subject *policy.Actor) {
 	c := &v.Claim
 	subjName := ""
@@ -510,16 +575,41 @@ func (d *decision) trust(v *view, subject *policy.Actor) {
 			who += " (" + subjName + ")"
 		}
 	}
+	u := &d.p.Unknown
 	def := core.Intent("")
 	if v.actor != nil {
 		def = v.actor.Intent
+	} else if subject == nil {
+		def = u.DefaultIntent()
 	}
-	if c.Intent == "" {
+	// seen is the expiry conditions see: the stated one, unless the subject may not state one.
+	seen := c.Expires
+	switch {
+	case c.Intent == "":
 		c.Intent = def
-	} else if subject != nil && !subject.MayAssertIntent(c.Intent) {
+	case subject != nil && !subject.MayAssertIntent(c.Intent):
 		d.step("trust", "downgraded", fmt.Sprintf("%s asserts intent %s, which %s may not assert (allowed: %s); it counts as %s",
 			who, c.Intent, subjName, intentList(subject.Intents), orNone(string(def))))
 		c.Intent = def
+		v.Downgraded = true
+	case subject == nil && c.Intent != def && !slices.Contains(u.Intents, c.Intent):
+		// Pull requests and Git's ledger write baseline for a change that declares no intent: that
+		// is silence, judged as such without a word.
+		if c.Intent != core.IntentBaseline {
+			d.step("trust", "not counted", fmt.Sprintf("%s declares intent %s, which is not one an unknown actor may declare (unknown_actors: %s); %s is no actor the policy vouches for, so the declaration is not counted: the claim counts as %s, as if it declared none",
+				who, c.Intent, intentsMay(u), d.unknownName(v), orNone(string(def))))
+			v.Downgraded = true
+		}
+		c.Intent = def
+	}
+	if subject == nil && !u.Expiry && !c.Expires.IsZero() {
+		seen = time.Time{}
+		ends := " (it still ends then)"
+		if v.Git {
+			ends = ""
+		}
+		d.step("trust", "not counted", fmt.Sprintf("%s states that its claim expires at %s, which an unknown actor may not declare (unknown_actors does not set expiry = true); %s is no actor the policy vouches for, so conditions judge the claim as stating no expiry%s",
+			who, fmtTime(c.Expires), d.unknownName(v), ends))
 		v.Downgraded = true
 	}
 	if c.Intent != "" {
@@ -529,43 +619,112 @@ func (d *decision) trust(v *view, subject *policy.Actor) {
 			d.step("intent", "undeclared", who+" declares intent "+string(c.Intent)+", which the policy does not declare: it ranks 0")
 		}
 	}
-	if c.Motivation.Kind == "" {
-		return
+	if c.Motivation.Kind != "" {
+		seen = d.trustMotivation(v, subject, who, seen)
+	}
+	if !seen.Equal(c.Expires) {
+		v.SeenExpires, v.ExpiresOverridden = seen, true
+	}
+}
+
+// trustMotivation is trust for v's motivation: it removes one subject may not assert, gives the
+// claim the motivation's urgency and lifetimes otherwise, and returns the expiry conditions see
+// (seen, bounded by the lifetimes of a motivation that counts).
+func (d *decision) trustMotivation(v *view, subject *policy.Actor, who string, seen time.Time) time.Time {
+	c := &v.Claim
+	u := &d.p.Unknown
+	subjName := ""
+	if subject != nil {
+		subjName = subject.Name
 	}
 	m := d.p.Motivations[c.Motivation.Kind]
+	if m == nil && subject == nil {
+		// Conditions read the kind even when the policy does not declare it (claim.motivation != ""):
+		// an identity no actor vouches for gets nothing from it either.
+		d.step("trust", "not counted", fmt.Sprintf("%s declares motivation %s, which the policy does not declare; %s is no actor the policy vouches for, so the declaration is not counted: the claim is treated as having no motivation",
+			who, c.Motivation.String(), d.unknownName(v)))
+		c.Motivation = core.Motivation{}
+		v.Downgraded = true
+		return seen
+	}
 	if m == nil {
 		d.step("motivation", "undeclared", who+" declares motivation "+c.Motivation.Kind+", which the policy does not declare: it carries no urgency")
-		return
+		return seen
 	}
-	if !m.MayAssert(subjName) {
-		name := subjName
-		if name == "" {
-			name = "an unknown actor (" + c.Actor.Identity.String() + ")"
+	may := m.MayAssert(subjName)
+	if subject == nil {
+		may = u.MayAssertMotivation(m)
+	}
+	if !may {
+		var detail string
+		if subject != nil {
+			detail = fmt.Sprintf("%s asserts motivation %s, but %s may not assert it (trusted: %s); the claim is treated as having no motivation",
+				who, c.Motivation.String(), subjName, strings.Join(m.AssertedBy, ", "))
+		} else {
+			trusted := "unknown_actors: " + motivationsMay(u)
+			if m.AssertedBy != nil {
+				trusted = "only " + strings.Join(m.AssertedBy, ", ") + " may: asserted_by"
+			}
+			detail = fmt.Sprintf("%s asserts motivation %s, which is not one an unknown actor may declare (%s); %s is no actor the policy vouches for, so the declaration is not counted: the claim is treated as having no motivation",
+				who, c.Motivation.String(), trusted, d.unknownName(v))
 		}
-		detail := fmt.Sprintf("%s asserts motivation %s, but %s may not assert it (trusted: %s); the claim is treated as having no motivation",
-			who, c.Motivation.String(), name, strings.Join(m.AssertedBy, ", "))
 		// The claim keeps the asserted motivation's lifetime: asserting what one may not must never
 		// buy a longer stay than asserting it honestly would (without this, a downgraded claim has
-		// no expiry and a winning one is adopted into Git for good). Git's claim does not expire.
+		// no expiry and a winning one is adopted into Git for good). Conditions still see the
+		// expiry it would have had without the motivation (seen), so the lifetime buys nothing
+		// there either. Git's claim does not expire.
 		if !v.Git {
 			if bounded, _ := boundLifetime(c, m); bounded {
 				detail += fmt.Sprintf(", but it is still bounded by the lifetime of motivation %s (%s): it expires at %s",
 					m.Name, lifetimeText(m), fmtTime(c.Expires))
 			}
 		}
-		d.step("trust", "downgraded", detail)
+		outcome := "downgraded"
+		if subject == nil {
+			outcome = "not counted"
+		}
+		d.step("trust", outcome, detail)
 		c.Motivation = core.Motivation{}
 		v.Downgraded = true
-		return
+		return seen
 	}
 	v.Urgency = m.Urgency
 	if v.Git {
-		return // Git's claim does not expire: lifetimes bound live claims
+		return seen // Git's claim does not expire: lifetimes bound live claims
 	}
 	if _, capped := boundLifetime(c, m); capped {
 		d.step("lifetime", "capped", fmt.Sprintf("%s's claim is capped at the %s maximum lifetime of motivation %s: it expires at %s",
 			who, fmtDuration(m.MaxLifetime), m.Name, fmtTime(c.Expires)))
 	}
+	// The motivation counts, so its lifetimes shape the expiry conditions see too.
+	sc := core.Claim{At: c.At, Expires: seen}
+	boundLifetime(&sc, m)
+	return sc.Expires
+}
+
+// unknownName names, for an explanation, the identity no actor vouches for behind v (the
+// sentence has named the claim already).
+func (d *decision) unknownName(v *view) string {
+	if v.Git {
+		return "its author " + v.Claim.Actor.Identity.ID
+	}
+	return "the identity"
+}
+
+// intentsMay says which intents unknown actors may declare.
+func intentsMay(u *policy.UnknownActors) string {
+	if len(u.Intents) == 0 {
+		return "none but " + string(u.DefaultIntent())
+	}
+	return "only " + intentList(u.Intents) + " (and " + string(u.DefaultIntent()) + ")"
+}
+
+// motivationsMay says which motivations unknown actors may declare.
+func motivationsMay(u *policy.UnknownActors) string {
+	if len(u.Motivations) == 0 {
+		return "none"
+	}
+	return "only " + strings.Join(u.Motivations, ", ")
 }
 
 // boundLifetime bounds c's expiry by m's lifetimes: a claim stating no expiry gets the default

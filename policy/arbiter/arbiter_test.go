@@ -129,7 +129,7 @@ func TestDecide(t *testing.T) {
 				return &c
 			}()},
 			decision: core.DecisionEnforceGit, rule: "no-contest",
-			why:    []string{"the commit by carol@parley.example asserts motivation incident INC-1, but an unknown actor (git-author:carol@parley.example) may not assert it (trusted: oncall)"},
+			why:    []string{"the commit by carol@parley.example asserts motivation incident INC-1, which is not one an unknown actor may declare (only oncall may: asserted_by); its author carol@parley.example is no actor the policy vouches for, so the declaration is not counted"},
 			winner: `git="info"`,
 		},
 		{
@@ -209,9 +209,10 @@ func TestDecide(t *testing.T) {
 				claimBy(settings, core.SourceGitHubUser, "x", core.StringValue("b"), t0.Add(-5*time.Minute)),
 				{Field: settings, Actor: core.Actor{Identity: core.Identity{Source: core.SourceGitHubUser, ID: "bob"}}, Yield: true, At: t0},
 			}},
-			decision: core.DecisionEnforceGit, rule: "rank", winner: `git="info"`,
+			// github-user:x is no actor: its claim counts as baseline, as Git's does, and ties with it.
+			decision: core.DecisionEnforceGit, rule: "git-tie", winner: `git="info"`,
 			why: []string{"github-user:x's claim of 2026-11-22T09:50:00Z is replaced by its newer claim", "github-user:bob gives the field up",
-				"git (baseline, rank 10) outranks github-user:x (none, rank 0)"},
+				"github-user:x ties with Git on rank and urgency, so Git's value stands"},
 		},
 		{
 			name: "freeze defers a change and rechecks when the freeze ends",

@@ -58,7 +58,7 @@ actor "oncall" {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			text := decide(tc.p, tc.proof)
-			downgraded := strings.Contains(text, "may not assert it (trusted: oncall)")
+			downgraded := strings.Contains(text, "which is not one an unknown actor may declare (only oncall may: asserted_by); its author alice@parley.example is no actor the policy vouches for, so the declaration is not counted")
 			if wantDowngrade := tc.want != "" && tc.p == strict; downgraded != wantDowngrade {
 				t.Errorf("incident motivation downgraded = %v, want %v:\n%s", downgraded, wantDowngrade, text)
 			}

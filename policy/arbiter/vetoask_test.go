@@ -19,8 +19,9 @@ intent "cost"         { rank = 40 }
 motivation "incident" { urgency = 100 }
 motivation "budget"   { urgency = 20 }
 actor "oncall" {
-  intent    = "availability"
-  k8s_users = ["alice@parley.example"]
+  intent      = "availability"
+  k8s_users   = ["alice@parley.example"]
+  git_authors = ["alice@parley.example"]
 }
 actor "finops" {
   intent    = "cost"
@@ -36,8 +37,10 @@ escalation { ask = ["@acme/sre"] }
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Git holds on-call's incident change.
+	// Git holds on-call's incident change (the commit's author is vouched for: only an actor's
+	// incident counts, an unknown author's is not counted).
 	git := claimBy(replicas, core.SourceGitAuthor, "alice@parley.example", num(t, 6), t0.Add(-time.Hour))
+	git.Actor.Identity.Proof.Vouched = "the test"
 	git.Motivation = core.Motivation{Kind: "incident"}
 	cut := claimBy(replicas, core.SourceKubeUser, "system:serviceaccount:finops:bot", num(t, 2), t0.Add(time.Minute))
 	cut.Motivation = core.Motivation{Kind: "budget"}
