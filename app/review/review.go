@@ -112,9 +112,10 @@ type Result struct {
 	// Problems are things a person should fix: malformed trailers (with commit and line), files that
 	// do not parse. They never stop the evaluation.
 	Problems []string
-	// Unjudged is true when the budget left something the pull request changes unjudged (a file too
-	// large, too many fields, a value too long): the verdicts do not cover the whole change, so
-	// they cannot pass it alone (Conclusion).
+	// Unjudged is true when something the pull request changes was not judged: a file or a YAML
+	// document that does not read (a parse error, a nesting, alias or node budget, a template), or
+	// one over the budget (a file too large, too many fields, a value too long). The verdicts do
+	// not cover the whole change, so they cannot pass it alone (Conclusion).
 	Unjudged bool
 }
 
@@ -190,8 +191,15 @@ func Evaluate(ctx context.Context, pr PullRequest, src Source, pol *policy.Polic
 		}
 		changes, err := fielddiff.Diff(fc.Path, oldData, newData)
 		if err != nil {
-			res.Problems = append(res.Problems, fmt.Sprintf("%s: not judged: %v", fc.Path, err))
-			continue
+			// What does not read is unjudged, and cannot pass; what reads beside it in the same
+			// file (its other YAML documents) is judged all the same, vetoes included.
+			var problems []string
+			changes, problems = partialDiff(fc.Path, oldData, newData, err)
+			res.Problems = append(res.Problems, problems...)
+			res.Unjudged = true
+			if len(changes) == 0 {
+				continue
+			}
 		}
 		if len(changes) > budget.FieldsPerFile {
 			res.Problems = append(res.Problems, budget.TooManyFields(fc.Path, len(changes)))
