@@ -454,7 +454,7 @@ func readPolicyAt(dir, branch, path string) (*policy.Policy, string, error) {
 	}
 	f, err := c.File(path)
 	if errors.Is(err, object.ErrFileNotFound) {
-		return nil, fmt.Sprintf("No policy: %s does not exist on %s. Run `parley init` and commit it to judge claims.", ghmarkdown.Code(path), ghmarkdown.Text(branch)), nil
+		return nil, noPolicy + fmt.Sprintf("%s does not exist on %s. Run `parley init` and commit it to judge claims.", ghmarkdown.Code(path), ghmarkdown.Text(branch)), nil
 	}
 	if err != nil {
 		return nil, "", err
@@ -470,6 +470,11 @@ func readPolicyAt(dir, branch, path string) (*policy.Policy, string, error) {
 	return pol, "", nil
 }
 
+// noPolicy starts the note of a repository without a policy: it has not taken Parley up, so its
+// pull requests are not Parley's to stop (neutral). Any other note means a policy is there and
+// could not be read, so nothing was judged, and that cannot pass (conclusion).
+const noPolicy = "No policy: "
+
 // optional is nil for "": a field left out of a request.
 func optional(s string) *string {
 	if s == "" {
@@ -479,11 +484,20 @@ func optional(s string) *string {
 }
 
 // conclusion is the check run's conclusion. A change to the policy is never neutral: it waits for
-// a policy owner's approval (gate.conclusion), and once approved its verdicts decide.
+// a policy owner's approval (gate.conclusion), and once approved its verdicts decide. Without a
+// policy nothing is Parley's to judge (neutral); with a policy that does not parse nothing was
+// judged, and unjudged never passes (action_required).
 func conclusion(res review.Result, note string, gate *policyGate) string {
 	fields := res.Conclusion()
 	if note != "" {
-		fields = "neutral"
+		switch {
+		case gate != nil:
+			fields = "neutral" // the policy change's own gate decides below
+		case strings.HasPrefix(note, noPolicy):
+			return "neutral"
+		default:
+			return "action_required"
+		}
 	}
 	if gate != nil {
 		return gate.conclusion(fields)
@@ -515,7 +529,7 @@ func publish(ctx context.Context, gh *github.Client, login string, t Target, hea
 	if gate != nil {
 		notes = append([]string{gate.text()}, notes...)
 	}
-	in := report.Input{Head: headSHA, Generated: headTime.UTC(), Verdicts: res.Verdicts, Problems: res.Problems, Notes: notes}
+	in := report.Input{Head: headSHA, Generated: headTime.UTC(), Verdicts: res.Verdicts, Outcomes: res.OutcomesByField(), Problems: res.Problems, Notes: notes}
 	summary := report.Comment(in) // the check run's own summary needs no link to itself
 	if existing != nil {
 		in.DetailsURL = existing.GetHTMLURL()
@@ -634,6 +648,9 @@ func applyOverrides(res *review.Result, overrides, otherHeads map[core.Field]liv
 			Detail: fmt.Sprintf("@%s overrode the policy with /parley override (%s) for commit %s; the policy had decided %s by %s", o.Actor, o.Reason, short(o.Head), v.Decision, v.Rule)}
 		res.Verdicts[i] = core.Verdict{Field: v.Field, Decision: core.DecisionEnforceGit, Winner: own, Losers: v.Losers,
 			Rule: "override", Recheck: v.Recheck, Explanation: append([]core.Step{step}, v.Explanation...)}
+		if i < len(res.Outcomes) {
+			res.Outcomes[i] = report.OutcomeOf(res.Verdicts[i], own)
+		}
 	}
 }
 

@@ -199,6 +199,26 @@ func TestPullRequestWithoutPolicy(t *testing.T) {
 	}
 }
 
+// TestPullRequestUnderAnInvalidPolicy: a policy that does not parse judges nothing, and what is
+// not judged does not pass (issue 33): action_required, where a repository without any policy
+// is neutral.
+func TestPullRequestUnderAnInvalidPolicy(t *testing.T) {
+	dir, git := remote(t)
+	if err := os.WriteFile(filepath.Join(dir, ".parley/policy.hcl"), []byte("field \"x\" {\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	git("commit", "-q", "-am", "Break the policy")
+	h, gh := handler(t)
+	if err := h.Handle(context.Background(), store.Delivery{ID: "x", Event: "pull_request",
+		Body: prEvent(t, dir, git("rev-parse", "main"), git("rev-parse", "refs/pull/7/head"), "opened")}); err != nil {
+		t.Fatal(err)
+	}
+	runs := gh.CheckRuns("acme/infra")
+	if len(runs) != 1 || runs[0].Conclusion != "action_required" || !strings.Contains(runs[0].Summary, "is invalid, so nothing was judged") {
+		t.Fatalf("check runs %+v", runs)
+	}
+}
+
 func TestMalformedDeliveryIsPermanent(t *testing.T) {
 	h, _ := handler(t)
 	err := h.Handle(context.Background(), store.Delivery{ID: "bad", Event: "pull_request", Body: []byte(`{"action":"opened"}`)})

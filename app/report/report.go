@@ -49,6 +49,10 @@ type Input struct {
 	// read, a chart not rendered). They name files and quote errors, so they are data: each is
 	// escaped and shown as a quote.
 	Problems []string
+	// Outcomes say what each verdict means for the pull request's own claim on its field
+	// (OutcomeOf), shown in the table's "pull request" column; nil: no such column (verdicts that
+	// are not a pull request's).
+	Outcomes map[core.Field]Outcome
 	// Notes are Parley's own Markdown (a missing policy, a refused command), shown as written:
 	// text from a repository, commit, claim or user never goes here unescaped (see
 	// internal/ghmarkdown).
@@ -97,7 +101,13 @@ func render(in Input, vs []core.Verdict, level detail) string {
 	b.WriteString("\n")
 	b.WriteString(Headline(in.Verdicts)) // counts every verdict, also those a cut leaves out
 	b.WriteString("\n\n")
-	if len(vs) > 0 {
+	if len(vs) > 0 && in.Outcomes != nil {
+		b.WriteString("| field | pull request | decision | winner | rule | until |\n|---|---|---|---|---|---|\n")
+		for _, v := range vs { // the decision without its icon: the outcome's says whether it passes
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", ghmarkdown.CodeCell(v.Field.String()), outcomeLabel(in.Outcomes[v.Field]),
+				ghmarkdown.Cell(string(v.Decision)), ghmarkdown.Cell(winner(v)), ghmarkdown.Cell(v.Rule), until(v))
+		}
+	} else if len(vs) > 0 {
 		b.WriteString("| field | decision | winner | rule | until |\n|---|---|---|---|---|\n")
 		for _, v := range vs {
 			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", ghmarkdown.CodeCell(v.Field.String()), decisionLabel(v.Decision), ghmarkdown.Cell(winner(v)), ghmarkdown.Cell(v.Rule), until(v))
@@ -178,25 +188,6 @@ func Headline(vs []core.Verdict) string {
 		}
 	}
 	return "### Parley: " + strings.Join(parts, ", ")
-}
-
-// Conclusion is the check run conclusion for a set of verdicts: failure if any claim was vetoed,
-// action_required if humans must decide (escalation or hold), neutral when there is nothing to
-// judge, success otherwise.
-func Conclusion(vs []core.Verdict) string {
-	c := "success"
-	if len(vs) == 0 {
-		return "neutral"
-	}
-	for _, v := range vs {
-		switch v.Decision {
-		case core.DecisionVeto:
-			return "failure"
-		case core.DecisionEscalate, core.DecisionHold:
-			c = "action_required"
-		}
-	}
-	return c
 }
 
 // ErrNoData means a comment carries no Parley verdicts.
@@ -332,6 +323,18 @@ func severityOrder(d core.Decision) int {
 		return 4
 	}
 	return 5
+}
+
+// outcomeLabel is an outcome in a table cell: an icon for what it lets the check do, then its text.
+func outcomeLabel(o Outcome) string {
+	if o.Kind == "" {
+		return "—"
+	}
+	icon := map[string]string{"success": "✅", "action_required": "⏸️", "failure": "❌"}[o.Conclusion()]
+	if o.Kind == OutcomeUnclaimed {
+		icon = "➖"
+	}
+	return icon + " " + ghmarkdown.Cell(o.Text())
 }
 
 func decisionLabel(d core.Decision) string {

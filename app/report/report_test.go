@@ -85,28 +85,6 @@ func TestCommentFitsGitHubLimit(t *testing.T) {
 	}
 }
 
-func TestConclusion(t *testing.T) {
-	cases := []struct {
-		ds   []core.Decision
-		want string
-	}{
-		{nil, "neutral"},
-		{[]core.Decision{core.DecisionEnforceGit, core.DecisionYield, core.DecisionAdopt}, "success"},
-		{[]core.Decision{core.DecisionYield, core.DecisionEscalate}, "action_required"},
-		{[]core.Decision{core.DecisionHold}, "action_required"},
-		{[]core.Decision{core.DecisionEscalate, core.DecisionVeto}, "failure"},
-	}
-	for _, c := range cases {
-		var vs []core.Verdict
-		for i, d := range c.ds {
-			vs = append(vs, verdict(fmt.Sprint(i), d))
-		}
-		if got := Conclusion(vs); got != c.want {
-			t.Errorf("Conclusion(%v) = %s, want %s", c.ds, got, c.want)
-		}
-	}
-}
-
 func TestExtractErrors(t *testing.T) {
 	if _, err := Extract("just a comment"); err != ErrNoData {
 		t.Errorf("plain comment: %v", err)

@@ -112,21 +112,33 @@ type Result struct {
 	// Problems are things a person should fix: malformed trailers (with commit and line), files that
 	// do not parse. They never stop the evaluation.
 	Problems []string
-	// Unjudged is true when the budget left something the pull request changes unjudged (a file too
-	// large, too many fields, a value too long): the verdicts do not cover the whole change, so
-	// they cannot pass it alone (Conclusion).
+	// Unjudged is true when something the pull request changes was not judged: a file or a YAML
+	// document that does not read (a parse error, a nesting, alias or node budget, a template), or
+	// one over the budget (a file too large, too many fields, a value too long). The verdicts do
+	// not cover the whole change, so they cannot pass it alone (Conclusion).
 	Unjudged bool
+	// Outcomes say what each verdict (same index) means for the pull request's own claim on the
+	// field: whether its change may happen (report.OutcomeOf; a deferral's Until is its freeze's end).
+	Outcomes []report.Outcome
 }
 
-// Conclusion is the check run conclusion for the result: report.Conclusion of its verdicts, but
-// never success when the budget left part of the change unjudged, since padding a file past the
-// budget must not be a way around a veto: people look (action_required).
+// Conclusion is the check run conclusion for the result (report.Conclusion): it passes only when
+// the pull request's own change wins on every field it claims, and never when part of the change
+// was not judged, since hiding a change where Parley cannot read it must not be a way around a
+// veto: people look (action_required), and a veto beside it still fails.
 func (r Result) Conclusion() string {
-	c := report.Conclusion(r.Verdicts)
-	if r.Unjudged && (c == "success" || c == "neutral") {
-		return "action_required"
+	return report.Conclusion(r.Outcomes, r.Unjudged)
+}
+
+// OutcomesByField is Outcomes keyed by field, as report.Input takes them.
+func (r Result) OutcomesByField() map[core.Field]report.Outcome {
+	m := make(map[core.Field]report.Outcome, len(r.Verdicts))
+	for i, v := range r.Verdicts {
+		if i < len(r.Outcomes) {
+			m[v.Field] = r.Outcomes[i]
+		}
 	}
-	return c
+	return m
 }
 
 // Evaluate judges a pull request under pol (the base branch's policy) at now.
@@ -190,8 +202,15 @@ func Evaluate(ctx context.Context, pr PullRequest, src Source, pol *policy.Polic
 		}
 		changes, err := fielddiff.Diff(fc.Path, oldData, newData)
 		if err != nil {
-			res.Problems = append(res.Problems, fmt.Sprintf("%s: not judged: %v", fc.Path, err))
-			continue
+			// What does not read is unjudged, and cannot pass; what reads beside it in the same
+			// file (its other YAML documents) is judged all the same, vetoes included.
+			var problems []string
+			changes, problems = partialDiff(fc.Path, oldData, newData, err)
+			res.Problems = append(res.Problems, problems...)
+			res.Unjudged = true
+			if len(changes) == 0 {
+				continue
+			}
 		}
 		if len(changes) > budget.FieldsPerFile {
 			res.Problems = append(res.Problems, budget.TooManyFields(fc.Path, len(changes)))
@@ -287,20 +306,90 @@ func Evaluate(ctx context.Context, pr PullRequest, src Source, pol *policy.Polic
 			in.Live = append(in.Live, lc...)
 		}
 		res.Claims = append(res.Claims, claims[f])
-		v := arb.Decide(in)
+		j := judge{arb: arb, pol: pol, now: now}
+		v := j.decide(in, isOwn)
 		if isOwn && len(pr.Contributors) > 0 && contributesTo(pr.Contributors, fileOf[f]) {
-			v = judgeAsContributors(arb, in, pr, fileOf[f], v)
+			v = j.asContributors(in, pr, fileOf[f], v)
+		}
+		var ownClaim *core.Claim
+		if isOwn {
+			ownClaim = &in.Live[0]
 		}
 		res.Verdicts = append(res.Verdicts, v)
+		res.Outcomes = append(res.Outcomes, j.outcome(v, ownClaim))
 	}
 	return res, nil
 }
 
-// judgeAsContributors judges the pull request's own claim (in.Live[0]) as each contributor to the
+// judge decides a field for the pull request and says what the verdict means for its own claim.
+type judge struct {
+	arb *arbiter.Arbiter
+	pol *policy.Policy
+	now time.Time
+}
+
+// decide is the arbiter's verdict, with the pull request's own claim (in.Live[0] when own) winning
+// a tie with Git's claim. The arbiter keeps Git's value against a live change that only ties with
+// it, as it must for drift; but a pull request is how Git's value changes, and its merge would
+// make it Git's claim: an ordinary reviewed change, against a Git claim that is no stronger
+// (same rank, same urgency), wins. A Git claim that outranks it (an incident's, a standing
+// availability claim) still holds the field, and a freeze still defers it.
+func (j judge) decide(in arbiter.Input, own bool) core.Verdict {
+	v := j.arb.Decide(in)
+	if !own || len(in.Live) != 1 || in.Git == nil || v.Decision != core.DecisionEnforceGit || v.Rule != "git-tie" || v.Winner == nil {
+		return v // another live claim competes too: the arbiter's word stands, however it went
+	}
+	c := in.Live[0]
+	if c.Yield {
+		return v
+	}
+	git := *v.Winner
+	w := c
+	out := core.Verdict{Field: v.Field, Decision: core.DecisionAdopt, Winner: &w, Losers: []core.Claim{git}, Rule: v.Rule, Recheck: v.Recheck}
+	result := "the pull request's value " + c.Value.String() + " becomes Git's when it merges"
+	switch {
+	case c.Value.Equal(git.Value):
+		out.Decision, out.Losers, result = core.DecisionEnforceGit, nil, "the pull request wants Git's own value "+c.Value.String()+": nothing changes"
+	case !c.Expires.IsZero():
+		out.Decision, out.Until = core.DecisionYield, c.Expires
+		result += ", until " + c.Expires.UTC().Format(time.RFC3339) + ", when the claim expires"
+	}
+	for _, s := range v.Explanation {
+		if s.Rule == "tie" || s.Rule == "result" {
+			continue // Git's tie-break, which a pull request wins (below)
+		}
+		out.Explanation = append(out.Explanation, s)
+	}
+	out.Explanation = append(out.Explanation,
+		core.Step{Rule: "tie", Outcome: "pull request", Detail: fmt.Sprintf("%s ties with Git's claim (by %s, commit %s) on rank and urgency; "+
+			"a pull request is a change to Git, so the newer reviewed change wins the tie (against a live change Git's value would stand)",
+			c.Actor, git.Actor.Identity, short(git.Evidence.Commit))},
+		core.Step{Rule: "result", Outcome: string(out.Decision), Detail: result})
+	return out
+}
+
+// outcome is what v means for own (nil: no claim of the pull request's own), with a deferral's
+// end taken from its freeze in the policy.
+func (j judge) outcome(v core.Verdict, own *core.Claim) report.Outcome {
+	o := report.OutcomeOf(v, own)
+	if o.Kind != report.OutcomeDeferred {
+		return o
+	}
+	for _, fz := range j.pol.Freezes {
+		if "freeze."+fz.Name == o.By {
+			if _, end, active := fz.Window(j.now); active {
+				o.Until = end
+			}
+		}
+	}
+	return o
+}
+
+// asContributors judges the pull request's own claim (in.Live[0]) as each contributor to the
 // field (in files, when the pull request changes it there) and returns the least favourable
-// verdict (a veto before a hold or escalation, before anything else; the opener's on a tie), with
-// a step naming everyone judged.
-func judgeAsContributors(arb *arbiter.Arbiter, in arbiter.Input, pr PullRequest, files []string, opener core.Verdict) core.Verdict {
+// verdict for the pull request (a veto before a loss, before a deferral or a question to people,
+// before a win; the opener's on a tie), with a step naming everyone judged.
+func (j judge) asContributors(in arbiter.Input, pr PullRequest, files []string, opener core.Verdict) core.Verdict {
 	worst, as := opener, identityLabel(pr.Author)
 	seen := map[string]bool{identityLabel(pr.Author): true}
 	var names []string
@@ -317,7 +406,7 @@ func judgeAsContributors(arb *arbiter.Arbiter, in arbiter.Input, pr PullRequest,
 		alt := in
 		alt.Live = append([]core.Claim(nil), in.Live...)
 		alt.Live[0].Actor = core.Actor{Identity: c.Identity}
-		if v := arb.Decide(alt); severity(v.Decision) > severity(worst.Decision) {
+		if v := j.decide(alt, true); severity(j.outcome(v, &alt.Live[0])) > severity(j.outcome(worst, &in.Live[0])) {
 			worst, as = v, key
 		}
 	}
@@ -348,12 +437,14 @@ func identityLabel(id core.Identity) string {
 	return id.String()
 }
 
-// severity orders decisions from the pull request's point of view: higher is worse for it.
-func severity(d core.Decision) int {
-	switch d {
-	case core.DecisionVeto:
+// severity orders outcomes from the pull request's point of view: higher is worse for it.
+func severity(o report.Outcome) int {
+	switch o.Kind {
+	case report.OutcomeVetoed:
+		return 3
+	case report.OutcomeLoses:
 		return 2
-	case core.DecisionHold, core.DecisionEscalate:
+	case report.OutcomeDeferred, report.OutcomeAsks:
 		return 1
 	}
 	return 0

@@ -118,7 +118,7 @@ func TestEvaluatePullRequest(t *testing.T) {
 	for _, v := range res.Verdicts {
 		t.Logf("%s: %s by %s\n%s", v.Field, v.Decision, v.Rule, report.Explanation(v))
 	}
-	if c := report.Conclusion(res.Verdicts); c != "failure" {
+	if c := res.Conclusion(); c != "failure" {
 		t.Errorf("conclusion %s, want failure for a veto", c)
 	}
 }

@@ -41,7 +41,14 @@ author email names only when a key the base policy lists for that actor signed i
 branch's claims are judged as the head commit's author and, on the fields of the files each
 touched, as every other commit's author: the least favourable verdict stands.
 
-Exit status: 0 when nothing is vetoed, 1 when a claim is vetoed, 2 for bad input.
+Each verdict says what it means for the branch's own change ("branch:"): it wins; it is
+deferred by a freeze (until its end); it loses to a claim that holds the field (whose, until
+when); it is vetoed; or it asks people. The conclusion is the check run's: success when the
+branch's change wins on every field it changes, action_required when a freeze defers it or people
+must decide, failure when it is vetoed or loses, neutral when it changes no claimed field.
+
+Exit status: 0 when the conclusion would let a required check pass (success, neutral), 1 when it
+would not (failure, action_required), 2 for bad input.
 
 What a branch contains is judged within a budget, as the App judges a pull request: a file above
 --max-file-size (default 8 MiB, the ledger's cap) is not read, a file changing more than
@@ -49,7 +56,9 @@ What a branch contains is judged within a budget, as the App judges a pull reque
 branch) are not judged, nor a value longer than --max-value-size (64 KiB). Each is printed as a
 problem ("k8s/prod/big.yaml: 19.9 MB, above the 8 MiB Parley reads; not judged"), the
 conclusion is then at best action_required, and the exit status 1: padding a file past the budget
-is no way around a veto.
+is no way around a veto. So is a file, or a YAML document in it, that does not read (a syntax
+error, nesting deeper than 100 levels, aliases past the node budget, a template): it is named,
+the file's other documents are judged, and the change cannot pass.
 
 With --plan, review judges a Terraform plan instead of a branch: the JSON of
 'terraform show -json PLANFILE' ("-" reads it from standard input). Every attribute the plan
@@ -145,15 +154,20 @@ run; 2 for bad input (a missing or malformed plan, an unsupported format_version
 				if res.Verdicts == nil {
 					res.Verdicts = []core.Verdict{} // a branch that changes no field (only the policy, say)
 				}
+				outcomes := make([]fieldOutcome, len(res.Verdicts))
+				for i, v := range res.Verdicts {
+					outcomes[i] = fieldOutcome{Field: v.Field, Outcome: res.Outcomes[i]}
+				}
 				enc := json.NewEncoder(out)
 				enc.SetIndent("", "  ")
 				if err := enc.Encode(struct {
 					report.Document
-					Conclusion   string        `json:"conclusion"`
-					Problems     []string      `json:"problems,omitempty"`
-					PolicyChange *policyChange `json:"policy_change,omitempty"`
+					Outcomes     []fieldOutcome `json:"outcomes"`
+					Conclusion   string         `json:"conclusion"`
+					Problems     []string       `json:"problems,omitempty"`
+					PolicyChange *policyChange  `json:"policy_change,omitempty"`
 				}{report.Document{Schema: report.Schema, Head: pr.HeadSHA, Generated: now, Verdicts: res.Verdicts},
-					conclusion, res.Problems, pc}); err != nil {
+					outcomes, conclusion, res.Problems, pc}); err != nil {
 					return err
 				}
 			} else {
@@ -161,8 +175,9 @@ run; 2 for bad input (a missing or malformed plan, an unsupported format_version
 				for _, s := range res.Sources {
 					fmt.Fprintf(out, "  %s\n", s)
 				}
-				for _, v := range res.Verdicts {
-					fmt.Fprintf(out, "\n%s", arbiter.Explain(v))
+				for i, v := range res.Verdicts {
+					first, rest, _ := strings.Cut(arbiter.Explain(v), "\n")
+					fmt.Fprintf(out, "\n%s\n  branch:   %s\n%s", first, res.Outcomes[i].Text(), rest)
 				}
 				for _, p := range res.Problems {
 					fmt.Fprintf(out, "\nproblem: %s\n", p)
@@ -175,13 +190,7 @@ run; 2 for bad input (a missing or malformed plan, an unsupported format_version
 			if pc != nil && pc.Invalid != "" {
 				return findingsErr(fmt.Errorf("the branch's policy is invalid"))
 			}
-			if conclusion == "failure" {
-				return findingsErr(fmt.Errorf("a claim was vetoed"))
-			}
-			if res.Unjudged {
-				return findingsErr(fmt.Errorf("part of the branch is over the budget and was not judged (see the problems)"))
-			}
-			return nil
+			return reviewExit(conclusion, res.Unjudged)
 		},
 	}
 	f := cmd.Flags()
@@ -202,6 +211,27 @@ run; 2 for bad input (a missing or malformed plan, an unsupported format_version
 	f.StringVar(&plan.summary, "summary", "", "with --plan: also append the verdicts as Markdown to this file, such as $GITHUB_STEP_SUMMARY")
 	f.StringVar(&plan.motivation, "motivation", "", `with --plan: the motivation of the plan's changes, as the Motivation trailer writes it, such as "incident INC-4211 severity=high"`)
 	return cmd
+}
+
+// fieldOutcome is one entry of review --json's outcomes: what the verdict on the field means for
+// the branch's own change.
+type fieldOutcome struct {
+	Field core.Field `json:"field"`
+	report.Outcome
+}
+
+// reviewExit is review's exit status for a conclusion: 0 when it would let a required check pass
+// (success, neutral), 1 when it would not, as on GitHub.
+func reviewExit(conclusion string, unjudged bool) error {
+	switch {
+	case report.Passes(conclusion):
+		return nil
+	case unjudged && conclusion == "action_required":
+		return findingsErr(fmt.Errorf("part of the branch was not judged (see the problems): it cannot pass"))
+	case conclusion == "failure":
+		return findingsErr(fmt.Errorf("the branch's change may not happen: a value is vetoed, or another claim holds a field it changes (see the verdicts)"))
+	}
+	return findingsErr(fmt.Errorf("the branch's change waits: a freeze defers it or people must decide (conclusion %s)", conclusion))
 }
 
 // openReviewSource opens the branch to judge. In a shallow clone (CI checks out one commit by
@@ -304,7 +334,7 @@ func reviewPlan(cmd *cobra.Command, dir, author string, pf planFlags, asJSON boo
 	for i, j := range js {
 		verdicts[i] = j.Verdict
 	}
-	conclusion := tfplan.Conclusion(js)
+	conclusion := res.Conclusion(js)
 	if pf.summary != "" {
 		if err := appendSummary(pf.summary, planSummary(res, js, opts.Author, pf.moduleDir, conclusion)); err != nil {
 			return err
@@ -351,6 +381,9 @@ func reviewPlan(cmd *cobra.Command, dir, author string, pf planFlags, asJSON boo
 	case "failure":
 		return findingsErr(fmt.Errorf("the plan changes a field the policy vetoes"))
 	case "action_required":
+		if res.Unjudged {
+			return findingsErr(fmt.Errorf("part of the plan was not judged (see the problems): it cannot pass"))
+		}
 		return findingsErr(fmt.Errorf("the plan changes a field that is held or escalated: humans must decide"))
 	}
 	return nil

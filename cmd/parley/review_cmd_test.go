@@ -24,11 +24,14 @@ func TestReviewCommand(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "k8s/prod/web.yaml"), deploymentYAML(9, "1.0")+hpa)
 	git("commit", "--quiet", "-am", "Scale web\n\nIntent: performance\nMotivation: launch\n")
 
+	// The HPA owns the replicas: the branch's 9 loses to it, so the branch may not merge as it is
+	// (issue 33: a change whose own value loses does not pass).
 	code, out, stderr := runIn(t, "", "review", "--repo", dir, "--head", "scale", "--at", "2026-03-02T10:00:00Z")
-	if code != 0 {
+	if code != 1 || !strings.Contains(stderr, "another claim holds a field it changes") {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	for _, want := range []string{"1 field", "k8s:apps/Deployment/prod/web#/spec/replicas", "owner.replicas", "intent performance from commit", "conclusion: success"} {
+	for _, want := range []string{"1 field", "k8s:apps/Deployment/prod/web#/spec/replicas", "owner.replicas", "intent performance from commit",
+		"branch:   loses to the field's standing owner (owner.replicas)", "conclusion: failure"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
@@ -38,8 +41,10 @@ func TestReviewCommand(t *testing.T) {
 		Schema     string
 		Conclusion string
 		Verdicts   []struct{ Decision string }
+		Outcomes   []struct{ Field, Kind, By string }
 	}
-	if code != 0 || json.Unmarshal([]byte(out), &doc) != nil || doc.Schema != "parley.dev/verdicts/v2" || len(doc.Verdicts) != 1 || doc.Conclusion != "success" {
+	if code != 1 || json.Unmarshal([]byte(out), &doc) != nil || doc.Schema != "parley.dev/verdicts/v2" || len(doc.Verdicts) != 1 || doc.Conclusion != "failure" ||
+		len(doc.Outcomes) != 1 || doc.Outcomes[0].Kind != "loses" || doc.Outcomes[0].By != "the field's standing owner (owner.replicas)" {
 		t.Errorf("--json: exit %d, %s %s", code, out, stderr)
 	}
 	// Under a budget the file is too large to read: a problem, and nothing judged.

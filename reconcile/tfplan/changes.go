@@ -85,6 +85,20 @@ type Result struct {
 	// Notes say what could not be mapped or judged as asked: module calls whose source is not a
 	// local path, actions Parley does not judge, replacements that change no attribute.
 	Notes []string
+	// Unjudged is true when a note is about a change the plan makes and Parley does not judge (a
+	// forget, an action it does not know, a change without an address): the verdicts do not cover
+	// the whole plan, so it cannot pass on them alone (Result.Conclusion).
+	Unjudged bool
+}
+
+// Conclusion is the plan's conclusion: Conclusion of its judgements, but at best action_required
+// when part of the plan was not judged, since what Parley cannot judge never passes.
+func (r Result) Conclusion(js []Judgement) string {
+	c := Conclusion(js)
+	if r.Unjudged && (c == "success" || c == "neutral") {
+		return "action_required"
+	}
+	return c
 }
 
 // Options says where the plan's configuration lives in the repository.
@@ -154,7 +168,8 @@ func (m *mapper) resource(rc *tfjson.ResourceChange, drift bool) []Change {
 		return nil // data sources are read, not written
 	}
 	if rc.Address == "" {
-		m.note("no-address", "a resource change without an address was skipped")
+		m.note("no-address", "a resource change without an address was skipped: not judged")
+		m.res.Unjudged = true
 		return nil
 	}
 	if rc.DeposedKey != "" {
@@ -177,9 +192,11 @@ func (m *mapper) resource(rc *tfjson.ResourceChange, drift bool) []Change {
 		act = ActionReplace
 	case a.Forget():
 		m.note("forget:"+rc.Address, "%s: removed from the state without being destroyed (forget): not judged", rc.Address)
+		m.res.Unjudged = true
 		return nil
 	default:
 		m.note("action:"+rc.Address, "%s: actions %v are not judged", rc.Address, actionList(a))
+		m.res.Unjudged = true
 		return nil
 	}
 	module, resource := m.locate(rc)

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/parleyhq/parley/core"
 )
@@ -207,6 +208,39 @@ func TestSplitModules(t *testing.T) {
 		steps, rest, ok := splitModules(tt.addr)
 		if ok != tt.ok || rest != tt.rest || !slices.Equal(steps, tt.steps) {
 			t.Errorf("%s: %v %q %v", tt.addr, steps, rest, ok)
+		}
+	}
+}
+
+// What a plan does that Parley does not judge (a forget, an action it does not know, a change
+// without an address) is a problem, and the plan cannot pass on the rest (issue 33: unjudged
+// never passes): its conclusion is at best action_required, where before it was success.
+func TestUnjudgedPlanChangesDoNotPass(t *testing.T) {
+	for _, rc := range []string{
+		`{"address": "aws_instance.old", "mode": "managed", "type": "aws_instance", "name": "old", "change": {"actions": ["forget"], "before": {"ami": "a"}, "after": null}}`,
+		`{"address": "aws_instance.odd", "mode": "managed", "type": "aws_instance", "name": "odd", "change": {"actions": ["transmogrify"], "before": {"ami": "a"}, "after": {"ami": "b"}}}`,
+		`{"mode": "managed", "type": "aws_instance", "name": "anon", "change": {"actions": ["update"], "before": {"ami": "a"}, "after": {"ami": "b"}}}`,
+	} {
+		plan := `{"format_version": "1.2", "terraform_version": "1.14.0", "resource_changes": [` + rc + `]}`
+		p, err := ParsePlan([]byte(plan))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := Extract(p, Options{ModuleDir: "."})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.Unjudged || len(res.Notes) != 1 || !strings.Contains(res.Notes[0], "not judged") {
+			t.Errorf("%s: unjudged %v, notes %q", rc, res.Unjudged, res.Notes)
+		}
+		if c := res.Conclusion(nil); c != "action_required" {
+			t.Errorf("%s: conclusion %s, want action_required", rc, c)
+		}
+		if c := res.Conclusion([]Judgement{{Blocks: core.DecisionVeto}}); c != "failure" {
+			t.Errorf("%s: a veto beside it concludes %s, want failure", rc, c)
+		}
+		if doc := NewDocument(res, nil, core.Identity{}, ".", time.Time{}); doc.Conclusion != "action_required" {
+			t.Errorf("%s: the document (POST /v1/plans) concludes %s", rc, doc.Conclusion)
 		}
 	}
 }

@@ -56,7 +56,7 @@ type ChangeJSON struct {
 
 // NewDocument builds the document of a plan res judged into js as author.
 func NewDocument(res Result, js []Judgement, author core.Identity, moduleDir string, now time.Time) Document {
-	doc := Document{Schema: DocumentSchema, Generated: now.UTC(), Conclusion: Conclusion(js), Problems: res.Notes,
+	doc := Document{Schema: DocumentSchema, Generated: now.UTC(), Conclusion: res.Conclusion(js), Problems: res.Notes,
 		Plan:     PlanInfo{FormatVersion: res.FormatVersion, TerraformVersion: res.TerraformVersion, ModuleDir: moduleDir},
 		Author:   DocumentAuthor{Source: string(author.Source), ID: author.ID, Name: author.Name},
 		Changes:  []ChangeJSON{},
