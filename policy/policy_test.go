@@ -259,8 +259,8 @@ func TestSigningKeysNamePrincipals(t *testing.T) {
 	const alice = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOdVVxmP91uVq8c4dWtrR81GBkh+FNNlaf3WWqwBMHan"
 	for _, tc := range []struct {
 		name, authors, keys string
-		want               []string // principals of the key, or
-		err                string
+		want                []string // principals of the key, or
+		err                 string
 	}{
 		{"principals first", `["alice@x.dev", "bob@x.dev"]`, `["alice@x.dev ` + alice + `"]`, []string{"alice@x.dev"}, ""},
 		{"several principals", `["*@x.dev"]`, `["alice@x.dev,a@x.dev ` + alice + ` laptop"]`, []string{"alice@x.dev", "a@x.dev"}, ""},
