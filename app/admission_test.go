@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -302,9 +303,35 @@ func TestAdmissionRejectsWhatIsNoReview(t *testing.T) {
 			t.Errorf("%q: %d %s", body, code, raw)
 		}
 	}
-	req, _ := http.NewRequest(http.MethodPost, srv.URL+AdmissionPrefix+"staging", strings.NewReader("{}"))
-	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusNotFound {
-		t.Fatalf("unknown cluster: %v %v", resp, err)
+}
+
+// TestAdmissionUnknownClusterIsUnauthenticated: a cluster name that is not configured is answered
+// as a wrong credential for a configured one is (401, the same words, the same header), before
+// anything else, so that cluster names cannot be enumerated without a credential.
+func TestAdmissionUnknownClusterIsUnauthenticated(t *testing.T) {
+	srv, _, _ := admissionSetup(t, "deny")
+	answer := func(cluster, tok string) (int, string, string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+AdmissionPrefix+cluster, strings.NewReader(scaleReview("hpa-1", hpaSA, 3, 7, false)))
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header.Get("WWW-Authenticate"), strings.ReplaceAll(string(b), cluster, "CLUSTER")
+	}
+	code, hdr, body := answer("prod", "wrong-token")
+	if code != http.StatusUnauthorized {
+		t.Fatalf("a wrong credential for prod: %d %s", code, body)
+	}
+	for _, tc := range []struct{ cluster, tok string }{{"staging", "wrong-token"}, {"staging", admissionToken}, {"staging", ""}} {
+		if c, h, b := answer(tc.cluster, tc.tok); c != code || h != hdr || b != body {
+			t.Errorf("cluster %s, token %q: %d %q %s; want what a wrong credential for prod gets: %d %q %s", tc.cluster, tc.tok, c, h, b, code, hdr, body)
+		}
 	}
 }
 
