@@ -173,6 +173,14 @@ func (h *Admission) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fail(http.StatusRequestEntityTooLarge, "body: %v", err)
 		return
 	}
+	if err := core.UniqueKeys(body); errors.Is(err, core.ErrDuplicateKey) {
+		// encoding/json keeps the last of two keys silently: a review naming "object" or
+		// "userInfo" twice would be judged on one and read by a person on the other. The API
+		// server never sends one (it encodes the objects it decoded), so this is no review of its.
+		h.count(cluster, admRejected, false, start)
+		fail(http.StatusBadRequest, "admission review: %v", err)
+		return
+	}
 	adm, err := events.DecodeAdmissionReview(body, h.now())
 	if err != nil {
 		// Without a uid there is no review to answer: the API server treats this as a call that

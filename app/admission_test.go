@@ -293,15 +293,27 @@ func TestAdmissionAuthenticatesTheAPIServer(t *testing.T) {
 }
 
 func TestAdmissionRejectsWhatIsNoReview(t *testing.T) {
-	srv, _, _ := admissionSetup(t, "deny")
+	srv, h, d := admissionSetup(t, "deny")
+	// A review naming a key twice: encoding/json would judge the cost optimizer's scale to 2 as
+	// the HPA's (the last "username"), or the scale to 7 (the last "spec").
+	twoUsers := strings.Replace(scaleReview("dup-1", costSA, 8, 2, false), `"username":"`+costSA+`"`, `"username":"`+costSA+`","username":"`+hpaSA+`"`, 1)
+	twoSpecs := strings.Replace(scaleReview("dup-2", costSA, 8, 2, false), `"spec":{"replicas":2}`, `"spec":{"replicas":2},"spec":{"replicas":7}`, 1)
 	for body, want := range map[string]string{
 		`{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1"}`: "admission review: no request",
 		`not json`: "admission review: invalid JSON",
+		twoUsers:   `admission review: duplicate key \"username\" in the object at $.request.userInfo`,
+		twoSpecs:   `admission review: duplicate key \"spec\" in the object at $.request.object`,
 	} {
 		code, _, raw := admit(t, srv, admissionToken, body)
 		if code != http.StatusBadRequest || !strings.Contains(raw, want) {
-			t.Errorf("%q: %d %s", body, code, raw)
+			t.Errorf("%q: %d %s; want 400 with %s", body, code, raw, want)
 		}
+	}
+	if st := standing(t, d, webReplicas); len(st) != 0 {
+		t.Fatalf("a review with a duplicate key was recorded: %+v", st)
+	}
+	if n := decisions(h, admRejected); n != 4 {
+		t.Errorf("rejected: %v, want 4", n)
 	}
 }
 
