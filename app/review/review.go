@@ -302,13 +302,13 @@ func Evaluate(ctx context.Context, pr PullRequest, src Source, pol *policy.Polic
 // a step naming everyone judged.
 func judgeAsContributors(arb *arbiter.Arbiter, in arbiter.Input, pr PullRequest, files []string, opener core.Verdict) core.Verdict {
 	worst, as := opener, identityLabel(pr.Author)
-	seen := map[string]bool{identityLabel(pr.Author): true}
+	seen := map[string]bool{judgedAs(pr.Author): true}
 	var names []string
 	for _, c := range pr.Contributors {
 		if !c.judgedOn(files) {
 			continue
 		}
-		key := identityLabel(c.Identity)
+		label, key := identityLabel(c.Identity), judgedAs(c.Identity)
 		names = append(names, fmt.Sprintf("%s (%s)", c.Identity.ID, c.What))
 		if seen[key] {
 			continue
@@ -318,7 +318,7 @@ func judgeAsContributors(arb *arbiter.Arbiter, in arbiter.Input, pr PullRequest,
 		alt.Live = append([]core.Claim(nil), in.Live...)
 		alt.Live[0].Actor = core.Actor{Identity: c.Identity}
 		if v := arb.Decide(alt); severity(v.Decision) > severity(worst.Decision) {
-			worst, as = v, key
+			worst, as = v, label
 		}
 	}
 	step := core.Step{Rule: "contributors", Outcome: "judged as " + as, Detail: fmt.Sprintf(
@@ -346,6 +346,13 @@ func identityLabel(id core.Identity) string {
 		return id.String() + " (unverified)"
 	}
 	return id.String()
+}
+
+// judgedAs is what makes two identities judge alike: the identity and what proves it. A commit
+// authored as alice and signed with bob's key is not the alice of a commit signed with hers (a
+// key proves only the principals the policy lists it for), so it is judged on its own.
+func judgedAs(id core.Identity) string {
+	return identityLabel(id) + "\x00" + id.Proof.Key + "\x00" + id.Proof.Vouched
 }
 
 // severity orders decisions from the pull request's point of view: higher is worse for it.
