@@ -459,3 +459,26 @@ func TestChatOpsCommandIsBoundToTheHeadItWasWrittenAt(t *testing.T) {
 		t.Errorf("the hold given again was not recorded: %+v %v", st, err)
 	}
 }
+
+// TestChatOpsDelayedEditIsBoundToItsHead: an edit written at head A (10:02) and handled after B
+// was pushed (10:03) adds nothing for B: its new hold is refused naming both commits, and the
+// override it keeps stays for A, not withdrawn.
+func TestChatOpsDelayedEditIsBoundToItsHead(t *testing.T) {
+	r := newChatOpsRig(t)
+	a := r.head
+	r.send("created", 1301, "dana", "dana", overrideCapacity, t0)
+	b := r.commit(5000)
+	r.moveHead(b)
+	r.deliver(b, "synchronize", t0.Add(2*time.Minute))
+	r.send("edited", 1301, "dana", "dana", overrideCapacity+"\n/parley hold", t0.Add(time.Minute))
+	reply := lastReply(r.gh)
+	if !strings.Contains(reply, "`/parley hold`: refused: written at "+short(a)+", the head is now "+short(b)) || strings.Contains(reply, "withdrawn") {
+		t.Errorf("reply to the delayed edit: %q", reply)
+	}
+	if st, err := r.live.ForPR(context.Background(), "acme/infra", 7, b); err != nil || st.Held || len(st.Overrides) != 0 {
+		t.Errorf("the edit written at A changed B: %+v %v", st, err)
+	}
+	if st, err := r.live.ForPR(context.Background(), "acme/infra", 7, a); err != nil || len(st.Overrides) != 1 {
+		t.Errorf("the override the edit kept is no longer for A: %+v %v", st, err)
+	}
+}
