@@ -153,8 +153,12 @@ func (h *Admission) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	cfg, ok := h.Clusters[cluster]
 	route, routed := h.Routes[cluster]
 	if !ok || !routed {
-		// An unknown name is not counted: the label's values stay the configured clusters.
-		fail(http.StatusNotFound, "no admission block for cluster %q", cluster)
+		// An unknown name gets the answer a wrong credential gets, so that nobody without one
+		// can tell which cluster names are configured; the operator finds the name in the log. It
+		// is not counted: the label's values stay the configured clusters.
+		h.log().Warn("admission review for a cluster without an admission block refused as unauthenticated", "cluster", cluster)
+		w.Header().Set("WWW-Authenticate", `Bearer realm="parley"`)
+		fail(http.StatusUnauthorized, "%s", credentialsRefused(cluster))
 		return
 	}
 	if why := h.authenticate(r, cluster, cfg); why != "" {
@@ -167,6 +171,14 @@ func (h *Admission) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		h.count(cluster, admRejected, false, start)
 		fail(http.StatusRequestEntityTooLarge, "body: %v", err)
+		return
+	}
+	if err := core.UniqueKeys(body); errors.Is(err, core.ErrDuplicateKey) {
+		// encoding/json keeps the last of two keys silently: a review naming "object" or
+		// "userInfo" twice would be judged on one and read by a person on the other. The API
+		// server never sends one (it encodes the objects it decoded), so this is no review of its.
+		h.count(cluster, admRejected, false, start)
+		fail(http.StatusBadRequest, "admission review: %v", err)
 		return
 	}
 	// The fail-open budget runs from here: reading the objects grows with them (a nodeSelector of
@@ -237,6 +249,12 @@ func (h *Admission) authenticate(r *http.Request, cluster string, cfg config.Adm
 			return ""
 		}
 	}
+	return credentialsRefused(cluster)
+}
+
+// credentialsRefused is the answer to a review without valid credentials for cluster, and to one
+// for a cluster that is not configured: the same words, so that they cannot be told apart.
+func credentialsRefused(cluster string) string {
 	return fmt.Sprintf("cluster %s: the API server's credentials are missing or wrong (its admission kubeconfig's token or client certificate)", cluster)
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -305,19 +306,57 @@ func TestAdmissionAuthenticatesTheAPIServer(t *testing.T) {
 }
 
 func TestAdmissionRejectsWhatIsNoReview(t *testing.T) {
-	srv, _, _ := admissionSetup(t, "deny")
+	srv, h, d := admissionSetup(t, "deny")
+	// A review naming a key twice: encoding/json would judge the cost optimizer's scale to 2 as
+	// the HPA's (the last "username"), or the scale to 7 (the last "spec").
+	twoUsers := strings.Replace(scaleReview("dup-1", costSA, 8, 2, false), `"username":"`+costSA+`"`, `"username":"`+costSA+`","username":"`+hpaSA+`"`, 1)
+	twoSpecs := strings.Replace(scaleReview("dup-2", costSA, 8, 2, false), `"spec":{"replicas":2}`, `"spec":{"replicas":2},"spec":{"replicas":7}`, 1)
 	for body, want := range map[string]string{
 		`{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1"}`: "admission review: no request",
 		`not json`: "admission review: invalid JSON",
+		twoUsers:   `admission review: duplicate key \"username\" in the object at $.request.userInfo`,
+		twoSpecs:   `admission review: duplicate key \"spec\" in the object at $.request.object`,
 	} {
 		code, _, raw := admit(t, srv, admissionToken, body)
 		if code != http.StatusBadRequest || !strings.Contains(raw, want) {
-			t.Errorf("%q: %d %s", body, code, raw)
+			t.Errorf("%q: %d %s; want 400 with %s", body, code, raw, want)
 		}
 	}
-	req, _ := http.NewRequest(http.MethodPost, srv.URL+AdmissionPrefix+"staging", strings.NewReader("{}"))
-	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusNotFound {
-		t.Fatalf("unknown cluster: %v %v", resp, err)
+	if st := standing(t, d, webReplicas); len(st) != 0 {
+		t.Fatalf("a review with a duplicate key was recorded: %+v", st)
+	}
+	if n := decisions(h, admRejected); n != 4 {
+		t.Errorf("rejected: %v, want 4", n)
+	}
+}
+
+// TestAdmissionUnknownClusterIsUnauthenticated: a cluster name that is not configured is answered
+// as a wrong credential for a configured one is (401, the same words, the same header), before
+// anything else, so that cluster names cannot be enumerated without a credential.
+func TestAdmissionUnknownClusterIsUnauthenticated(t *testing.T) {
+	srv, _, _ := admissionSetup(t, "deny")
+	answer := func(cluster, tok string) (int, string, string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+AdmissionPrefix+cluster, strings.NewReader(scaleReview("hpa-1", hpaSA, 3, 7, false)))
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header.Get("WWW-Authenticate"), strings.ReplaceAll(string(b), cluster, "CLUSTER")
+	}
+	code, hdr, body := answer("prod", "wrong-token")
+	if code != http.StatusUnauthorized {
+		t.Fatalf("a wrong credential for prod: %d %s", code, body)
+	}
+	for _, tc := range []struct{ cluster, tok string }{{"staging", "wrong-token"}, {"staging", admissionToken}, {"staging", ""}} {
+		if c, h, b := answer(tc.cluster, tc.tok); c != code || h != hdr || b != body {
+			t.Errorf("cluster %s, token %q: %d %q %s; want what a wrong credential for prod gets: %d %q %s", tc.cluster, tc.tok, c, h, b, code, hdr, body)
+		}
 	}
 }
 

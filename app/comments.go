@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -25,8 +27,9 @@ import (
 // comment - is ignored, with a reply saying so. A comment's commands are those it shows now:
 // editing a command away withdraws it, and so does deleting the comment (by its author, or by
 // someone with the permission each command needs). Every command is bound to the pull request's
-// head commit when it was given (a new push is judged without it) and applies in the order of
-// GitHub's timestamps, whatever order deliveries arrive in. Commands on a closed or merged pull
+// head commit when its comment was written (a new push is judged without it), or refused when the
+// head has moved since (headWhenWritten), and applies in the order of GitHub's timestamps,
+// whatever order deliveries arrive in. Commands on a closed or merged pull
 // request are refused. Accepted commands are acknowledged with a reaction; refused or malformed
 // ones are answered with the reason. Comments by bots, Parley's own included, are never read.
 type Comments struct {
@@ -190,7 +193,7 @@ func (h *Comments) commands(ctx context.Context, d store.Delivery, ev github.Iss
 		return nil
 	}
 	// The pull request as it is now: its state, and the head commit the commands are bound to.
-	pr, _, err := gh.PullRequests.Get(ctx, owner, name, number)
+	pr, resp, err := gh.PullRequests.Get(ctx, owner, name, number)
 	if err != nil {
 		return fmt.Errorf("%s#%d: %w", repo.GetFullName(), number, err)
 	}
@@ -202,6 +205,29 @@ func (h *Comments) commands(ctx context.Context, d store.Delivery, ev github.Iss
 		return reply("confused", []string{fmt.Sprintf("refused: #%d is %s; Parley takes no commands on a closed or merged pull request.", number, state)})
 	}
 	head := pr.GetHead().GetSHA()
+	if t, ok := responseDate(resp); ok && head != "" {
+		// What GitHub just showed is itself a head observation, for comments written after it.
+		if err := h.Live.RecordHead(ctx, repo.GetFullName(), number, livestate.Head{SHA: head, At: t}); err != nil {
+			return err
+		}
+	}
+	// A command is bound to the head its author saw: decided once, and only when some command
+	// records anything (help, why and recheck read the pull request as it is now).
+	var moved string
+	for _, c := range cmds {
+		if bindsHead(c.Verb) {
+			if moved, err = h.headWhenWritten(ctx, gh, owner, name, repo.GetFullName(), number, version.At, head); err != nil {
+				return fmt.Errorf("%s#%d: %w", repo.GetFullName(), number, err)
+			}
+			break
+		}
+	}
+	var had []livestate.Command
+	if moved != "" {
+		if had, err = h.Live.CommentCommands(ctx, version); err != nil {
+			return err
+		}
+	}
 	who, err := h.authority(ctx, gh, inst, repo, login)
 	if err != nil {
 		return fmt.Errorf("%s#%d: %w", repo.GetFullName(), number, err)
@@ -224,6 +250,19 @@ func (h *Comments) commands(ctx context.Context, d store.Delivery, ev github.Iss
 		}
 		if who.perm < need {
 			replies = append(replies, fmt.Sprintf("%s: refused: @%s has %s permission on %s; this command needs %s.", ghmarkdown.Code(c.Text), login, who.perm, ghmarkdown.Text(repo.GetFullName()), need))
+			refused = true
+			continue
+		}
+		if moved != "" && bindsHead(c.Verb) {
+			// Given for another head than the one now: refused, unless this very command was
+			// recorded from the comment before (a redelivery or an edit that keeps it), which
+			// stays bound to the commit it was given for.
+			if i := slices.IndexFunc(had, func(o livestate.Command) bool { return o.Text == c.Text }); i >= 0 {
+				records = append(records, had[i])
+				had = slices.Delete(had, i, i+1)
+				continue
+			}
+			replies = append(replies, fmt.Sprintf("%s: refused: %s", ghmarkdown.Code(c.Text), moved))
 			refused = true
 			continue
 		}
@@ -264,7 +303,7 @@ func (h *Comments) commands(ctx context.Context, d store.Delivery, ev github.Iss
 		return nil // a newer version of this comment was applied already; this one says nothing now
 	}
 	for _, c := range applied.Added {
-		replies = append(replies, fmt.Sprintf("`%s`: applies to commit %s, the head now; a new push is judged without it.", c.Text, short(c.Head)))
+		replies = append(replies, fmt.Sprintf("`%s`: applies to commit %s, the head when it was written and now; a new push is judged without it.", c.Text, short(c.Head)))
 	}
 	for _, c := range applied.Withdrawn {
 		replies = append(replies, fmt.Sprintf("`%s`: withdrawn: the comment no longer says it.", c.Text))
@@ -284,6 +323,104 @@ func (h *Comments) commands(ctx context.Context, d store.Delivery, ev github.Iss
 		reaction = "confused"
 	}
 	return reply(reaction, replies)
+}
+
+// bindsHead reports whether a command of verb v is recorded for the head commit it was given for;
+// help, why and recheck record nothing.
+func bindsHead(v chatops.Verb) bool {
+	switch v {
+	case chatops.VerbClaim, chatops.VerbYield, chatops.VerbOverride, chatops.VerbHold, chatops.VerbUnhold:
+		return true
+	}
+	return false
+}
+
+// maxTimelinePages bounds the timeline read per comment (100 events a page): a pull request with a
+// longer one has its commands refused rather than bound on a partial read.
+const maxTimelinePages = 20
+
+// headWhenWritten decides whether a comment written at t (GitHub's time, to the second) was written
+// for head, the pull request's head now. It returns "" when it was, or the reason it was not, for
+// the refusal. What shows the head at a time is what GitHub showed: the heads recorded from
+// pull_request deliveries and reads of the pull request (livestate.RecordHead), and the
+// pull request timeline's force pushes (head_ref_force_pushed, with the commit and the time).
+//
+// Why that suffices: the latest such head before t was the head at that moment, and from then on
+// the head moves only by pushes. A push that is not forced only ever moves it to a descendant, so
+// the head can be that commit again now, after moving, only through a force push, which the
+// timeline lists whether or not its delivery was ever received. So the comment was written for
+// head when the latest head seen before t is head and no force push since then made anything else
+// the head, or happened after t.
+func (h *Comments) headWhenWritten(ctx context.Context, gh *github.Client, owner, name, fullName string, number int, t time.Time, head string) (string, error) {
+	if t.IsZero() {
+		return "GitHub gave no time for this comment, so which commit it was written for is unknown: comment again.", nil
+	}
+	seen, ok, err := h.Live.HeadBefore(ctx, fullName, number, t)
+	if err != nil {
+		return "", err
+	}
+	type push struct {
+		sha string
+		at  time.Time
+	}
+	var forced []push
+	opts := &github.ListOptions{PerPage: 100}
+	for page := 0; ; page++ {
+		if page == maxTimelinePages {
+			return fmt.Sprintf("the pull request's timeline is longer than the %d events Parley reads, so it cannot tell whether the head moved since this comment was written.",
+				maxTimelinePages*opts.PerPage), nil
+		}
+		evs, resp, err := gh.Issues.ListIssueTimeline(ctx, owner, name, number, opts)
+		if err != nil {
+			return "", fmt.Errorf("timeline: %w", err)
+		}
+		for _, e := range evs {
+			if e.GetEvent() == "head_ref_force_pushed" {
+				forced = append(forced, push{e.GetCommitID(), e.GetCreatedAt().Time})
+			}
+		}
+		if resp.NextPage == 0 {
+			break
+		}
+		opts.Page = resp.NextPage
+	}
+	ambiguous := false
+	for _, f := range forced {
+		if f.sha == "" || !f.at.Before(t) {
+			continue
+		}
+		switch {
+		case !ok || f.at.After(seen.At):
+			seen, ok, ambiguous = livestate.Head{SHA: f.sha, At: f.at}, true, false
+		case f.at.Equal(seen.At) && f.sha != seen.SHA:
+			ambiguous = true
+		}
+	}
+	when := t.UTC().Format(time.RFC3339)
+	if !ok || ambiguous {
+		return fmt.Sprintf("Parley has no record of which commit was the head of #%d when this comment was written (%s); the head is now %s: comment again to give it for %s.",
+			number, when, short(head), short(head)), nil
+	}
+	if seen.SHA != head {
+		return fmt.Sprintf("written at %s, the head is now %s: this comment was written (%s) when the head was %s, and the pull request has moved since; comment again to give it for %s.",
+			short(seen.SHA), short(head), when, short(seen.SHA), short(head)), nil
+	}
+	for _, f := range forced {
+		if !f.at.Before(seen.At) && (f.sha != head || !f.at.Before(t)) {
+			return fmt.Sprintf("the head was force-pushed at %s, after the head %s Parley last saw before this comment was written (%s); the head is now %s: comment again to give it for %s.",
+				f.at.UTC().Format(time.RFC3339), short(seen.SHA), when, short(head), short(head)), nil
+		}
+	}
+	return "", nil
+}
+
+// responseDate is the time GitHub answered resp (its Date header, GitHub's clock, to the second).
+func responseDate(resp *github.Response) (time.Time, bool) {
+	if resp == nil || resp.Response == nil {
+		return time.Time{}, false
+	}
+	t, err := http.ParseTime(resp.Header.Get("Date"))
+	return t, err == nil
 }
 
 // verbOf is the verb that records a command of kind k, for the permission withdrawing it needs.

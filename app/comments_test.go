@@ -199,16 +199,52 @@ func newChatOpsRig(t *testing.T) *chatOpsRig {
 	return r
 }
 
-// push makes head the pull request's head and delivers pull_request action for it.
+// push makes head the pull request's head and delivers pull_request action for it, as GitHub
+// would at 10:00 (before t0, when the comments are written).
 func (r *chatOpsRig) push(head, action string) {
 	r.t.Helper()
+	r.moveHead(head)
+	r.deliver(head, action, time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC))
+}
+
+// moveHead makes head the pull request's head on GitHub, without any delivery (yet).
+func (r *chatOpsRig) moveHead(head string) {
 	r.head = head
+	r.git("update-ref", "refs/pull/7/head", head)
 	r.gh.SetPullRequest("acme/infra", 7, map[string]any{"number": 7, "state": "open", "merged": false, "title": "Right-size the consumers",
 		"head": map[string]any{"sha": head, "ref": "rightsize"}, "base": map[string]any{"sha": r.base, "ref": "main"},
 		"user": map[string]any{"login": "cost-optimizer[bot]"}})
-	if err := r.h.Handle(context.Background(), store.Delivery{ID: "pr-" + action + head[:7], Event: "pull_request", Body: prEvent(r.t, r.dir, r.base, head, action)}); err != nil {
+}
+
+// deliver delivers pull_request action for head, the pull request as GitHub updated it at at.
+func (r *chatOpsRig) deliver(head, action string, at time.Time) {
+	r.t.Helper()
+	body := example(r.t, "pull_request", "opened", func(ev map[string]any) {
+		pointAt(ev, r.dir)
+		ev["action"], ev["number"] = action, 7
+		pr := ev["pull_request"].(map[string]any)
+		pr["number"], pr["title"], pr["body"] = 7, "Right-size the consumers", "Monthly budget review."
+		pr["head"].(map[string]any)["sha"] = head
+		pr["base"].(map[string]any)["sha"] = r.base
+		pr["user"].(map[string]any)["login"] = "cost-optimizer[bot]"
+		pr["updated_at"] = at.Format(time.RFC3339)
+	})
+	if err := r.h.Handle(context.Background(), store.Delivery{ID: "pr-" + action + head[:7], Event: "pull_request", Body: body}); err != nil {
 		r.t.Fatal(err)
 	}
+}
+
+// commit commits desired_capacity = capacity on the pull request's branch and returns the commit.
+func (r *chatOpsRig) commit(capacity int) string {
+	r.t.Helper()
+	r.git("checkout", "-q", "rightsize")
+	if err := os.WriteFile(filepath.Join(r.dir, "infra/kafka/main.tf"), []byte(strings.Replace(kafkaTF, "desired_capacity = 6", fmt.Sprint("desired_capacity = ", capacity), 1)), 0o644); err != nil {
+		r.t.Fatal(err)
+	}
+	r.git("commit", "-q", "-am", fmt.Sprint("Capacity ", capacity, "\n\nIntent: cost\nMotivation: budget\n"))
+	sha := r.git("rev-parse", "HEAD")
+	r.git("checkout", "-q", "main")
+	return sha
 }
 
 // send delivers one issue_comment payload.
@@ -355,5 +391,94 @@ func TestChatOpsOrderIsGitHubs(t *testing.T) {
 	r.send("created", 1002, "dana", "dana", "/parley unhold", t0.Add(2*time.Minute))
 	if st, err := r.live.ForPR(context.Background(), "acme/infra", 7, r.head); err != nil || !st.Held {
 		t.Errorf("the unhold written before the hold lifted it: %+v %v", st, err)
+	}
+}
+
+// TestChatOpsCommandIsBoundToTheHeadItWasWrittenAt: a maintainer writes an override at head A
+// (10:01); the writer pushes B, 5000 (far above the maximum 16), before Parley handles the
+// comment. The override is refused, naming both commits, whether the push's delivery came first,
+// later or never, and when the comment is delivered again; given again after the push it applies
+// to B. A push the delivery of which was lost, followed by a force push back after the comment
+// was written, is caught on GitHub's timeline.
+func TestChatOpsCommandIsBoundToTheHeadItWasWrittenAt(t *testing.T) {
+	r := newChatOpsRig(t)
+	a := r.head
+	b := r.commit(5000)
+	r.moveHead(b) // pushed at 10:02; its synchronize delivery is not handled yet
+	r.send("created", 1101, "dana", "dana", overrideCapacity, t0)
+	refusal := "refused: written at " + short(a) + ", the head is now " + short(b)
+	if reply := lastReply(r.gh); !strings.Contains(reply, refusal) {
+		t.Errorf("reply to the override written at A, handled at B: %q", reply)
+	}
+	if st, err := r.live.ForPR(context.Background(), "acme/infra", 7, b); err != nil || len(st.Overrides) != 0 {
+		t.Fatalf("the override written at A was recorded for B: %+v %v", st, err)
+	}
+	r.deliver(b, "synchronize", t0.Add(time.Minute))
+	if v := r.verdict(); v != "veto by bounds" {
+		t.Errorf("B after the refused override: %s", v)
+	}
+	// Delivered again after the synchronize: refused again, nothing recorded.
+	r.send("created", 1101, "dana", "dana", overrideCapacity, t0)
+	if reply := lastReply(r.gh); !strings.Contains(reply, refusal) {
+		t.Errorf("reply to the redelivered override: %q", reply)
+	}
+	if v := r.verdict(); v != "veto by bounds" {
+		t.Errorf("B after the redelivered override: %s", v)
+	}
+	// Written after the push, the maintainer's override is for B.
+	r.send("created", 1102, "dana", "dana", overrideCapacity, t0.Add(2*time.Minute))
+	if v := r.verdict(); v != "enforce-git by override" {
+		t.Errorf("the override written at B: %s", v)
+	}
+	if reply := lastReply(r.gh); !strings.Contains(reply, "applies to commit "+short(b)) {
+		t.Errorf("acknowledgement of the override at B: %q", reply)
+	}
+	// C is pushed (10:04) and its delivery lost; the maintainer holds at C (10:05); the writer
+	// force-pushes B back (10:06), its delivery lost too. The head now is B, as last seen before
+	// the hold, but the hold was not written for B: only the timeline's force push shows it.
+	c := r.commit(40)
+	r.moveHead(c)
+	r.moveHead(b)
+	r.gh.AddTimelineEvent("acme/infra", 7, fakegithub.TimelineEvent{Event: "head_ref_force_pushed", Actor: "mallory", CommitID: b, CreatedAt: t0.Add(5 * time.Minute)})
+	r.send("created", 1103, "dana", "dana", `/parley hold reason="looking at C"`, t0.Add(4*time.Minute))
+	if reply := lastReply(r.gh); !strings.Contains(reply, "refused: the head was force-pushed at 2026-11-20T10:06:00Z") {
+		t.Errorf("reply to the hold written before a force push back: %q", reply)
+	}
+	if st, err := r.live.ForPR(context.Background(), "acme/infra", 7, b); err != nil || st.Held {
+		t.Errorf("the hold written at C was recorded for B: %+v %v", st, err)
+	}
+	// A pull request Parley never saw a head of before the comment: refused, and given again it
+	// applies (the read of the pull request that refused it is itself a head seen).
+	r.gh.SetClock(func() time.Time { return t0.Add(10 * time.Minute) })
+	r.send("created", 1201, "dana", "dana", "/parley hold", t0.Add(-time.Hour))
+	if reply := lastReply(r.gh); !strings.Contains(reply, "refused: Parley has no record of which commit was the head of #7") {
+		t.Errorf("reply to a hold older than any head seen: %q", reply)
+	}
+	r.send("created", 1202, "dana", "dana", "/parley hold", t0.Add(11*time.Minute))
+	if st, err := r.live.ForPR(context.Background(), "acme/infra", 7, b); err != nil || !st.Held {
+		t.Errorf("the hold given again was not recorded: %+v %v", st, err)
+	}
+}
+
+// TestChatOpsDelayedEditIsBoundToItsHead: an edit written at head A (10:02) and handled after B
+// was pushed (10:03) adds nothing for B: its new hold is refused naming both commits, and the
+// override it keeps stays for A, not withdrawn.
+func TestChatOpsDelayedEditIsBoundToItsHead(t *testing.T) {
+	r := newChatOpsRig(t)
+	a := r.head
+	r.send("created", 1301, "dana", "dana", overrideCapacity, t0)
+	b := r.commit(5000)
+	r.moveHead(b)
+	r.deliver(b, "synchronize", t0.Add(2*time.Minute))
+	r.send("edited", 1301, "dana", "dana", overrideCapacity+"\n/parley hold", t0.Add(time.Minute))
+	reply := lastReply(r.gh)
+	if !strings.Contains(reply, "`/parley hold`: refused: written at "+short(a)+", the head is now "+short(b)) || strings.Contains(reply, "withdrawn") {
+		t.Errorf("reply to the delayed edit: %q", reply)
+	}
+	if st, err := r.live.ForPR(context.Background(), "acme/infra", 7, b); err != nil || st.Held || len(st.Overrides) != 0 {
+		t.Errorf("the edit written at A changed B: %+v %v", st, err)
+	}
+	if st, err := r.live.ForPR(context.Background(), "acme/infra", 7, a); err != nil || len(st.Overrides) != 1 {
+		t.Errorf("the override the edit kept is no longer for A: %+v %v", st, err)
 	}
 }

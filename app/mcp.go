@@ -1,10 +1,12 @@
 package app
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"runtime/debug"
 	"sync"
@@ -49,7 +51,27 @@ func (h *MCP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxMCPBytes)
+	if r.Method == http.MethodPost {
+		// A JSON-RPC message naming a key twice ("method", "id", a tool's "name") is refused as
+		// the rest of the intake refuses one: the SDK's encoding/json would keep the last silently.
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			writeJSON(w, http.StatusRequestEntityTooLarge, mcpRequestError(fmt.Sprintf("the request: %v", err)))
+			return
+		}
+		if err := core.UniqueKeys(body); errors.Is(err, core.ErrDuplicateKey) {
+			writeJSON(w, http.StatusBadRequest, mcpRequestError(fmt.Sprintf("the request: %v: name each key once", err)))
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+	}
 	h.handler.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), mcpTokenKey{}, tok)))
+}
+
+// mcpRequestError is a JSON-RPC error answer to a request Parley refuses before reading it as one
+// (so with no id: JSON-RPC's answer to a request whose id cannot be trusted).
+func mcpRequestError(msg string) map[string]any {
+	return map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{"code": -32600, "message": msg}}
 }
 
 // agentBackend is what an MCP session may do, as its token's identity, through the drift loop's

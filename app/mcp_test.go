@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -98,6 +99,41 @@ func TestMCPOverHTTPActsAsTheTokensIdentity(t *testing.T) {
 	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: mcptools.ToolPropose, Arguments: map[string]any{"field": capacityField, "value": 1, "repository": "acme/nowhere"}})
 	if err != nil || !res.IsError {
 		t.Fatalf("an unknown repository must be a tool error: %v %+v", err, res)
+	}
+}
+
+// TestMCPOverHTTPRefusesDuplicateKeys: a JSON-RPC request naming a key twice (here the tool's
+// name: explain, or propose?) is answered 400 with a JSON-RPC error naming the key, and nothing
+// is proposed.
+func TestMCPOverHTTPRefusesDuplicateKeys(t *testing.T) {
+	_, h, _, token := proposalsSetup(t)
+	srv := httptest.NewServer(&MCP{Proposals: h, Version: "test"})
+	defer srv.Close()
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"explain_field","name":"propose_change",` +
+		`"arguments":{"field":"` + capacityField + `","value":12,"idempotency_key":"dup-1"}}}`
+	req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var rpc struct {
+		ID    any `json:"id"`
+		Error struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(b, &rpc); err != nil || resp.StatusCode != http.StatusBadRequest || rpc.Error.Code != -32600 ||
+		!strings.Contains(rpc.Error.Message, `duplicate key "name" in the object at $.params`) {
+		t.Fatalf("%d %s (%v)", resp.StatusCode, b, err)
+	}
+	if _, ok, err := h.Agents.Lookup(context.Background(), mustTokenID(t, h, token), "dup-1"); err != nil || ok {
+		t.Fatalf("the refused request was proposed: %v %v", ok, err)
 	}
 }
 

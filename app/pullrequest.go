@@ -89,6 +89,9 @@ func (h *PullRequests) Handle(ctx context.Context, d store.Delivery) error {
 	if err := json.Unmarshal(d.Body, &ev); err != nil {
 		return webhooks.Permanent(fmt.Errorf("decode %s delivery %s: %w", d.Event, d.ID, err))
 	}
+	if err := h.recordHead(ctx, ev); err != nil {
+		return err
+	}
 	if d.Event == "pull_request" && ev.GetAction() == "closed" {
 		if ev.GetPullRequest().GetMerged() {
 			return h.recordMerge(ctx, ev) // a merged proposal needs no word: the value is Git's
@@ -116,6 +119,17 @@ func (h *PullRequests) Handle(ctx context.Context, d store.Delivery) error {
 		FullName: repo.GetFullName(), CloneURL: repo.GetCloneURL(), DefaultBranch: repo.GetDefaultBranch(), PR: pr,
 	})
 	return err
+}
+
+// recordHead keeps the head commit the delivery shows, at the time GitHub last updated the pull
+// request (for synchronize, the push): what /parley commands are bound to is read from these
+// (Comments.headWhenWritten), not from the head when a comment happens to be processed.
+func (h *PullRequests) recordHead(ctx context.Context, ev github.PullRequestEvent) error {
+	pr, repo := ev.GetPullRequest(), ev.GetRepo()
+	if h.Live == nil || pr == nil || repo == nil || pr.GetHead().GetSHA() == "" || pr.GetUpdatedAt().IsZero() {
+		return nil
+	}
+	return h.Live.RecordHead(ctx, repo.GetFullName(), pr.GetNumber(), livestate.Head{SHA: pr.GetHead().GetSHA(), At: pr.GetUpdatedAt().Time})
 }
 
 // proposalClosed tells a veto put to people, whose pull request was closed without merging, that

@@ -111,3 +111,31 @@ func FuzzDeepPolicy(f *testing.F) {
 		Parse([]byte(src), ".parley/policy.hcl") // diagnostics are an answer; a crash ends the fuzzer
 	})
 }
+
+// FuzzSigningKey checks that no signing_keys entry makes the reader panic, and that a key it
+// accepts has an id and proves only the principals it names (none for a bare key, which the
+// loader binds or refuses).
+func FuzzSigningKey(f *testing.F) {
+	const key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOdVVxmP91uVq8c4dWtrR81GBkh+FNNlaf3WWqwBMHan"
+	for _, s := range []string{key, key + " alice", "alice@x.dev " + key, "alice@x.dev,*@y.dev " + key, `alice@x.dev namespaces="git" ` + key,
+		`alice@x.dev cert-authority ` + key, "alice@x.dev -----BEGIN PGP PUBLIC KEY BLOCK-----\n\nx\n-----END PGP PUBLIC KEY BLOCK-----", ",", `a "b" c`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		k, err := parseSigningKey(s)
+		if err != nil {
+			return
+		}
+		if k.ID == "" {
+			t.Fatalf("%q: accepted with no key id", s)
+		}
+		for _, p := range k.Principals {
+			if p == "" {
+				t.Fatalf("%q: an empty principal", s)
+			}
+		}
+		if len(k.Principals) == 0 && k.SignsAs("alice@x.dev") {
+			t.Fatalf("%q: a key naming nobody signs as alice", s)
+		}
+	})
+}

@@ -515,16 +515,6 @@ func (c *compiler) actor(b *hcl.Block, pend *pending) {
 	}
 	a.Motivation, _ = c.refStr(&pend.motivationRefs, blk, "motivation")
 	a.Confined = c.boolean(as, "confined")
-	if vals, rngs, present := c.list(as, "signing_keys"); present {
-		for i, v := range vals {
-			k, err := parseSigningKey(v)
-			if err != nil {
-				c.errorf(rngs[i], "actor %s: signing_keys[%d]: %v", name, i, err)
-				continue
-			}
-			a.SigningKeys = append(a.SigningKeys, k)
-		}
-	}
 	for _, ms := range matcherSources {
 		if vals, rngs, present := c.list(as, ms.attr); present {
 			for i, v := range vals {
@@ -533,6 +523,29 @@ func (c *compiler) actor(b *hcl.Block, pend *pending) {
 				}
 			}
 			a.Match[ms.source] = vals
+		}
+	}
+	// Keys are read after git_authors: a bare key is bound to the actor's one literal email.
+	if vals, rngs, present := c.list(as, "signing_keys"); present {
+		authors := a.Match[core.SourceGitAuthor]
+		for i, v := range vals {
+			k, err := parseSigningKey(v)
+			if err != nil {
+				c.errorf(rngs[i], "actor %s: signing_keys[%d]: %v", name, i, err)
+				continue
+			}
+			if k.Principals == nil {
+				// A key that names nobody would prove every email the actor matches, so that one
+				// member's key signs as another; it is taken only where it can prove one email.
+				if len(authors) != 1 || strings.Contains(authors[0], "*") {
+					c.errorf(rngs[i], "actor %s: signing_keys[%d] names no principals, and the actor matches %s: write the emails this key signs as "+
+						"before it, as in git's allowed-signers (\"alice@example.com ssh-ed25519 AAAA...\"); a key proves only the emails it names",
+						name, i, describeAuthors(authors))
+					continue
+				}
+				k.Principals = []string{authors[0]}
+			}
+			a.SigningKeys = append(a.SigningKeys, k)
 		}
 	}
 	c.p.Actors = append(c.p.Actors, a)
@@ -850,4 +863,15 @@ func LedgerOpenPGPKeys(src []byte, filename string) string {
 		return ""
 	}
 	return p.OpenPGPKeyring()
+}
+
+// describeAuthors says which git_authors an actor matches, for the error on a bare key.
+func describeAuthors(authors []string) string {
+	switch {
+	case len(authors) == 0:
+		return "no git_authors"
+	case len(authors) == 1:
+		return fmt.Sprintf("the glob %q", authors[0])
+	}
+	return fmt.Sprintf("%d git_authors", len(authors))
 }

@@ -132,7 +132,8 @@ type Actor struct {
 	Match map[core.IdentitySource][]string
 	// SigningKeys are the keys whose signatures prove a commit is the actor's (signing_keys): a
 	// commit whose author email matches git_authors counts as the actor only when one of them
-	// signed it, unless the policy sets trust_unsigned_git_authors.
+	// that names that email among its principals signed it, unless the policy sets
+	// trust_unsigned_git_authors. A key of another member of the actor proves nothing of an author.
 	SigningKeys []SigningKey
 }
 
@@ -142,11 +143,32 @@ type SigningKey struct {
 	// Armored is the OpenPGP public key block, for OpenPGP keys; "" for SSH keys, which a
 	// signature carries itself.
 	Armored string
+	// Principals are the author emails (globs) the key signs as, as git's allowed-signers names
+	// them: the key proves these and no other. A bare key is bound, when the policy is loaded, to
+	// its actor's one literal git_authors email.
+	Principals []string
 }
 
-// HasKey reports whether the actor lists the key with id.
+// HasKey reports whether the actor lists the key with id, for whatever principals.
 func (a *Actor) HasKey(id string) bool {
 	return id != "" && slices.ContainsFunc(a.SigningKeys, func(k SigningKey) bool { return k.ID == id })
+}
+
+// KeySignsAs reports whether the actor lists the key with id for the author email: a key listed
+// for another of the actor's people does not prove this one.
+func (a *Actor) KeySignsAs(id, email string) bool {
+	return id != "" && slices.ContainsFunc(a.SigningKeys, func(k SigningKey) bool { return k.ID == id && k.SignsAs(email) })
+}
+
+// PrincipalsOf returns the principals the actor lists the key with id for.
+func (a *Actor) PrincipalsOf(id string) []string {
+	var out []string
+	for _, k := range a.SigningKeys {
+		if k.ID == id {
+			out = append(out, k.Principals...)
+		}
+	}
+	return out
 }
 
 // MayAssertIntent reports whether the actor may assert intent i.
@@ -251,7 +273,8 @@ func (p *Policy) GitActor() *Actor { return p.actorsByName[GitActorName] }
 
 // ResolveActor returns the first declared actor (in declaration order) matching the identity, or nil.
 // A git-author identity matches an actor only when it is proven: signed by one of the actor's
-// signing_keys, or vouched for (core.Proof); or when the policy sets trust_unsigned_git_authors.
+// signing_keys for that email, or vouched for (core.Proof); or when the policy sets
+// trust_unsigned_git_authors.
 func (p *Policy) ResolveActor(id core.Identity) *Actor {
 	for _, a := range p.Actors {
 		if a.matches(id) && p.proves(a, id) {
@@ -277,7 +300,7 @@ func (p *Policy) proves(a *Actor, id core.Identity) bool {
 	if id.Source != core.SourceGitAuthor || p.TrustUnsignedGitAuthors || id.Proof.Vouched != "" {
 		return true
 	}
-	return a.HasKey(id.Proof.Key)
+	return a.KeySignsAs(id.Proof.Key, id.ID)
 }
 
 // OpenPGPKeyring is the armored OpenPGP keys every actor lists, one after another: what the ledger

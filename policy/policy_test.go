@@ -252,6 +252,46 @@ func TestSigningKeysMustBeKeys(t *testing.T) {
 	}
 }
 
+// TestSigningKeysNamePrincipals: signing_keys entries are allowed-signers lines, "PRINCIPALS
+// [OPTIONS] KEY"; a bare key is taken only where it can prove one email (its actor's one literal
+// git_authors), and refused, saying how to fix it, where it would prove several people.
+func TestSigningKeysNamePrincipals(t *testing.T) {
+	const alice = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOdVVxmP91uVq8c4dWtrR81GBkh+FNNlaf3WWqwBMHan"
+	for _, tc := range []struct {
+		name, authors, keys string
+		want                []string // principals of the key, or
+		err                 string
+	}{
+		{"principals first", `["alice@x.dev", "bob@x.dev"]`, `["alice@x.dev ` + alice + `"]`, []string{"alice@x.dev"}, ""},
+		{"several principals", `["*@x.dev"]`, `["alice@x.dev,a@x.dev ` + alice + ` laptop"]`, []string{"alice@x.dev", "a@x.dev"}, ""},
+		{"namespaces option", `["alice@x.dev"]`, `["alice@x.dev namespaces=\"git,file\" ` + alice + `"]`, []string{"alice@x.dev"}, ""},
+		{"bare key, one literal author", `["alice@x.dev"]`, `["` + alice + ` alice"]`, []string{"alice@x.dev"}, ""},
+		{"bare key, two authors", `["alice@x.dev", "bob@x.dev"]`, `["` + alice + `"]`,
+			nil, "signing_keys[0] names no principals, and the actor matches 2 git_authors: write the emails this key signs as before it"},
+		{"bare key, a glob", `["*@x.dev"]`, `["` + alice + `"]`, nil, `the actor matches the glob "*@x.dev"`},
+		{"other option", `["alice@x.dev"]`, `["alice@x.dev valid-after=\"20260101\" ` + alice + `"]`, nil, `option "valid-after=\"20260101\"" is not supported`},
+		{"namespace without git", `["alice@x.dev"]`, `["alice@x.dev namespaces=\"file\" ` + alice + `"]`, nil, "excludes namespace git"},
+		{"principals only", `["alice@x.dev"]`, `["alice@x.dev"]`, nil, `principals "alice@x.dev" name no key after them`},
+		{"empty principal", `["alice@x.dev"]`, `["alice@x.dev,, ` + alice + `"]`, nil, "an empty principal"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := Parse([]byte("actor \"a\" {\n  git_authors = "+tc.authors+"\n  signing_keys = "+tc.keys+"\n}\n"), "p.hcl")
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want one containing %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := p.Actor("a").SigningKeys[0].Principals; !slices.Equal(got, tc.want) {
+				t.Errorf("principals %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestResolveActor(t *testing.T) {
 	p, err := Parse([]byte(mustRead(t, "../internal/demo/policy.hcl")), "demo.hcl")
 	if err != nil {
@@ -275,6 +315,10 @@ func TestResolveActor(t *testing.T) {
 		{core.Identity{Source: core.SourceGitAuthor, ID: "alice@parley.example", Proof: core.Proof{Key: demoKey(t, "scanner@parley.example")}}, ""},
 		{core.Identity{Source: core.SourceGitAuthor, ID: "alice@parley.example", Proof: core.Proof{Vouched: "--author"}}, "oncall"},
 		{core.Identity{Source: core.SourceGitAuthor, ID: "cost-optimizer@parley.example", Proof: core.Proof{Key: demoKey(t, "cost-optimizer@parley.example")}}, "cost-optimizer"},
+		// A key proves the principals it is listed for: Bob's key, though oncall lists it, does not
+		// prove a commit authored as Alice (git's allowed-signers binds a key to its principals).
+		{core.Identity{Source: core.SourceGitAuthor, ID: "alice@parley.example", Proof: core.Proof{Key: demoKey(t, "bob@parley.example")}}, ""},
+		{core.Identity{Source: core.SourceGitAuthor, ID: "bob@parley.example", Proof: core.Proof{Key: demoKey(t, "bob@parley.example")}}, "oncall"},
 		// The key alone is not an identity: it proves the email the actor matches, not another.
 		{core.Identity{Source: core.SourceGitAuthor, ID: "mallory@parley.example", Proof: core.Proof{Key: demoKey(t, "alice@parley.example")}}, ""},
 		// The source matters: an email is not a Kubernetes user unless listed as one.

@@ -197,7 +197,7 @@ func NewServer(b Backend, version string) *mcp.Server {
 		OutputSchema: outputSchema[ProposeOutput](map[string]string{
 			"rule": ruleDesc, "until": untilDesc, "explanation": explanationDesc,
 		}),
-	}, t.propose)
+	}, uniqueArguments(t.propose))
 	mcp.AddTool(s, &mcp.Tool{
 		Name:  ToolYield,
 		Title: "Give an infrastructure field up",
@@ -209,7 +209,7 @@ func NewServer(b Backend, version string) *mcp.Server {
 		OutputSchema: outputSchema[ProposeOutput](map[string]string{
 			"rule": ruleDesc, "until": untilDesc, "explanation": explanationDesc,
 		}),
-	}, t.yield)
+	}, uniqueArguments(t.yield))
 	mcp.AddTool(s, &mcp.Tool{
 		Name:  ToolExplain,
 		Title: "Explain an infrastructure field",
@@ -221,7 +221,7 @@ func NewServer(b Backend, version string) *mcp.Server {
 		OutputSchema: outputSchema[ExplainOutput](map[string]string{
 			"decision": decisionDesc, "rule": ruleDesc, "until": untilDesc, "explanation": explanationDesc,
 		}),
-	}, t.explain)
+	}, uniqueArguments(t.explain))
 	mcp.AddTool(s, &mcp.Tool{
 		Name:  ToolClaims,
 		Title: "List who holds infrastructure fields",
@@ -231,11 +231,28 @@ func NewServer(b Backend, version string) *mcp.Server {
 		Annotations:  &mcp.ToolAnnotations{Title: "List claims", ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: &falseP},
 		InputSchema:  inputSchema[ClaimsInput](),
 		OutputSchema: outputSchema[ClaimsOutput](nil),
-	}, t.claims)
+	}, uniqueArguments(t.claims))
 	return s
 }
 
 type tools struct{ b Backend }
+
+// uniqueArguments refuses a call whose arguments name a key twice, as every other intake does
+// (core.UniqueKeys): the SDK decodes them with encoding/json, which keeps the last silently, so an
+// agent's log or a reviewer reading the first "value" would see another call than the one made.
+// It is checked here, on the arguments as they arrived, so that both transports (stdio and
+// serve's /mcp) refuse alike.
+func uniqueArguments[In, Out any](h mcp.ToolHandlerFor[In, Out]) mcp.ToolHandlerFor[In, Out] {
+	return func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, Out, error) {
+		if req != nil && req.Params != nil {
+			if err := core.UniqueKeys(req.Params.Arguments); errors.Is(err, core.ErrDuplicateKey) {
+				var none Out
+				return nil, none, fmt.Errorf("the arguments of %s: %w: name each argument once", req.Params.Name, err)
+			}
+		}
+		return h(ctx, req, in)
+	}
+}
 
 func (t tools) now() time.Time {
 	if c, ok := t.b.(Clock); ok {

@@ -468,3 +468,29 @@ type failingBackend struct{ *fakeBackend }
 func (failingBackend) Propose(context.Context, string, string, []core.Claim) (mcptools.Proposal, error) {
 	return mcptools.Proposal{}, errors.New("drift state unavailable")
 }
+
+// TestMCPRefusesDuplicateArguments: a call whose arguments name a key twice is a tool error naming
+// the key, and nothing is proposed, explained or listed (the SDK's encoding/json would have kept
+// the last "value", 12, while the first, 24, is what a log or a reviewer reads first).
+func TestMCPRefusesDuplicateArguments(t *testing.T) {
+	b := &fakeBackend{}
+	cs := connect(t, b)
+	for _, tc := range []struct{ tool, args, key string }{
+		{"propose_change", `{"field":"` + capacityField + `","value":24,"value":12}`, "value"},
+		{"propose_change", `{"field":"` + capacityField + `","value":12,"motivation":{"kind":"incident","kind":"traffic"}}`, "kind"},
+		{"yield_field", `{"field":"` + capacityField + `","expires":"1h","expires":"9999h"}`, "expires"},
+		{"explain_field", `{"field":"` + capacityField + `","field":"k8s:apps/Deployment/prod/web#/spec/replicas"}`, "field"},
+		{"list_claims", `{"pattern":"tf:**//aws_autoscaling_group.*","limit":1,"limit":200}`, "limit"},
+	} {
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tc.tool, Arguments: json.RawMessage(tc.args)})
+		if err != nil {
+			t.Fatalf("%s %s: protocol error: %v", tc.tool, tc.args, err)
+		}
+		if !res.IsError || !strings.Contains(text(res), `duplicate key "`+tc.key+`"`) {
+			t.Errorf("%s %s: %+v %s; want a tool error naming the duplicate key %q", tc.tool, tc.args, res.IsError, text(res), tc.key)
+		}
+	}
+	if calls := b.Calls(); len(calls) != 0 {
+		t.Errorf("calls with duplicate arguments reached the backend: %v", calls)
+	}
+}

@@ -391,13 +391,13 @@ func (j judge) outcome(v core.Verdict, own *core.Claim) report.Outcome {
 // before a win; the opener's on a tie), with a step naming everyone judged.
 func (j judge) asContributors(in arbiter.Input, pr PullRequest, files []string, opener core.Verdict) core.Verdict {
 	worst, as := opener, identityLabel(pr.Author)
-	seen := map[string]bool{identityLabel(pr.Author): true}
+	seen := map[string]bool{judgedAs(pr.Author): true}
 	var names []string
 	for _, c := range pr.Contributors {
 		if !c.judgedOn(files) {
 			continue
 		}
-		key := identityLabel(c.Identity)
+		label, key := identityLabel(c.Identity), judgedAs(c.Identity)
 		names = append(names, fmt.Sprintf("%s (%s)", c.Identity.ID, c.What))
 		if seen[key] {
 			continue
@@ -407,7 +407,7 @@ func (j judge) asContributors(in arbiter.Input, pr PullRequest, files []string, 
 		alt.Live = append([]core.Claim(nil), in.Live...)
 		alt.Live[0].Actor = core.Actor{Identity: c.Identity}
 		if v := j.decide(alt, true); severity(j.outcome(v, &alt.Live[0])) > severity(j.outcome(worst, &in.Live[0])) {
-			worst, as = v, key
+			worst, as = v, label
 		}
 	}
 	step := core.Step{Rule: "contributors", Outcome: "judged as " + as, Detail: fmt.Sprintf(
@@ -435,6 +435,13 @@ func identityLabel(id core.Identity) string {
 		return id.String() + " (unverified)"
 	}
 	return id.String()
+}
+
+// judgedAs is what makes two identities judge alike: the identity and what proves it. A commit
+// authored as alice and signed with bob's key is not the alice of a commit signed with hers (a
+// key proves only the principals the policy lists it for), so it is judged on its own.
+func judgedAs(id core.Identity) string {
+	return identityLabel(id) + "\x00" + id.Proof.Key + "\x00" + id.Proof.Vouched
 }
 
 // severity orders outcomes from the pull request's point of view: higher is worse for it.

@@ -87,18 +87,32 @@ func defaultBranch(dir string, l *ledger.Ledger) (string, error) {
 // branch checked out: in a clone of a pull request's branch that is the branch being judged, which
 // must not be judged under its own policy and history.
 func reviewBase(dir, base string) (string, error) {
+	c, err := chooseBase(dir, base)
+	return c.Ref, err
+}
+
+// baseChoice is the base a review judges against and why that one: the policy and the ledger are
+// read from it, so the output names it (a fork's origin/HEAD is the fork's own branch, which may
+// carry the contributor's own policy).
+type baseChoice struct {
+	Ref string // as given or found: "origin/main", "main"
+	How string // why it was taken: "--base", "origin/HEAD names it", ...
+}
+
+// chooseBase is reviewBase with the reason for the choice.
+func chooseBase(dir, base string) (baseChoice, error) {
 	if base != "" {
-		return base, nil
+		return baseChoice{base, "--base"}, nil
 	}
 	if out, err := explainGit(dir, "symbolic-ref", "--quiet", "--short", "refs/remotes/origin/HEAD"); err == nil {
-		return strings.TrimSpace(string(out)), nil
+		return baseChoice{strings.TrimSpace(string(out)), "origin/HEAD names it; in a fork's clone that is the fork's branch: --base names another"}, nil
 	}
 	for _, b := range []string{"main", "master"} {
 		if _, err := explainGit(dir, "rev-parse", "--verify", "--quiet", "refs/heads/"+b); err == nil {
-			return b, nil
+			return baseChoice{b, "no origin/HEAD here, so the local " + b + "; --base names another"}, nil
 		}
 	}
-	return "", errors.New("no base branch to judge against: origin/HEAD, main and master do not exist here; " +
+	return baseChoice{}, errors.New("no base branch to judge against: origin/HEAD, main and master do not exist here; " +
 		"name the branch the changes merge into with --base (e.g. --base origin/main)")
 }
 

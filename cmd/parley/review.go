@@ -36,7 +36,10 @@ It is the check the GitHub App runs on a pull request, without GitHub.
 
 The base is --base (a local or remote-tracking branch), else the branch origin/HEAD names (as
 origin/NAME), else a local main or master; with none of them review stops and asks for --base. The
-branch being judged never supplies its own policy or history. A commit counts as the actor its
+output names the base, its commit and why it was taken ("base: origin/main at 1a2b3c4 (origin/HEAD
+names it ...)"; in a fork's clone origin/HEAD is the fork's own branch: pass --base upstream/main).
+The branch being judged never supplies its own policy or history: a --head that is the base's
+commit itself (--head main where main is the base) is refused. A commit counts as the actor its
 author email names only when a key the base policy lists for that actor signed it, and the
 branch's claims are judged as the head commit's author and, on the fields of the files each
 touched, as every other commit's author: the least favourable verdict stands.
@@ -101,10 +104,11 @@ run; 2 for bad input (a missing or malformed plan, an unsupported format_version
 			if head == "" {
 				return usageErr(fmt.Errorf("--head is required (the branch or commit to judge), or --plan (a Terraform plan to judge)"))
 			}
-			base, err := reviewBase(dir, base)
+			chosen, err := chooseBase(dir, base)
 			if err != nil {
 				return usageErr(err)
 			}
+			base := chosen.Ref
 			// The policy and the ledger come from the base, never from the branch being judged.
 			repo, err := openRepoAt(cmd, dir, base)
 			if err != nil {
@@ -117,6 +121,13 @@ run; 2 for bad input (a missing or malformed plan, an unsupported format_version
 			src, err := openReviewSource(cmd, dir, base, head)
 			if err != nil {
 				return usageErr(err)
+			}
+			if src.BaseSHA() == src.HeadSHA() {
+				// A branch judged against itself brings its own policy and history and changes
+				// nothing: it would pass whatever it holds (a branch named main, with no origin/HEAD).
+				return usageErr(fmt.Errorf("--head %s is the base itself: the base %s (%s) is commit %s too, so the branch would be judged "+
+					"under its own policy and history; name the branch the changes merge into with --base (e.g. --base upstream/main)",
+					head, base, chosen.How, short(src.BaseSHA())))
 			}
 			polSrc, polName, err := repo.policySource()
 			if err != nil {
@@ -162,16 +173,18 @@ run; 2 for bad input (a missing or malformed plan, an unsupported format_version
 				enc.SetIndent("", "  ")
 				if err := enc.Encode(struct {
 					report.Document
+					Base         reviewedBase   `json:"base"`
 					Outcomes     []fieldOutcome `json:"outcomes"`
 					Conclusion   string         `json:"conclusion"`
 					Problems     []string       `json:"problems,omitempty"`
 					PolicyChange *policyChange  `json:"policy_change,omitempty"`
 				}{report.Document{Schema: report.Schema, Head: pr.HeadSHA, Generated: now, Verdicts: res.Verdicts},
-					outcomes, conclusion, res.Problems, pc}); err != nil {
+					reviewedBase{Ref: base, Commit: pr.BaseSHA, ChosenBy: chosen.How}, outcomes, conclusion, res.Problems, pc}); err != nil {
 					return err
 				}
 			} else {
 				fmt.Fprintf(out, "%s (%s...%s)\n", report.Headline(res.Verdicts)[4:], short(pr.BaseSHA), short(pr.HeadSHA))
+				fmt.Fprintf(out, "  base: %s at %s (%s)\n", base, short(pr.BaseSHA), chosen.How)
 				for _, s := range res.Sources {
 					fmt.Fprintf(out, "  %s\n", s)
 				}
@@ -199,7 +212,7 @@ run; 2 for bad input (a missing or malformed plan, an unsupported format_version
 	f.StringVar(&head, "head", "", "the branch or commit to judge (required unless --plan)")
 	f.StringVar(&author, "author", "", "GitHub login to judge the claims as (default: the head commit's author email); with --plan, an identity SOURCE:ID such as git-author:alice@example.com or github-user:alice (default: the HEAD commit's author)")
 	f.StringVar(&at, "at", "", "judge at this RFC 3339 time (default: now); with --plan, also the time of the plan's and the drift's claims")
-	f.BoolVar(&asJSON, "json", false, "print the verdicts as JSON (schema parley.dev/verdicts/v2, plus conclusion and problems; with --plan parley.dev/plan-review/v1)")
+	f.BoolVar(&asJSON, "json", false, "print the verdicts as JSON (schema parley.dev/verdicts/v2, plus base, conclusion and problems; with --plan parley.dev/plan-review/v1)")
 	def := core.DefaultBudget()
 	f.Int64Var(&budget.FileBytes, "max-file-size", def.FileBytes, "the largest file read, in bytes")
 	f.IntVar(&budget.FieldsPerFile, "max-fields-per-file", def.FieldsPerFile, "the most fields one file may change and be judged")
@@ -232,6 +245,14 @@ func reviewExit(conclusion string, unjudged bool) error {
 		return findingsErr(fmt.Errorf("the branch's change may not happen: a value is vetoed, or another claim holds a field it changes (see the verdicts)"))
 	}
 	return findingsErr(fmt.Errorf("the branch's change waits: a freeze defers it or people must decide (conclusion %s)", conclusion))
+}
+
+// reviewedBase is the base a review judged against, in its JSON: the ref, its commit, and why that
+// ref was taken.
+type reviewedBase struct {
+	Ref      string `json:"ref"`
+	Commit   string `json:"commit"`
+	ChosenBy string `json:"chosen_by"`
 }
 
 // openReviewSource opens the branch to judge. In a shallow clone (CI checks out one commit by

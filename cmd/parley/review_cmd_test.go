@@ -36,16 +36,34 @@ func TestReviewCommand(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
+	// The output says which base it judged against, at which commit, and why that one.
+	mainSHA := git("rev-parse", "main")
+	if want := "base: main at " + mainSHA[:8] + " (no origin/HEAD here, so the local main; --base names another)"; !strings.Contains(out, want) {
+		t.Errorf("output lacks %q:\n%s", want, out)
+	}
 	code, out, stderr = runIn(t, "", "review", "--repo", dir, "--head", "scale", "--json", "--at", "2026-03-02T10:00:00Z")
 	var doc struct {
 		Schema     string
 		Conclusion string
 		Verdicts   []struct{ Decision string }
 		Outcomes   []struct{ Field, Kind, By string }
+		Base       struct {
+			Ref, Commit string
+			ChosenBy    string `json:"chosen_by"`
+		}
 	}
 	if code != 1 || json.Unmarshal([]byte(out), &doc) != nil || doc.Schema != "parley.dev/verdicts/v2" || len(doc.Verdicts) != 1 || doc.Conclusion != "failure" ||
-		len(doc.Outcomes) != 1 || doc.Outcomes[0].Kind != "loses" || doc.Outcomes[0].By != "the field's standing owner (owner.replicas)" {
+		len(doc.Outcomes) != 1 || doc.Outcomes[0].Kind != "loses" || doc.Outcomes[0].By != "the field's standing owner (owner.replicas)" ||
+		doc.Base.Ref != "main" || doc.Base.Commit != mainSHA || !strings.HasPrefix(doc.Base.ChosenBy, "no origin/HEAD here") {
 		t.Errorf("--json: exit %d, %s %s", code, out, stderr)
+	}
+	// A branch named main, with no origin/HEAD, is its own base: refused, not judged under its
+	// own policy; so is a head that is the base's commit under another name.
+	for _, head := range []string{"main", mainSHA} {
+		if code, out, stderr := runIn(t, "", "review", "--repo", dir, "--head", head); code != 2 || out != "" ||
+			!strings.Contains(stderr, "--head "+head+" is the base itself: the base main (no origin/HEAD here, so the local main; --base names another) is commit "+mainSHA[:8]) {
+			t.Errorf("--head %s: exit %d, %s %s", head, code, out, stderr)
+		}
 	}
 	// Under a budget the file is too large to read: a problem, and nothing judged.
 	code, out, stderr = runIn(t, "", "review", "--repo", dir, "--head", "scale", "--max-file-size", "100", "--at", "2026-03-02T10:00:00Z")

@@ -37,7 +37,8 @@ motivation "baseline"    { urgency = 0 }
 
 # Actors: who writes fields, recognised by identities of every source. First match wins. A commit
 # counts as an actor only when one of the actor's signing_keys signed it (git's gpg.format=ssh, or
-# OpenPGP): anyone can write any author email. The demo's keys are derived from the emails so that
+# OpenPGP) and names its author email, as git's allowed-signers does: anyone can write any author
+# email, and Bob's key does not prove Alice. The demo's keys are derived from the emails so that
 # the demo is reproducible; they protect nothing.
 actor "git" {
   description = "Git itself: the repository's standing configuration"
@@ -47,7 +48,7 @@ actor "platform" {
   description = "The platform team"
   intent      = "consistency"
   git_authors = ["dana@parley.example"]
-  signing_keys = ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJ2uBDQOopYI4uqbe2SOzZ1Q+Tkgg8Ei/dnCgbNmPfjf dana@parley.example"]
+  signing_keys = ["dana@parley.example ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJ2uBDQOopYI4uqbe2SOzZ1Q+Tkgg8Ei/dnCgbNmPfjf"]
   github_users = ["dana"]
 }
 actor "hpa" {
@@ -64,7 +65,7 @@ actor "cost-optimizer" {
   confined    = true
   github_users = ["cost-optimizer[bot]"]
   git_authors  = ["cost-optimizer@parley.example"]
-  signing_keys = ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIIzGetKzIOw2Z9Di1o1M2n4tSSFxaLfX7Bys7Qdt0pFb cost-optimizer@parley.example"]
+  signing_keys = ["cost-optimizer@parley.example ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIIzGetKzIOw2Z9Di1o1M2n4tSSFxaLfX7Bys7Qdt0pFb"]
   k8s_users    = ["system:serviceaccount:finops:cost-optimizer"]
 }
 actor "scanner" {
@@ -73,7 +74,7 @@ actor "scanner" {
   intents     = ["security"]
   github_users = ["security-scanner[bot]"]
   git_authors  = ["scanner@parley.example"]
-  signing_keys = ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGYr9+QbL9tJIcs80l+PQdbaxToA8s8xokyOsA+wi8XS scanner@parley.example"]
+  signing_keys = ["scanner@parley.example ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGYr9+QbL9tJIcs80l+PQdbaxToA8s8xokyOsA+wi8XS"]
 }
 actor "kafka-agent" {
   description    = "The AI agent that scales the Kafka consumers"
@@ -88,8 +89,8 @@ actor "oncall" {
   github_teams = ["parleyhq/sre"]
   git_authors  = ["alice@parley.example", "bob@parley.example"]
   signing_keys = [
-    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOdVVxmP91uVq8c4dWtrR81GBkh+FNNlaf3WWqwBMHan alice@parley.example",
-    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIF7j/YAI+xf+l+TtGhEOVFUMTZg4NkBhZ8oGOMLIX36C bob@parley.example",
+    "alice@parley.example ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOdVVxmP91uVq8c4dWtrR81GBkh+FNNlaf3WWqwBMHan",
+    "bob@parley.example ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIF7j/YAI+xf+l+TtGhEOVFUMTZg4NkBhZ8oGOMLIX36C",
   ]
   k8s_users    = ["alice@parley.example", "bob@parley.example"]
   aws_principals = ["arn:aws:sts::*:assumed-role/oncall/*"]

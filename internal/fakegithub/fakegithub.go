@@ -108,17 +108,18 @@ type Server struct {
 	nextID      int64
 	comments    map[string][]*Comment // "owner/repo#n"
 	checkRuns   map[string][]*CheckRun
-	permissions map[string]string         // "owner/repo user" -> permission
-	contents    map[string][]byte         // "owner/repo ref path"
-	tokens      map[string]int64          // installation token -> installation
-	pulls       map[string]any            // "owner/repo#n" -> pull request object
-	installs    map[string]int64          // "owner/repo" -> installation ID
-	repos       map[string]map[string]any // "owner/repo" -> fields over the description's example
-	bytes       int                       // response body bytes served
-	used        int                       // primary rate limit used (304s are free)
-	members     map[string]bool           // "org/team user" -> active member
-	reviews     map[string][]Review       // "owner/repo#n" -> reviews, oldest first
-	commits     map[string]Commit         // "owner/repo sha" -> what GitHub knows of the commit
+	permissions map[string]string          // "owner/repo user" -> permission
+	contents    map[string][]byte          // "owner/repo ref path"
+	tokens      map[string]int64           // installation token -> installation
+	pulls       map[string]any             // "owner/repo#n" -> pull request object
+	installs    map[string]int64           // "owner/repo" -> installation ID
+	repos       map[string]map[string]any  // "owner/repo" -> fields over the description's example
+	bytes       int                        // response body bytes served
+	used        int                        // primary rate limit used (304s are free)
+	members     map[string]bool            // "org/team user" -> active member
+	reviews     map[string][]Review        // "owner/repo#n" -> reviews, oldest first
+	commits     map[string]Commit          // "owner/repo sha" -> what GitHub knows of the commit
+	timelines   map[string][]TimelineEvent // "owner/repo#n" -> timeline events, oldest first
 	tokenTTL    time.Duration
 	throttle    []throttle
 	now         func() time.Time
@@ -158,7 +159,7 @@ func Start() (*Server, error) {
 	}
 	s := &Server{router: router, calls: map[string]int{}, nextID: 1000, comments: map[string][]*Comment{},
 		checkRuns: map[string][]*CheckRun{}, permissions: map[string]string{}, contents: map[string][]byte{},
-		tokens: map[string]int64{}, pulls: map[string]any{}, installs: map[string]int64{}, repos: map[string]map[string]any{}, members: map[string]bool{}, reviews: map[string][]Review{}, commits: map[string]Commit{}, tokenTTL: time.Hour, now: time.Now,
+		tokens: map[string]int64{}, pulls: map[string]any{}, installs: map[string]int64{}, repos: map[string]map[string]any{}, members: map[string]bool{}, reviews: map[string][]Review{}, commits: map[string]Commit{}, timelines: map[string][]TimelineEvent{}, tokenTTL: time.Hour, now: time.Now,
 		codes: map[string]oauthCode{}, userTokens: map[string]userToken{}}
 	s.AppSlug = "parley"
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
@@ -297,6 +298,65 @@ func (s *Server) AddReview(repo string, number int, r Review) {
 	defer s.mu.Unlock()
 	k := fmt.Sprintf("%s#%d", repo, number)
 	s.reviews[k] = append(s.reviews[k], r)
+}
+
+// TimelineEvent is an event of an issue's or pull request's timeline as the fake keeps it: its
+// kind ("head_ref_force_pushed", ...), who did it, the commit it names and when GitHub recorded it.
+type TimelineEvent struct {
+	Event, Actor, CommitID string
+	CreatedAt              time.Time
+}
+
+// AddTimelineEvent adds an event to a pull request's timeline ("owner/repo", n), as GET
+// /repos/{owner}/{repo}/issues/{n}/timeline lists them (oldest first, paginated as GitHub does);
+// a pull request without any lists none.
+func (s *Server) AddTimelineEvent(repo string, number int, e TimelineEvent) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := fmt.Sprintf("%s#%d", repo, number)
+	s.timelines[k] = append(s.timelines[k], e)
+}
+
+// listTimeline answers a page of a timeline: per_page (default 30, at most 100) events from page
+// (default 1), with a Link header naming the next page when there is one.
+func (s *Server) listTimeline(w http.ResponseWriter, r *http.Request, op string, p map[string]string, _ map[string]any) {
+	n, _ := strconv.Atoi(p["issue_number"])
+	s.mu.Lock()
+	evs := append([]TimelineEvent(nil), s.timelines[fmt.Sprintf("%s#%d", repoKey(p), n)]...)
+	s.mu.Unlock()
+	per, page := 30, 1
+	if v, err := strconv.Atoi(r.URL.Query().Get("per_page")); err == nil && v > 0 {
+		per = min(v, 100)
+	}
+	if v, err := strconv.Atoi(r.URL.Query().Get("page")); err == nil && v > 0 {
+		page = v
+	}
+	from := min((page-1)*per, len(evs))
+	to := min(from+per, len(evs))
+	out := []any{}
+	for i, e := range evs[from:to] {
+		var commitURL any
+		if e.CommitID != "" {
+			commitURL = fmt.Sprintf("https://api.github.com/repos/%s/commits/%s", repoKey(p), e.CommitID)
+		}
+		var commit any
+		if e.CommitID != "" {
+			commit = e.CommitID
+		}
+		out = append(out, map[string]any{"id": from + i + 1, "node_id": fmt.Sprintf("E_%d", from+i+1),
+			"url":   fmt.Sprintf("https://api.github.com/repos/%s/issues/events/%d", repoKey(p), from+i+1),
+			"actor": map[string]any{"login": e.Actor, "type": "User"}, "event": e.Event, "commit_id": commit, "commit_url": commitURL,
+			"created_at": e.CreatedAt.UTC().Format(time.RFC3339), "performed_via_github_app": nil})
+	}
+	if to < len(evs) {
+		next := *r.URL
+		q := next.Query()
+		q.Set("page", strconv.Itoa(page+1))
+		q.Set("per_page", strconv.Itoa(per))
+		next.RawQuery = q.Encode()
+		w.Header().Set("Link", fmt.Sprintf(`<%s%s>; rel="next"`, s.URL, next.RequestURI()))
+	}
+	s.answer(w, op, http.StatusOK, out)
 }
 
 // SetInstallation says which installation of the App covers a repository ("owner/repo"), as
@@ -442,6 +502,11 @@ func (s *Server) answer(w http.ResponseWriter, op string, status int, body any) 
 	}
 	used := s.used
 	s.mu.Unlock()
+	// GitHub's clock, as the fake's: callers read the time of an answer from it.
+	s.mu.Lock()
+	now := s.now()
+	s.mu.Unlock()
+	w.Header().Set("Date", now.UTC().Format(http.TimeFormat))
 	w.Header().Set("X-RateLimit-Limit", "5000")
 	w.Header().Set("X-RateLimit-Used", strconv.Itoa(used))
 	w.Header().Set("X-RateLimit-Remaining", strconv.Itoa(max(5000-used, 0)))
@@ -655,6 +720,7 @@ func (s *Server) handlers() map[string]handler {
 		"repos/get":                               s.repository,
 		"pulls/get":                               s.pull,
 		"pulls/list-reviews":                      s.listReviews,
+		"issues/list-events-for-timeline":         s.listTimeline,
 		"repos/get-commit":                        s.getCommit,
 		"repos/list-pull-requests-associated-with-commit": s.commitPulls,
 		"teams/get-membership-for-user-in-org":            s.membership,

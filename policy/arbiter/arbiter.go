@@ -476,6 +476,10 @@ func (d *decision) identity(c *core.Claim, resolved *policy.Actor) {
 		}
 		why := id.Proof.Problem
 		switch {
+		case id.Proof.Key != "" && named.HasKey(id.Proof.Key):
+			// Another member's key: it proves its own principals, not this author.
+			why = "it is signed by key " + id.Proof.Key + ", which " + named.Name + " lists in signing_keys for " +
+				strings.Join(named.PrincipalsOf(id.Proof.Key), ", ") + ", not for " + id.ID
 		case id.Proof.Key != "":
 			why = "it is signed by key " + id.Proof.Key + ", which " + named.Name + " does not list in signing_keys"
 		case why == "":
@@ -483,7 +487,7 @@ func (d *decision) identity(c *core.Claim, resolved *policy.Actor) {
 		}
 		d.step("identity", "unverified", fmt.Sprintf("%s names author %s (%s), but %s: it is judged as an unverified identity, without %s's trust",
 			commit, id.ID, named.Name, why, named.Name))
-	case d.p.TrustUnsignedGitAuthors && id.Proof.Vouched == "" && !resolved.HasKey(id.Proof.Key):
+	case d.p.TrustUnsignedGitAuthors && id.Proof.Vouched == "" && !resolved.KeySignsAs(id.Proof.Key, id.ID):
 		d.step("identity", "believed unsigned", fmt.Sprintf("%s counts as %s on its author email %s alone, without a signature, because the policy sets trust_unsigned_git_authors = true",
 			commit, resolved.Name, id.ID))
 	}

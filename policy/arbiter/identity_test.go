@@ -10,16 +10,20 @@ import (
 )
 
 // TestUnprovenCommitAuthorsAreUnverifiedIdentities: Git holds a value from a commit whose author
-// email names on-call and which says Motivation: incident. Unsigned, or signed by a key on-call
-// does not list, the commit carries none of on-call's trust and the explanation names the commit
-// and why; signed by on-call's key it carries it; with trust_unsigned_git_authors the email alone
-// counts, and the explanation says the policy chose so.
+// email names on-call (Alice) and which says Motivation: incident. Unsigned, or signed by a key
+// on-call does not list for Alice (Bob's, though Bob is on call too), the commit carries none of
+// on-call's trust and the explanation names the commit and why; signed by Alice's key it carries
+// it; with trust_unsigned_git_authors the email alone counts, and the explanation says the policy
+// chose so.
 func TestUnprovenCommitAuthorsAreUnverifiedIdentities(t *testing.T) {
 	const src = `
 motivation "incident" { asserted_by = ["oncall"] }
 actor "oncall" {
-  git_authors  = ["alice@parley.example"]
-  signing_keys = ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOdVVxmP91uVq8c4dWtrR81GBkh+FNNlaf3WWqwBMHan alice@parley.example"]
+  git_authors  = ["alice@parley.example", "bob@parley.example"]
+  signing_keys = [
+    "alice@parley.example ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOdVVxmP91uVq8c4dWtrR81GBkh+FNNlaf3WWqwBMHan",
+    "bob@parley.example ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIF7j/YAI+xf+l+TtGhEOVFUMTZg4NkBhZ8oGOMLIX36C",
+  ]
 }
 `
 	strict, err := policy.Parse([]byte(src), "p.hcl")
@@ -30,7 +34,7 @@ actor "oncall" {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := strict.Actor("oncall").SigningKeys[0].ID
+	key, bobs := strict.Actor("oncall").SigningKeys[0].ID, strict.Actor("oncall").SigningKeys[1].ID
 	if !strings.HasPrefix(key, "SHA256:") {
 		t.Fatalf("key id %q", key)
 	}
@@ -52,6 +56,9 @@ actor "oncall" {
 			"commit 0123456789ab names author alice@parley.example (oncall), but it is unsigned: it is judged as an unverified identity", ""},
 		{"another key", strict, core.Proof{Key: "SHA256:somebody-else"},
 			"but it is signed by key SHA256:somebody-else, which oncall does not list in signing_keys", ""},
+		// Bob is on call too, but his key proves Bob: Alice's commit signed with it is unverified.
+		{"another member's key", strict, core.Proof{Key: bobs},
+			"but it is signed by key " + bobs + ", which oncall lists in signing_keys for bob@parley.example, not for alice@parley.example: it is judged as an unverified identity", ""},
 		{"signed", strict, core.Proof{Key: key}, "", "unverified"},
 		{"trusting", trusting, core.Proof{Problem: "it is unsigned"},
 			"commit 0123456789ab counts as oncall on its author email alice@parley.example alone, without a signature, because the policy sets trust_unsigned_git_authors = true", "unverified"},

@@ -7,7 +7,9 @@
 // command, or the comment's deletion, withdraws it; a redelivered or edited comment never applies a
 // command twice. Versions are ordered by GitHub's timestamps, not by when deliveries arrive, so an
 // old version delivered late changes nothing. Every command is bound to the pull request's head
-// commit it was given for: ForPR replays only those given for the head being judged.
+// commit it was given for: ForPR replays only those given for the head being judged. Which commit
+// that was is read from the heads GitHub showed at known times (RecordHead, HeadBefore), never
+// from the head when the comment happens to be processed.
 package livestate
 
 import (
@@ -50,6 +52,9 @@ CREATE INDEX IF NOT EXISTS commands_pr ON commands (repo, pr);`,
 	`ALTER TABLE commands ADD COLUMN head TEXT NOT NULL DEFAULT '';
 CREATE TABLE comments (repo TEXT NOT NULL, comment INTEGER NOT NULL, at_ns INTEGER NOT NULL, deleted INTEGER NOT NULL DEFAULT 0,
 	PRIMARY KEY (repo, comment));`,
+	// Which commit each pull request's head was at which time, as GitHub showed it (RecordHead).
+	`CREATE TABLE heads (repo TEXT NOT NULL, pr INTEGER NOT NULL, sha TEXT NOT NULL, at_ns INTEGER NOT NULL,
+	PRIMARY KEY (repo, pr, at_ns, sha));`,
 }
 
 // postgresMigrations are the schema on PostgreSQL, applied in order (sqldb.MigratePostgres). Never
@@ -67,6 +72,8 @@ CREATE INDEX livestate_commands_pr ON livestate_commands (repo, pr);`,
 	`ALTER TABLE livestate_commands ADD COLUMN head TEXT NOT NULL DEFAULT '';
 CREATE TABLE livestate_comments (repo TEXT NOT NULL, comment BIGINT NOT NULL, at_ns BIGINT NOT NULL, deleted INTEGER NOT NULL DEFAULT 0,
 	PRIMARY KEY (repo, comment));`,
+	`CREATE TABLE livestate_heads (repo TEXT NOT NULL, pr BIGINT NOT NULL, sha TEXT NOT NULL, at_ns BIGINT NOT NULL,
+	PRIMARY KEY (repo, pr, at_ns, sha));`,
 }
 
 // OpenPostgres uses the shared PostgreSQL database db (several replicas of parley serve),
@@ -470,4 +477,62 @@ func (l Live) Live(f core.Field, now time.Time) ([]core.Claim, error) {
 		}
 	}
 	return out, nil
+}
+
+func (d *DB) headsTable() string {
+	if d.engine == sqldb.Postgres {
+		return "livestate_heads"
+	}
+	return "heads"
+}
+
+// Head is a pull request's head commit as GitHub showed it at a time (GitHub's clock): the head was
+// SHA at At.
+type Head struct {
+	SHA string
+	At  time.Time
+}
+
+// RecordHead keeps that GitHub showed sha as the head of repo#pr at time at: a pull_request
+// delivery (the payload's head and updated_at), or a read of the pull request (the answer's Date).
+// Recording the same observation twice keeps one.
+func (d *DB) RecordHead(ctx context.Context, repo string, pr int, h Head) error {
+	if h.SHA == "" || h.At.IsZero() {
+		return fmt.Errorf("record the head of %s#%d: %q at %v names no commit or no time", repo, pr, h.SHA, h.At)
+	}
+	if _, err := d.db.ExecContext(ctx, sqldb.Rebind(d.engine, `INSERT INTO `+d.headsTable()+` (repo, pr, sha, at_ns) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`),
+		repo, pr, h.SHA, h.At.UnixNano()); err != nil {
+		return fmt.Errorf("record the head of %s#%d: %w", repo, pr, err)
+	}
+	return nil
+}
+
+// HeadBefore returns the latest head recorded for repo#pr strictly before t; false when none was,
+// or when two different commits were recorded at that latest time (which of them was the head
+// then is unknown, so neither is returned).
+func (d *DB) HeadBefore(ctx context.Context, repo string, pr int, t time.Time) (Head, bool, error) {
+	rows, err := d.db.QueryContext(ctx, sqldb.Rebind(d.engine, `SELECT sha, at_ns FROM `+d.headsTable()+`
+		WHERE repo = ? AND pr = ? AND at_ns = (SELECT MAX(at_ns) FROM `+d.headsTable()+` WHERE repo = ? AND pr = ? AND at_ns < ?)`),
+		repo, pr, repo, pr, t.UnixNano())
+	if err != nil {
+		return Head{}, false, fmt.Errorf("the head of %s#%d before %v: %w", repo, pr, t, err)
+	}
+	defer rows.Close()
+	var out []Head
+	for rows.Next() {
+		var h Head
+		var ns int64
+		if err := rows.Scan(&h.SHA, &ns); err != nil {
+			return Head{}, false, fmt.Errorf("the head of %s#%d before %v: %w", repo, pr, t, err)
+		}
+		h.At = time.Unix(0, ns).UTC()
+		out = append(out, h)
+	}
+	if err := rows.Err(); err != nil {
+		return Head{}, false, fmt.Errorf("the head of %s#%d before %v: %w", repo, pr, t, err)
+	}
+	if len(out) != 1 {
+		return Head{}, false, nil
+	}
+	return out[0], true, nil
 }

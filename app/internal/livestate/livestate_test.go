@@ -205,3 +205,45 @@ func TestJudgedIsKeptPerPullRequest(t *testing.T) {
 		})
 	}
 }
+
+// TestHeadBefore: the head a comment was written for is the latest head GitHub showed strictly
+// before it (a head seen in the same second may have come after it); two commits seen at that
+// same latest time leave it unknown; heads are kept per pull request, and recording one twice
+// keeps one.
+func TestHeadBefore(t *testing.T) {
+	for name, open := range engines(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			db, err := open()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			t0 := time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)
+			for _, h := range []struct {
+				pr int
+				Head
+			}{{7, Head{"aaa", t0}}, {7, Head{"bbb", t0.Add(time.Minute)}}, {7, Head{"bbb", t0.Add(time.Minute)}}, {8, Head{"zzz", t0.Add(2 * time.Minute)}},
+				{7, Head{"ccc", t0.Add(3 * time.Minute)}}, {7, Head{"ddd", t0.Add(3 * time.Minute)}}} {
+				if err := db.RecordHead(ctx, "acme/infra", h.pr, h.Head); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := db.RecordHead(ctx, "acme/infra", 7, Head{SHA: "", At: t0}); err == nil {
+				t.Error("a head without a commit was recorded")
+			}
+			for _, tc := range []struct {
+				at   time.Time
+				want string // "" when unknown
+			}{
+				{t0, ""}, {t0.Add(time.Second), "aaa"}, {t0.Add(time.Minute), "aaa"}, {t0.Add(time.Minute + time.Second), "bbb"},
+				{t0.Add(150 * time.Second), "bbb"}, {t0.Add(4 * time.Minute), ""},
+			} {
+				h, ok, err := db.HeadBefore(ctx, "acme/infra", 7, tc.at)
+				if err != nil || ok != (tc.want != "") || h.SHA != tc.want {
+					t.Errorf("HeadBefore(%v) = %+v, %v, %v; want %q", tc.at, h, ok, err, tc.want)
+				}
+			}
+		})
+	}
+}
