@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/parleyhq/parley/core"
 	"github.com/parleyhq/parley/internal/agentstore"
 	"github.com/parleyhq/parley/webhooks"
 	"github.com/parleyhq/parley/webhooks/guard"
@@ -134,15 +135,20 @@ func grepLines(s, sub string) string {
 	return strings.Join(out, "\n")
 }
 
-// TestAgentTokenFailuresThrottledBeforeTheTokenStore: once a client address has used its budget
-// of wrong tokens, its next request is answered 429 with Retry-After without asking the token
-// store (here closed: asking it would answer 503).
-func TestAgentTokenFailuresThrottledBeforeTheTokenStore(t *testing.T) {
+// TestAgentTokenFailuresThrottledValidTokenHeard: once a client address has used its budget of
+// wrong tokens, its further failures are answered 429 with Retry-After, while a valid token
+// from the same address is still heard (401/429 would be its only answers if the address were
+// refused before the token is checked, as it was).
+func TestAgentTokenFailuresThrottledValidTokenHeard(t *testing.T) {
 	agents, err := agentstore.Open(context.Background(), filepath.Join(t.TempDir(), "agents.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer agents.Close()
+	valid, _, err := agents.Create(context.Background(), "oncall-bot", core.Identity{Source: core.SourceKubeUser, ID: "alice@parley.example"}, []string{"acme/infra"}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
 	h := &Proposals{Agents: agents, Failures: guard.NewFailures(guard.FailuresConfig{PerMinute: 1, Burst: 1})}
 	post := func(token string) *httptest.ResponseRecorder {
 		req := httptest.NewRequest(http.MethodPost, ProposalsPath, strings.NewReader(`{"claims":[]}`))
@@ -156,10 +162,12 @@ func TestAgentTokenFailuresThrottledBeforeTheTokenStore(t *testing.T) {
 	if rec := post("parley_abc_wrong"); rec.Code != http.StatusUnauthorized {
 		t.Fatalf("a wrong token: %d, want 401", rec.Code)
 	}
-	agents.Close() // from here on, a query of the token store fails
 	rec := post("parley_abc_wrongagain")
 	if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") != "60" {
 		t.Fatalf("after the budget: %d Retry-After %q, want 429 and 60: %s", rec.Code, rec.Header().Get("Retry-After"), rec.Body)
+	}
+	if rec := post(valid); rec.Code == http.StatusTooManyRequests || rec.Code == http.StatusUnauthorized {
+		t.Fatalf("a valid token from the throttled address: %d, want it heard: %s", rec.Code, rec.Body)
 	}
 }
 

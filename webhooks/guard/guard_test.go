@@ -40,7 +40,7 @@ func TestFailuresRememberBoundedClients(t *testing.T) {
 	fail := func(i int) {
 		req := httptest.NewRequest("POST", "/", nil)
 		req.RemoteAddr = fmt.Sprintf("10.%d.%d.%d:1", i>>16&255, i>>8&255, i&255)
-		f.Failed(req)
+		f.Failed(req, "test")
 	}
 	for i := range maxClients + 5 {
 		fail(i)
@@ -50,7 +50,7 @@ func TestFailuresRememberBoundedClients(t *testing.T) {
 	}
 	req := httptest.NewRequest("POST", "/", nil)
 	req.RemoteAddr = "203.0.113.1:1"
-	if _, throttled := f.Throttled(req, "test"); !throttled {
+	if _, throttled := f.Failed(req, "test"); !throttled {
 		t.Error("a new client while the map is full and the overflow budget spent is not throttled")
 	}
 	now = now.Add(2 * time.Minute) // every budget refilled
