@@ -189,8 +189,16 @@ func NewServer(ctx context.Context, cfg config.Config, log *slog.Logger) (*Serve
 	}
 	// One budget of failed authentications per client address, shared by every endpoint that
 	// checks a credential: a client cannot spread its guesses over the endpoints.
+	proxies, err := guard.ParseProxies(cfg.TrustedProxies)
+	if err != nil {
+		return fail(err)
+	}
 	failures := guard.NewFailures(guard.FailuresConfig{PerMinute: cfg.AuthFailuresPerMinute,
-		Burst: int(max(1, cfg.AuthFailuresPerMinute)), Metrics: s.guards})
+		Burst: int(max(1, cfg.AuthFailuresPerMinute)), Metrics: s.guards, Proxies: proxies})
+	// One budget of bytes held by bodies whose signature is not checked yet, shared by every
+	// signed endpoint; one address holds at most a quarter of it, or one largest body.
+	bodies := guard.NewBodies(guard.BodiesConfig{Total: cfg.UnauthenticatedBodyBudget,
+		PerClient: max(cfg.UnauthenticatedBodyBudget/4, webhooks.MaxBodyBytes), Proxies: proxies, Metrics: s.guards})
 	var secrets []webhooks.Secret
 	for i, sec := range cfg.WebhookSecrets {
 		ws, err := webhooks.NewSecret(sec.Reveal())
@@ -272,7 +280,7 @@ func NewServer(ctx context.Context, cfg config.Config, log *slog.Logger) (*Serve
 	}
 	s.retention = &webhooks.Retention{Store: st, Done: cfg.DeliveryRetention, Dead: cfg.DeadLetterRetention, Metrics: metrics, Logger: log}
 	s.receiver, err = webhooks.NewReceiver(webhooks.ReceiverConfig{Store: st, Secrets: secrets, Notify: s.pool.Notify, Logger: log, Metrics: metrics,
-		Failures: failures})
+		Failures: failures, Bodies: bodies})
 	if err != nil {
 		return fail(err)
 	}
@@ -323,7 +331,7 @@ func NewServer(ctx context.Context, cfg config.Config, log *slog.Logger) (*Serve
 				return o.Accounts, err
 			},
 			Store: st, Notify: s.pool.Notify, Logger: log, Metrics: metrics, EventMetrics: eventMetrics,
-			Failures: failures})
+			Failures: failures, Bodies: bodies})
 		if err != nil {
 			return fail(err)
 		}
@@ -604,6 +612,8 @@ func (s *Server) limits() guard.Limits {
 		IdleTimeout:       s.cfg.IdleTimeout,
 		MaxConns:          s.cfg.MaxConnections,
 		MaxConnsPerClient: s.cfg.MaxConnectionsPerClient,
+		// Per connection, not per forwarded client: a proxy's idle pool to parley is its own.
+		MaxIdleConnsPerClient: s.cfg.MaxIdleConnectionsPerClient,
 	}
 }
 
@@ -634,7 +644,7 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 		return fmt.Errorf("listen on %s: %w", s.cfg.Listen, err)
 	}
 	limits := s.limits()
-	srv := guard.Server(s.Handler(), limits)
+	srv := guard.Server(s.Handler(), limits, s.guards)
 	ln = guard.Listen(ln, limits, s.guards)
 	var msrv *http.Server
 	var mln net.Listener
@@ -650,7 +660,7 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", s.metrics())
 		s.operations(mux)
-		msrv = guard.Server(mux, guard.Limits{ReadHeaderTimeout: limits.ReadHeaderTimeout, WriteTimeout: limits.WriteTimeout, IdleTimeout: limits.IdleTimeout})
+		msrv = guard.Server(mux, guard.Limits{ReadHeaderTimeout: limits.ReadHeaderTimeout, WriteTimeout: limits.WriteTimeout, IdleTimeout: limits.IdleTimeout}, nil)
 	}
 	var asrv *http.Server
 	var aln net.Listener

@@ -184,11 +184,13 @@ func NewEventMetrics(reg prometheus.Registerer) (*EventMetrics, error) {
 // The order of checks follows the GitHub Receiver:
 //
 //  1. the method (405);
-//  2. whether the source is enabled (403 naming the setting), then whether the client address
-//     failed authentication too often (429 with Retry-After);
+//  2. whether the source is enabled (403 naming the setting);
 //  3. a bearer token, or the presence and form of X-Signature (401, before the body is read);
-//  4. the size (413);
-//  5. the X-Signature HMAC of the raw body against every secret (401);
+//  4. the size (413), and for a signed body room in the unauthenticated body budget (503 with
+//     Retry-After, before the body is read when its length is declared);
+//  5. the X-Signature HMAC of the raw body against every secret, computed as it streams (401).
+//     A failed credential (3 or 5) is answered 429 with Retry-After instead of 401 once its
+//     client address has failed too often; a valid one is never refused for that;
 //  6. on a per-cluster path, the cluster name: its form (400, reason invalid_cluster), then
 //     whether the server knows the cluster (404, reason unknown_cluster, naming the
 //     configuration block to add). Only now, once the credentials are verified, so that an
