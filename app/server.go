@@ -14,6 +14,7 @@ import (
 	"net/mail"
 	"net/url"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -198,7 +199,8 @@ func NewServer(ctx context.Context, cfg config.Config, log *slog.Logger) (*Serve
 	// One budget of bytes held by bodies whose signature is not checked yet, shared by every
 	// signed endpoint; one address holds at most a quarter of it, or one largest body.
 	bodies := guard.NewBodies(guard.BodiesConfig{Total: cfg.UnauthenticatedBodyBudget,
-		PerClient: max(cfg.UnauthenticatedBodyBudget/4, webhooks.MaxBodyBytes), Proxies: proxies, Metrics: s.guards})
+		PerClient: max(cfg.UnauthenticatedBodyBudget/4, webhooks.MaxBodyBytes), Proxies: proxies, Metrics: s.guards,
+		Release: debug.FreeOSMemory})
 	var secrets []webhooks.Secret
 	for i, sec := range cfg.WebhookSecrets {
 		ws, err := webhooks.NewSecret(sec.Reveal())
@@ -612,8 +614,6 @@ func (s *Server) limits() guard.Limits {
 		IdleTimeout:       s.cfg.IdleTimeout,
 		MaxConns:          s.cfg.MaxConnections,
 		MaxConnsPerClient: s.cfg.MaxConnectionsPerClient,
-		// Per connection, not per forwarded client: a proxy's idle pool to parley is its own.
-		MaxIdleConnsPerClient: s.cfg.MaxIdleConnectionsPerClient,
 	}
 }
 
@@ -644,8 +644,7 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 		return fmt.Errorf("listen on %s: %w", s.cfg.Listen, err)
 	}
 	limits := s.limits()
-	srv := guard.Server(s.Handler(), limits, s.guards)
-	ln = guard.Listen(ln, limits, s.guards)
+	srv, ln := guard.Intake(s.Handler(), ln, limits, s.guards)
 	var msrv *http.Server
 	var mln net.Listener
 	if s.cfg.MetricsListen != "" {
@@ -660,7 +659,7 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", s.metrics())
 		s.operations(mux)
-		msrv = guard.Server(mux, guard.Limits{ReadHeaderTimeout: limits.ReadHeaderTimeout, WriteTimeout: limits.WriteTimeout, IdleTimeout: limits.IdleTimeout}, nil)
+		msrv = guard.Server(mux, guard.Limits{ReadHeaderTimeout: limits.ReadHeaderTimeout, WriteTimeout: limits.WriteTimeout, IdleTimeout: limits.IdleTimeout})
 	}
 	var asrv *http.Server
 	var aln net.Listener

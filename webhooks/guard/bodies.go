@@ -3,6 +3,7 @@ package guard
 import (
 	"net/http"
 	"sync"
+	"time"
 )
 
 // Bodies caps the bytes held at once by request bodies whose credentials are not verified yet
@@ -18,11 +19,19 @@ type Bodies struct {
 	total, perClient int64
 	proxies          *Proxies
 	metrics          *Metrics
+	release          func()
+	now              func() time.Time
 
 	mu       sync.Mutex
 	held     int64
 	byClient map[string]int64
+	// peak is the most held since the budget last emptied; released when Release last ran.
+	peak     int64
+	released time.Time
 }
+
+// releaseEvery is how often at most Release hands memory back after a burst.
+const releaseEvery = 10 * time.Second
 
 // BodiesConfig configures NewBodies.
 type BodiesConfig struct {
@@ -34,6 +43,14 @@ type BodiesConfig struct {
 	// Proxies name the client behind a trusted proxy; nil trusts none. Metrics may be nil.
 	Proxies *Proxies
 	Metrics *Metrics
+	// Release, when set, is called (serve: debug.FreeOSMemory) once the budget empties after
+	// a burst that held a quarter of it or more, at most every 10 s: Go gives freed memory
+	// back to the operating system lazily, and after an attack the server's heap goal stays
+	// where the attack left it until the next collection, which an idle server may not run
+	// for minutes. It runs on the goroutine of the request that emptied the budget, after
+	// its bytes were given back. Now defaults to time.Now.
+	Release func()
+	Now     func() time.Time
 }
 
 // NewBodies returns the budget cfg describes, or nil (no cap) when cfg.Total <= 0.
@@ -45,7 +62,12 @@ func NewBodies(cfg BodiesConfig) *Bodies {
 	if per <= 0 || per > cfg.Total {
 		per = cfg.Total
 	}
-	return &Bodies{total: cfg.Total, perClient: per, proxies: cfg.Proxies, metrics: cfg.Metrics, byClient: map[string]int64{}}
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
+	}
+	return &Bodies{total: cfg.Total, perClient: per, proxies: cfg.Proxies, metrics: cfg.Metrics, release: cfg.Release, now: now,
+		byClient: map[string]int64{}}
 }
 
 // Held is how many bytes unauthenticated bodies hold now.
@@ -87,6 +109,7 @@ func (h *Hold) Grow(n int64, endpoint string) bool {
 		b.held += n
 		b.byClient[h.client] += n
 		h.n += n
+		b.peak = max(b.peak, b.held)
 	}
 	// The gauge is set under the lock so that it never shows an older total than the last.
 	b.metrics.bodyBytes(b.held)
@@ -112,6 +135,16 @@ func (h *Hold) Release() {
 		delete(b.byClient, h.client)
 	}
 	b.metrics.bodyBytes(b.held)
+	burst := false
+	if b.held == 0 {
+		if now := b.now(); b.release != nil && b.peak >= b.total/4 && now.Sub(b.released) >= releaseEvery {
+			burst, b.released = true, now
+		}
+		b.peak = 0
+	}
 	b.mu.Unlock()
 	h.n = 0
+	if burst {
+		b.release()
+	}
 }

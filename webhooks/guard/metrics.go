@@ -41,7 +41,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"endpoint"}),
 		idleShut: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "parley_http_idle_connections_closed_total",
-			Help: "Idle connections closed because their client address held max_idle_connections_per_client idle ones already.",
+			Help: "Idle connections closed to make room for a new connection at max_connections or max_connections_per_client.",
 		}),
 	}
 	for _, c := range []prometheus.Collector{m.refused, m.open, m.throttled, m.bodyHeld, m.bodyBusy, m.idleShut} {

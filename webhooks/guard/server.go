@@ -21,46 +21,37 @@ type Limits struct {
 	// MaxConns caps open connections in total; MaxConnsPerClient per client address.
 	MaxConns          int
 	MaxConnsPerClient int
-	// MaxIdleConnsPerClient caps a client address's idle connections (opened and sending
-	// nothing, or kept alive between requests): past it, its oldest idle one is closed.
-	MaxIdleConnsPerClient int
 }
 
 // DefaultLimits are serve's defaults: generous for GitHub (which gives up on a delivery after
 // 10 s) and for the drift sources inside a cluster, tight enough that a client holding
 // connections open gains nothing.
 var DefaultLimits = Limits{
-	ReadHeaderTimeout:     10 * time.Second,
-	BodyTimeout:           30 * time.Second,
-	WriteTimeout:          2 * time.Minute,
-	IdleTimeout:           60 * time.Second,
-	MaxConns:              1024,
-	MaxConnsPerClient:     64,
-	MaxIdleConnsPerClient: 8,
+	ReadHeaderTimeout: 10 * time.Second,
+	BodyTimeout:       30 * time.Second,
+	WriteTimeout:      2 * time.Minute,
+	IdleTimeout:       60 * time.Second,
+	MaxConns:          1024,
+	MaxConnsPerClient: 64,
 }
 
-// Server returns an http.Server for h held to l's timeouts and idle connections per client
-// (counting closures in m, which may be nil). Serve it on a listener from Listen to cap its
-// connections as well.
+// Server returns an http.Server for h held to l's timeouts. Serve it on a listener from Listen
+// to cap its connections as well, or take both from Intake.
 //
 // The body deadline is set per request (BodyDeadline) rather than through ReadTimeout: once a
 // handler has read its body, net/http keeps reading the connection in the background to notice
 // a client that went away, and a ReadTimeout expiring during a long handler (a proposal judged
 // against a fresh fetch) would cancel that handler's context.
-func Server(h http.Handler, l Limits, m *Metrics) *http.Server {
+func Server(h http.Handler, l Limits) *http.Server {
 	if l.BodyTimeout > 0 {
 		h = BodyDeadline(h, l.BodyTimeout)
 	}
-	srv := &http.Server{
+	return &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: l.ReadHeaderTimeout,
 		WriteTimeout:      l.WriteTimeout,
 		IdleTimeout:       l.IdleTimeout,
 	}
-	if l.MaxIdleConnsPerClient > 0 {
-		srv.ConnState = newIdleConns(l.MaxIdleConnsPerClient, m).state
-	}
-	return srv
 }
 
 // BodyDeadline sets a read deadline of d on each request's body before h runs, and lifts it
