@@ -91,8 +91,10 @@ func TestServeClosesIdleConnections(t *testing.T) {
 }
 
 // TestServeCapsConnectionsAndProbesStillAnswer: a connection over max_connections_per_client,
-// or over max_connections, is answered 503 and closed as it arrives, counted by reason; /healthz,
-// /readyz and /metrics answer on metrics_listen all the while.
+// or over max_connections, while none of the open ones is idle, is answered 503 and closed as it
+// arrives, counted by reason; /healthz, /readyz and /metrics answer on metrics_listen all the
+// while. (An idle connection would give way to it instead: guard's
+// TestIdleConnectionsCannotFillTheCap.)
 func TestServeCapsConnectionsAndProbesStillAnswer(t *testing.T) {
 	for _, c := range []struct{ reason, total, perClient string }{
 		{"per_client", "100", "2"},
@@ -101,12 +103,30 @@ func TestServeCapsConnectionsAndProbesStillAnswer(t *testing.T) {
 		t.Run(c.reason, func(t *testing.T) {
 			srv, addr := serveIntake(t, map[string]string{"PARLEY_MAX_CONNECTIONS": c.total, "PARLEY_MAX_CONNECTIONS_PER_CLIENT": c.perClient})
 			for range 2 {
-				dial(t, addr) // held open, sending nothing
+				// Held open mid-request: a signed body declared and not sent.
+				fmt.Fprintf(dial(t, addr), "POST /events/flux HTTP/1.1\r\nHost: parley\r\nContent-Type: application/json\r\n"+
+					"X-Signature: sha256=%s\r\nContent-Length: 1000\r\n\r\n{", strings.Repeat("0", 64))
+			}
+			// Until the server has read their headers they count as idle, and would give way:
+			// wait until both bodies are being read (their bytes reserved in the body budget).
+			ops := "http://" + srv.MetricsAddr()
+			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+				resp, err := http.Get(ops + "/metrics")
+				if err != nil {
+					t.Fatal(err)
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if strings.Contains(string(body), "\nparley_unauthenticated_body_bytes 2000\n") {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the two held requests were never read:\n%s", grepLines(string(body), "parley_unauthenticated"))
+				}
 			}
 			if got := closedByServer(t, dial(t, addr), 10*time.Second); !strings.HasPrefix(got, "HTTP/1.1 503") {
 				t.Fatalf("a third connection was answered %q, want 503", got)
 			}
-			ops := "http://" + srv.MetricsAddr()
 			for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
 				resp, err := http.Get(ops + path)
 				if err != nil {
