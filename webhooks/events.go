@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"hash"
-	"io"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -460,21 +459,17 @@ func (r *EventReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	// or a spool file reserved in the unauthenticated body budget; a body under a verified
 	// bearer token is authenticated already, and read as it is.
 	in := intake{endpoint: source, noSpool: true}
-	var macs []hash.Hash
-	var writers []io.Writer
+	var hmacs macs
 	if sig != nil {
 		in = intake{budget: r.bodies, endpoint: source, spoolDir: r.spoolDir}
-		for _, s := range secrets {
-			macs = append(macs, hmac.New(sig.newHash, s.value))
-		}
+		// The source-wide secrets first, then each credential's, in r.creds's order.
+		all := append([]Secret{}, secrets...)
 		for _, c := range r.creds {
-			macs = append(macs, hmac.New(sig.newHash, c.Secret.value))
+			all = append(all, c.Secret)
 		}
-		for _, m := range macs {
-			writers = append(writers, m)
-		}
+		hmacs = newMACs(sig.newHash, all)
 	}
-	pending, err := readPending(w, req, r.maxBody, in, writers...)
+	pending, err := readPending(w, req, r.maxBody, in, hmacs.writers()...)
 	defer pending.Close()
 	if pending.spoolErr != nil {
 		log.Warn("event body kept in memory: no spool file", slog.String(LogKeyError, pending.spoolErr.Error()))
@@ -490,8 +485,7 @@ func (r *EventReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	if sig != nil {
 		// Every secret and credential is compared, without an early exit.
-		for i, m := range macs {
-			match := hmac.Equal(m.Sum(nil), sig.mac)
+		for i, match := range hmacs.match(sig.mac) {
 			switch {
 			case i < len(secrets):
 				wide = wide || match

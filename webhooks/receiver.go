@@ -3,16 +3,14 @@ package webhooks
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash"
-	"io"
 	"log/slog"
 	"mime"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -198,14 +196,8 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	// The body is hashed under every secret as it streams, in memory or a spool file reserved
 	// in the unauthenticated body budget, so that a wrong signature costs one pass over what
 	// was sent and holds nothing once it is answered.
-	secrets := *r.secrets.Load()
-	macs := make([]hash.Hash, len(secrets))
-	writers := make([]io.Writer, len(secrets))
-	for i, s := range secrets {
-		macs[i] = hmac.New(sha256.New, s.value)
-		writers[i] = macs[i]
-	}
-	pending, err := readPending(w, req, r.maxBody, intake{budget: r.bodies, endpoint: source, spoolDir: r.spoolDir}, writers...)
+	hmacs := newMACs(sha256.New, *r.secrets.Load())
+	pending, err := readPending(w, req, r.maxBody, intake{budget: r.bodies, endpoint: source, spoolDir: r.spoolDir}, hmacs.writers()...)
 	defer pending.Close()
 	if pending.spoolErr != nil {
 		log.Warn("webhook body kept in memory: no spool file", slog.String(LogKeyError, pending.spoolErr.Error()))
@@ -219,13 +211,7 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		})
 		return
 	}
-	// Every secret is compared, without an early exit, as verify does.
-	ok := false
-	for _, m := range macs {
-		if hmac.Equal(m.Sum(nil), mac) {
-			ok = true
-		}
-	}
+	ok := slices.Contains(hmacs.match(mac), true)
 	if !ok {
 		r.signatureFailure(w, req, log, source, errSignatureMismatch)
 		return
