@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/parleyhq/parley/core"
 	"github.com/parleyhq/parley/internal/agentstore"
 	"github.com/parleyhq/parley/webhooks"
 	"github.com/parleyhq/parley/webhooks/guard"
@@ -90,8 +91,10 @@ func TestServeClosesIdleConnections(t *testing.T) {
 }
 
 // TestServeCapsConnectionsAndProbesStillAnswer: a connection over max_connections_per_client,
-// or over max_connections, is answered 503 and closed as it arrives, counted by reason; /healthz,
-// /readyz and /metrics answer on metrics_listen all the while.
+// or over max_connections, while none of the open ones is idle, is answered 503 and closed as it
+// arrives, counted by reason; /healthz, /readyz and /metrics answer on metrics_listen all the
+// while. (An idle connection would give way to it instead: guard's
+// TestIdleConnectionsCannotFillTheCap.)
 func TestServeCapsConnectionsAndProbesStillAnswer(t *testing.T) {
 	for _, c := range []struct{ reason, total, perClient string }{
 		{"per_client", "100", "2"},
@@ -100,12 +103,30 @@ func TestServeCapsConnectionsAndProbesStillAnswer(t *testing.T) {
 		t.Run(c.reason, func(t *testing.T) {
 			srv, addr := serveIntake(t, map[string]string{"PARLEY_MAX_CONNECTIONS": c.total, "PARLEY_MAX_CONNECTIONS_PER_CLIENT": c.perClient})
 			for range 2 {
-				dial(t, addr) // held open, sending nothing
+				// Held open mid-request: a signed body declared and not sent.
+				fmt.Fprintf(dial(t, addr), "POST /events/flux HTTP/1.1\r\nHost: parley\r\nContent-Type: application/json\r\n"+
+					"X-Signature: sha256=%s\r\nContent-Length: 1000\r\n\r\n{", strings.Repeat("0", 64))
+			}
+			// Until the server has read their headers they count as idle, and would give way:
+			// wait until both bodies are being read (their bytes reserved in the body budget).
+			ops := "http://" + srv.MetricsAddr()
+			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+				resp, err := http.Get(ops + "/metrics")
+				if err != nil {
+					t.Fatal(err)
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if strings.Contains(string(body), "\nparley_unauthenticated_body_bytes 2000\n") {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the two held requests were never read:\n%s", grepLines(string(body), "parley_unauthenticated"))
+				}
 			}
 			if got := closedByServer(t, dial(t, addr), 10*time.Second); !strings.HasPrefix(got, "HTTP/1.1 503") {
 				t.Fatalf("a third connection was answered %q, want 503", got)
 			}
-			ops := "http://" + srv.MetricsAddr()
 			for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
 				resp, err := http.Get(ops + path)
 				if err != nil {
@@ -134,15 +155,20 @@ func grepLines(s, sub string) string {
 	return strings.Join(out, "\n")
 }
 
-// TestAgentTokenFailuresThrottledBeforeTheTokenStore: once a client address has used its budget
-// of wrong tokens, its next request is answered 429 with Retry-After without asking the token
-// store (here closed: asking it would answer 503).
-func TestAgentTokenFailuresThrottledBeforeTheTokenStore(t *testing.T) {
+// TestAgentTokenFailuresThrottledValidTokenHeard: once a client address has used its budget of
+// wrong tokens, its further failures are answered 429 with Retry-After, while a valid token
+// from the same address is still heard (401/429 would be its only answers if the address were
+// refused before the token is checked, as it was).
+func TestAgentTokenFailuresThrottledValidTokenHeard(t *testing.T) {
 	agents, err := agentstore.Open(context.Background(), filepath.Join(t.TempDir(), "agents.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer agents.Close()
+	valid, _, err := agents.Create(context.Background(), "oncall-bot", core.Identity{Source: core.SourceKubeUser, ID: "alice@parley.example"}, []string{"acme/infra"}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
 	h := &Proposals{Agents: agents, Failures: guard.NewFailures(guard.FailuresConfig{PerMinute: 1, Burst: 1})}
 	post := func(token string) *httptest.ResponseRecorder {
 		req := httptest.NewRequest(http.MethodPost, ProposalsPath, strings.NewReader(`{"claims":[]}`))
@@ -156,10 +182,12 @@ func TestAgentTokenFailuresThrottledBeforeTheTokenStore(t *testing.T) {
 	if rec := post("parley_abc_wrong"); rec.Code != http.StatusUnauthorized {
 		t.Fatalf("a wrong token: %d, want 401", rec.Code)
 	}
-	agents.Close() // from here on, a query of the token store fails
 	rec := post("parley_abc_wrongagain")
 	if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") != "60" {
 		t.Fatalf("after the budget: %d Retry-After %q, want 429 and 60: %s", rec.Code, rec.Header().Get("Retry-After"), rec.Body)
+	}
+	if rec := post(valid); rec.Code == http.StatusTooManyRequests || rec.Code == http.StatusUnauthorized {
+		t.Fatalf("a valid token from the throttled address: %d, want it heard: %s", rec.Code, rec.Body)
 	}
 }
 

@@ -51,8 +51,8 @@ type Proposals struct {
 	Log     *slog.Logger
 	Now     func() time.Time
 	Metrics *ProposalMetrics
-	// Failures rate limits failed token checks per client address, before the token store is
-	// asked; nil: no limit.
+	// Failures rate limits failed token checks per client address: over its budget an
+	// address's failures are answered 429; a valid token is never refused. nil: no limit.
 	Failures *guard.Failures
 
 	mu       sync.Mutex
@@ -273,19 +273,30 @@ func (h *Proposals) authenticate(w http.ResponseWriter, r *http.Request) (agents
 		writeJSON(w, code, proposalError{Error: fmt.Sprintf(format, args...)})
 		return agentstore.Token{}, code
 	}
-	if wait, throttled := h.Failures.Throttled(r, "agents"); throttled {
-		w.Header().Set("Retry-After", guard.RetryAfter(wait))
-		return fail(http.StatusTooManyRequests, "too many failed authentications from this address; try again after Retry-After seconds")
+	// The token is checked first, whatever the address did before: a valid token is never
+	// refused for its neighbours' failures (behind a proxy every agent can be one address). A
+	// failure over the address's budget is answered 429 rather than 401.
+	throttled := func() bool {
+		wait, over := h.Failures.Failed(r, "agents")
+		if over {
+			w.Header().Set("Retry-After", guard.RetryAfter(wait))
+			fail(http.StatusTooManyRequests, "too many failed authentications from this address; try again after Retry-After seconds")
+		}
+		return over
 	}
 	scheme, bearer, _ := strings.Cut(r.Header.Get("Authorization"), " ")
 	if !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(bearer) == "" {
-		h.Failures.Failed(r)
+		if throttled() {
+			return agentstore.Token{}, http.StatusTooManyRequests
+		}
 		w.Header().Set("WWW-Authenticate", `Bearer realm="parley"`)
 		return fail(http.StatusUnauthorized, "missing credentials: send Authorization: Bearer <token> (parley tokens create)")
 	}
 	tok, err := h.Agents.Verify(r.Context(), strings.TrimSpace(bearer), h.now())
 	if errors.Is(err, agentstore.ErrUnknownToken) || errors.Is(err, agentstore.ErrRevoked) {
-		h.Failures.Failed(r)
+		if throttled() {
+			return agentstore.Token{}, http.StatusTooManyRequests
+		}
 		w.Header().Set("WWW-Authenticate", `Bearer realm="parley", error="invalid_token"`)
 		return fail(http.StatusUnauthorized, "the token is not valid (unknown or revoked)")
 	}

@@ -14,6 +14,7 @@ import (
 	"net/mail"
 	"net/url"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -191,8 +192,17 @@ func NewServer(ctx context.Context, cfg config.Config, log *slog.Logger) (*Serve
 	}
 	// One budget of failed authentications per client address, shared by every endpoint that
 	// checks a credential: a client cannot spread its guesses over the endpoints.
+	proxies, err := guard.ParseProxies(cfg.TrustedProxies)
+	if err != nil {
+		return fail(err)
+	}
 	failures := guard.NewFailures(guard.FailuresConfig{PerMinute: cfg.AuthFailuresPerMinute,
-		Burst: int(max(1, cfg.AuthFailuresPerMinute)), Metrics: s.guards})
+		Burst: int(max(1, cfg.AuthFailuresPerMinute)), Metrics: s.guards, Proxies: proxies})
+	// One budget of bytes held by bodies whose signature is not checked yet, shared by every
+	// signed endpoint; one address holds at most a quarter of it, or one largest body.
+	bodies := guard.NewBodies(guard.BodiesConfig{Total: cfg.UnauthenticatedBodyBudget,
+		PerClient: max(cfg.UnauthenticatedBodyBudget/4, webhooks.MaxBodyBytes), Proxies: proxies, Metrics: s.guards,
+		Release: debug.FreeOSMemory})
 	var secrets []webhooks.Secret
 	for i, sec := range cfg.WebhookSecrets {
 		ws, err := webhooks.NewSecret(sec.Reveal())
@@ -274,7 +284,7 @@ func NewServer(ctx context.Context, cfg config.Config, log *slog.Logger) (*Serve
 	}
 	s.retention = &webhooks.Retention{Store: st, Done: cfg.DeliveryRetention, Dead: cfg.DeadLetterRetention, Metrics: metrics, Logger: log}
 	s.receiver, err = webhooks.NewReceiver(webhooks.ReceiverConfig{Store: st, Secrets: secrets, Notify: s.pool.Notify, Logger: log, Metrics: metrics,
-		Failures: failures})
+		Failures: failures, Bodies: bodies})
 	if err != nil {
 		return fail(err)
 	}
@@ -325,7 +335,7 @@ func NewServer(ctx context.Context, cfg config.Config, log *slog.Logger) (*Serve
 				return o.Accounts, err
 			},
 			Store: st, Notify: s.pool.Notify, Logger: log, Metrics: metrics, EventMetrics: eventMetrics,
-			Failures: failures})
+			Failures: failures, Bodies: bodies})
 		if err != nil {
 			return fail(err)
 		}
@@ -643,8 +653,7 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 		return fmt.Errorf("listen on %s: %w", s.cfg.Listen, err)
 	}
 	limits := s.limits()
-	srv := guard.Server(s.Handler(), limits)
-	ln = guard.Listen(ln, limits, s.guards)
+	srv, ln := guard.Intake(s.Handler(), ln, limits, s.guards)
 	var msrv *http.Server
 	var mln net.Listener
 	if s.cfg.MetricsListen != "" {

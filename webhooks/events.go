@@ -1,7 +1,6 @@
 package webhooks
 
 import (
-	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/sha512"
@@ -129,6 +128,11 @@ type EventReceiverConfig struct {
 	Clusters func(name string) bool
 	// Failures rate limits failed credentials per client address; nil: no limit.
 	Failures *guard.Failures
+	// Bodies caps the bytes held by signed bodies whose X-Signature is not checked yet, shared
+	// by every receiver; nil: no cap. SpoolDir is where a body past SpoolThreshold is spooled
+	// ("": os.TempDir()).
+	Bodies   *guard.Bodies
+	SpoolDir string
 	// Credentials are narrower than Secrets: each authenticates only one cluster's or one AWS
 	// account's deliveries (403 for any other), so a cluster's token cannot post for another.
 	// A secret both in Secrets and here, or in several credentials, is accepted as the widest.
@@ -179,11 +183,13 @@ func NewEventMetrics(reg prometheus.Registerer) (*EventMetrics, error) {
 // The order of checks follows the GitHub Receiver:
 //
 //  1. the method (405);
-//  2. whether the source is enabled (403 naming the setting), then whether the client address
-//     failed authentication too often (429 with Retry-After);
+//  2. whether the source is enabled (403 naming the setting);
 //  3. a bearer token, or the presence and form of X-Signature (401, before the body is read);
-//  4. the size (413);
-//  5. the X-Signature HMAC of the raw body against every secret (401);
+//  4. the size (413), and for a signed body room in the unauthenticated body budget (503 with
+//     Retry-After, before the body is read when its length is declared);
+//  5. the X-Signature HMAC of the raw body against every secret, computed as it streams (401).
+//     A failed credential (3 or 5) is answered 429 with Retry-After instead of 401 once its
+//     client address has failed too often; a valid one is never refused for that;
 //  6. on a per-cluster path, the cluster name: its form (400, reason invalid_cluster), then
 //     whether the server knows the cluster (404, reason unknown_cluster, naming the
 //     configuration block to add). Only now, once the credentials are verified, so that an
@@ -224,6 +230,8 @@ type EventReceiver struct {
 	now        func() time.Time
 	clusters   func(name string) bool
 	failures   *guard.Failures
+	bodies     *guard.Bodies
+	spoolDir   string
 	creds      []Credential
 	accounts   func(body []byte) ([]string, error)
 }
@@ -245,6 +253,8 @@ func NewEventReceiver(cfg EventReceiverConfig) (*EventReceiver, error) {
 		now:        cfg.Now,
 		clusters:   cfg.Clusters,
 		failures:   cfg.Failures,
+		bodies:     cfg.Bodies,
+		spoolDir:   cfg.SpoolDir,
 		accounts:   cfg.Accounts,
 	}
 	for _, c := range cfg.Credentials {
@@ -383,7 +393,9 @@ func (r *EventReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		writeEventReply(w, code, eventReply{Status: "refused", Error: err.Error()})
 	}
 	unauthorized := func(reason string, err error) {
-		r.failures.Failed(req)
+		if throttled(w, req, r.failures, r.metrics, source) {
+			return
+		}
 		r.metrics.signatureFailures.WithLabelValues(source, reason).Inc()
 		log.Warn("event credentials refused", slog.Int(LogKeyStatus, http.StatusUnauthorized), slog.String(LogKeyError, err.Error()))
 		writeEventReply(w, http.StatusUnauthorized, eventReply{Status: "unauthorized", Error: err.Error()})
@@ -401,10 +413,6 @@ func (r *EventReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			msg += ": set " + r.setting + " to enable them"
 		}
 		refuse(http.StatusForbidden, reasonNotEnabled, errors.New(msg))
-		return
-	}
-
-	if throttled(w, req, r.failures, r.metrics, source) {
 		return
 	}
 
@@ -447,22 +455,59 @@ func (r *EventReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			fmt.Errorf("body of %d bytes exceeds the %d-byte limit", req.ContentLength, r.maxBody))
 		return
 	}
-	body, err := readLimited(w, req, r.maxBody)
-	if err != nil {
-		if mbe, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			refuse(http.StatusRequestEntityTooLarge, reasonTooLarge, fmt.Errorf("body exceeds the %d-byte limit", mbe.Limit))
-			return
+	// A signed body is hashed under every secret and credential as it streams, held in memory
+	// or a spool file reserved in the unauthenticated body budget; a body under a verified
+	// bearer token is authenticated already, and read as it is.
+	in := intake{endpoint: source, noSpool: true}
+	var hmacs macs
+	if sig != nil {
+		in = intake{budget: r.bodies, endpoint: source, spoolDir: r.spoolDir}
+		// The source-wide secrets first, then each credential's, in r.creds's order.
+		all := append([]Secret{}, secrets...)
+		for _, c := range r.creds {
+			all = append(all, c.Secret)
 		}
-		refuse(http.StatusBadRequest, reasonReadBody, fmt.Errorf("read body: %w", err))
+		hmacs = newMACs(sig.newHash, all)
+	}
+	pending, err := readPending(w, req, r.maxBody, in, hmacs.writers()...)
+	defer pending.Close()
+	if pending.spoolErr != nil {
+		log.Warn("event body kept in memory: no spool file", slog.String(LogKeyError, pending.spoolErr.Error()))
+	}
+	if err != nil {
+		readFailure(err, r.maxBody, refuse, func(err error) {
+			r.metrics.rejected.WithLabelValues(source, reasonBusy).Inc()
+			log.Warn("event refused", slog.Int(LogKeyStatus, http.StatusServiceUnavailable), slog.String(LogKeyError, err.Error()))
+			w.Header().Set("Retry-After", busyRetryAfter)
+			writeEventReply(w, http.StatusServiceUnavailable, eventReply{Status: "unavailable", Error: err.Error()})
+		})
 		return
 	}
 	if sig != nil {
-		wide, narrow = sig.verify(secrets, body), r.matchCredentials(func(c Credential) bool { return sig.verify([]Secret{c.Secret}, body) })
+		// Every secret and credential is compared, without an early exit.
+		for i, match := range hmacs.match(sig.mac) {
+			switch {
+			case i < len(secrets):
+				wide = wide || match
+			case match:
+				narrow = append(narrow, r.creds[i-len(secrets)])
+			}
+		}
 		if !wide && len(narrow) == 0 {
 			unauthorized(reasonMismatch, fmt.Errorf("%s does not match the body under any configured secret", HeaderXSignature))
 			return
 		}
 	}
+	body, err := pending.Bytes()
+	if err != nil {
+		r.metrics.rejected.WithLabelValues(source, reasonBusy).Inc()
+		log.Error("event body lost", slog.String(LogKeyError, err.Error()))
+		w.Header().Set("Retry-After", busyRetryAfter)
+		writeEventReply(w, http.StatusServiceUnavailable, eventReply{Status: "unavailable", Error: "event could not be read back; send it again later"})
+		return
+	}
+	// Authenticated: the body is no longer held on an unknown sender's behalf.
+	pending.Close()
 
 	// Authenticated from here on: the cluster and the body may be looked at. A request to the
 	// unscoped path has no cluster wildcard, and PathValue returns "".
@@ -543,17 +588,6 @@ func (r *EventReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	r.notify()
 	log.Info("event stored", slog.Int(LogKeyStatus, http.StatusAccepted), slog.Int("bytes", len(body)), slog.Int("events", len(ids)))
 	writeEventReply(w, http.StatusAccepted, eventReply{Status: "accepted", Delivery: id, Events: len(ids)})
-}
-
-// readLimited reads the whole body through http.MaxBytesReader, so an oversized body without a
-// Content-Length is cut off at the limit instead of being buffered whole. The buffer grows with
-// what arrives and is never sized from Content-Length: the request is not authenticated yet, and
-// a client declaring 25 MB while sending a few bytes must not hold 25 MB.
-func readLimited(w http.ResponseWriter, req *http.Request, limit int64) ([]byte, error) {
-	rd := http.MaxBytesReader(w, req.Body, limit)
-	var buf bytes.Buffer
-	_, err := buf.ReadFrom(rd)
-	return buf.Bytes(), err
 }
 
 // DeliveryID derives the store ID of a body from the IDs of the events it holds (the sources'
@@ -671,18 +705,4 @@ func parseXSignature(h string) (*xSignature, error) {
 		return nil, errXSignatureMalformed
 	}
 	return &xSignature{newHash: a.newHash, mac: mac}, nil
-}
-
-// verify reports whether the signature is the HMAC of body under any of secrets, trying every
-// secret and comparing in constant time, like the GitHub receiver's verify.
-func (s *xSignature) verify(secrets []Secret, body []byte) bool {
-	ok := false
-	for _, sec := range secrets {
-		h := hmac.New(s.newHash, sec.value)
-		h.Write(body)
-		if hmac.Equal(h.Sum(nil), s.mac) {
-			ok = true
-		}
-	}
-	return ok
 }

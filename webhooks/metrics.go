@@ -45,6 +45,7 @@ const (
 	reasonStoreFailure = "store_unavailable"
 	reasonReadBody     = "read_body"
 	reasonThrottled    = "throttled"
+	reasonBusy         = "body_budget"
 
 	reasonPermanent = "permanent"
 	reasonExhausted = "exhausted"

@@ -3,12 +3,14 @@ package webhooks
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"mime"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -52,6 +54,11 @@ type ReceiverConfig struct {
 	Now func() time.Time
 	// Failures rate limits failed signatures per client address; nil: no limit.
 	Failures *guard.Failures
+	// Bodies caps the bytes held by bodies whose signature is not checked yet, shared by every
+	// receiver; nil: no cap. SpoolDir is where a body past SpoolThreshold is spooled ("":
+	// os.TempDir()).
+	Bodies   *guard.Bodies
+	SpoolDir string
 }
 
 // Receiver is the http.Handler for GitHub webhooks (POST GitHubPath). See the package doc for
@@ -66,6 +73,8 @@ type Receiver struct {
 	putTimeout time.Duration
 	now        func() time.Time
 	failures   *guard.Failures
+	bodies     *guard.Bodies
+	spoolDir   string
 }
 
 // NewReceiver checks cfg and returns a Receiver.
@@ -82,6 +91,8 @@ func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
 		putTimeout: cfg.PutTimeout,
 		now:        cfg.Now,
 		failures:   cfg.Failures,
+		bodies:     cfg.Bodies,
+		spoolDir:   cfg.SpoolDir,
 	}
 	if err := r.SetSecrets(cfg.Secrets...); err != nil {
 		return nil, err
@@ -160,9 +171,6 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		refuse(http.StatusMethodNotAllowed, reasonMethod, fmt.Errorf("method %s not allowed, use POST", req.Method))
 		return
 	}
-	if throttled(w, req, r.failures, r.metrics, source) {
-		return
-	}
 	if err := checkHeader(HeaderEvent, event, validEvent); err != nil {
 		refuse(http.StatusBadRequest, reasonHeader, err)
 		return
@@ -185,20 +193,39 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			fmt.Errorf("body of %d bytes exceeds the %d-byte limit", req.ContentLength, r.maxBody))
 		return
 	}
-	body, err := readLimited(w, req, r.maxBody)
+	// The body is hashed under every secret as it streams, in memory or a spool file reserved
+	// in the unauthenticated body budget, so that a wrong signature costs one pass over what
+	// was sent and holds nothing once it is answered.
+	hmacs := newMACs(sha256.New, *r.secrets.Load())
+	pending, err := readPending(w, req, r.maxBody, intake{budget: r.bodies, endpoint: source, spoolDir: r.spoolDir}, hmacs.writers()...)
+	defer pending.Close()
+	if pending.spoolErr != nil {
+		log.Warn("webhook body kept in memory: no spool file", slog.String(LogKeyError, pending.spoolErr.Error()))
+	}
 	if err != nil {
-		if mbe, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			refuse(http.StatusRequestEntityTooLarge, reasonTooLarge,
-				fmt.Errorf("body exceeds the %d-byte limit", mbe.Limit))
-			return
-		}
-		refuse(http.StatusBadRequest, reasonReadBody, fmt.Errorf("read body: %w", err))
+		readFailure(err, r.maxBody, refuse, func(err error) {
+			r.metrics.rejected.WithLabelValues(source, reasonBusy).Inc()
+			log.Warn("webhook refused", slog.Int(LogKeyStatus, http.StatusServiceUnavailable), slog.String(LogKeyError, err.Error()))
+			w.Header().Set("Retry-After", busyRetryAfter)
+			writeReply(w, http.StatusServiceUnavailable, reply{Status: "unavailable", Error: err.Error()})
+		})
 		return
 	}
-	if !verify(*r.secrets.Load(), body, mac) {
+	ok := slices.Contains(hmacs.match(mac), true)
+	if !ok {
 		r.signatureFailure(w, req, log, source, errSignatureMismatch)
 		return
 	}
+	body, err := pending.Bytes()
+	if err != nil {
+		r.metrics.rejected.WithLabelValues(source, reasonBusy).Inc()
+		log.Error("webhook body lost", slog.String(LogKeyError, err.Error()))
+		w.Header().Set("Retry-After", busyRetryAfter)
+		writeReply(w, http.StatusServiceUnavailable, reply{Status: "unavailable", Delivery: id, Error: "delivery could not be read back; redeliver it later"})
+		return
+	}
+	// Authenticated: the body is no longer held on an unknown sender's behalf.
+	pending.Close()
 
 	// Authenticated from here on: the body may be looked at.
 	if err := checkContentType(req.Header.Get("Content-Type")); err != nil {
@@ -287,8 +314,12 @@ func put(ctx context.Context, st Intake, timeout time.Duration, m *Metrics, log 
 	return putOutcome{kind: putStored}
 }
 
+// signatureFailure answers a request whose signature is missing, malformed or wrong: 401, or 429
+// with Retry-After once its client address is over its budget of failures.
 func (r *Receiver) signatureFailure(w http.ResponseWriter, req *http.Request, log *slog.Logger, source string, err error) {
-	r.failures.Failed(req)
+	if throttled(w, req, r.failures, r.metrics, source) {
+		return
+	}
 	reason := reasonMismatch
 	switch {
 	case errors.Is(err, errSignatureMissing):
@@ -301,10 +332,11 @@ func (r *Receiver) signatureFailure(w http.ResponseWriter, req *http.Request, lo
 	writeReply(w, http.StatusUnauthorized, reply{Status: "unauthorized", Error: err.Error()})
 }
 
-// throttled answers 429 with Retry-After, and reports true, when req's client address failed
-// authentication too often: before the body is read or anything is stored.
+// throttled counts req's failed authentication and, when its client address is over its budget
+// of failures, answers 429 with Retry-After and reports true. It is called only once the
+// credentials have failed: a request whose credentials verify is never throttled.
 func throttled(w http.ResponseWriter, req *http.Request, f *guard.Failures, m *Metrics, source string) bool {
-	wait, ok := f.Throttled(req, source)
+	wait, ok := f.Failed(req, source)
 	if !ok {
 		return false
 	}
@@ -383,4 +415,22 @@ func checkContentType(ct string) error {
 func looksLikeJSONObject(body []byte) bool {
 	body = bytes.Trim(body, " \t\r\n")
 	return len(body) >= 2 && body[0] == '{' && body[len(body)-1] == '}'
+}
+
+// busyRetryAfter is the Retry-After of a 503 for a full body budget: long enough for the bodies
+// holding it to be answered.
+const busyRetryAfter = "5"
+
+// readFailure answers a body that could not be read: 413 past the limit, busy (503) for a full
+// budget or a spool file that could not be written, 400 for a body the client broke off.
+func readFailure(err error, limit int64, refuse func(code int, reason string, err error), busy func(error)) {
+	if mbe, ok := errors.AsType[*http.MaxBytesError](err); ok {
+		refuse(http.StatusRequestEntityTooLarge, reasonTooLarge, fmt.Errorf("body exceeds the %d-byte limit", mbe.Limit))
+		return
+	}
+	if errors.Is(err, errBodyBudget) || errors.Is(err, errSpool) {
+		busy(err)
+		return
+	}
+	refuse(http.StatusBadRequest, reasonReadBody, fmt.Errorf("read body: %w", err))
 }

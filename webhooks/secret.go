@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
+	"io"
 	"log/slog"
 	"strings"
 )
@@ -79,22 +81,40 @@ func parseSignature(header string) ([]byte, error) {
 	return mac, nil
 }
 
-// verify reports whether mac is the HMAC-SHA256 of body under any of secrets. Every secret is
-// tried (no early exit), and each comparison is constant-time, so timing tells nothing about
-// which secret matched or how much of the MAC was right.
-func verify(secrets []Secret, body, mac []byte) bool {
-	ok := false
-	for _, s := range secrets {
-		if s.IsZero() {
-			continue
-		}
-		h := hmac.New(sha256.New, s.value)
-		h.Write(body)
-		if hmac.Equal(h.Sum(nil), mac) {
-			ok = true
+// macs are one HMAC per secret, written to as a body streams (writers), so that a signature is
+// checked in the same pass that reads the body. A zero secret has no HMAC and matches nothing.
+type macs []hash.Hash
+
+func newMACs(newHash func() hash.Hash, secrets []Secret) macs {
+	m := make(macs, len(secrets))
+	for i, s := range secrets {
+		if !s.IsZero() {
+			m[i] = hmac.New(newHash, s.value)
 		}
 	}
-	return ok
+	return m
+}
+
+// writers are the HMACs as io.Writers, for readPending.
+func (m macs) writers() []io.Writer {
+	var w []io.Writer
+	for _, h := range m {
+		if h != nil {
+			w = append(w, h)
+		}
+	}
+	return w
+}
+
+// match reports, for each secret, whether mac is the HMAC of what was written under it. Every
+// secret is compared (no early exit), each in constant time, so timing tells nothing about which
+// secret matched or how much of the MAC was right.
+func (m macs) match(mac []byte) []bool {
+	out := make([]bool, len(m))
+	for i, h := range m {
+		out[i] = h != nil && hmac.Equal(h.Sum(nil), mac)
+	}
+	return out
 }
 
 // Sign returns the X-Hub-Signature-256 value GitHub would send for body under s. Tests, the

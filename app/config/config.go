@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/mail"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -127,6 +128,13 @@ type Config struct {
 	MaxConnections          int
 	MaxConnectionsPerClient int
 	AuthFailuresPerMinute   float64
+	// UnauthenticatedBodyBudget caps the bytes held at once by request bodies whose signature is
+	// not checked yet, in memory or spooled to TMPDIR (0: no cap); one client address holds at
+	// most a quarter of it, or one largest body if that is more.
+	UnauthenticatedBodyBudget int64
+	// TrustedProxies are the CIDRs of the proxies whose X-Forwarded-For (or Forwarded) names the
+	// client address the per-client limits count.
+	TrustedProxies []string
 	// DeliveryRetention and DeadLetterRetention are how long done and dead-lettered deliveries
 	// are kept; 0 keeps them for ever.
 	DeliveryRetention   time.Duration
@@ -261,13 +269,15 @@ func Keys() []Key {
 		{"body_timeout", "PARLEY_BODY_TIMEOUT", "30s", "how long a client may take to send a request's body once its headers are in; a slower body is cut off"},
 		{"write_timeout", "PARLEY_WRITE_TIMEOUT", "2m", "how long a request may take from its headers to the end of its answer"},
 		{"idle_timeout", "PARLEY_IDLE_TIMEOUT", "60s", "how long a keep-alive connection may wait for its next request"},
-		{"max_connections", "PARLEY_MAX_CONNECTIONS", "1024", "open connections on listen, in total; more are answered 503 and closed at once (0: no cap). metrics_listen is not counted: point probes there"},
+		{"max_connections", "PARLEY_MAX_CONNECTIONS", "1024", "open connections on listen, in total; at the cap a new connection takes the place of the oldest idle one (silent, or kept alive between requests) of the client holding the most, and when none is idle it is answered 503 and closed at once (0: no cap). metrics_listen is not counted: point probes there"},
 		{"max_connections_per_client", "PARLEY_MAX_CONNECTIONS_PER_CLIENT", "64", "open connections on listen from one client IP address (IPv6: its /64); behind a proxy that hides client addresses every client is the proxy, so raise it or set 0 (no cap)"},
 		{"delivery_retention", "PARLEY_DELIVERY_RETENTION", "168h", "how long a handled delivery is kept (and its ID and body remembered, so a redelivery or replay is a duplicate); keep it above GitHub's 3 days of redelivery (0: for ever)"},
 		{"dead_letter_retention", "PARLEY_DEAD_LETTER_RETENTION", "720h", "how long a dead-lettered delivery is kept for parley deliveries to list and replay (0: for ever)"},
 		{"event_max_age", "PARLEY_EVENT_MAX_AGE", "24h", "drift events (POST /events/...) older than this are refused (400 stale_event): a replayed old body is not news; parley ingest still replays old events on purpose (0: no bound)"},
 		{"event_max_future", "PARLEY_EVENT_MAX_FUTURE", "5m", "drift events dated further than this ahead of the server's clock are refused (0: no bound)"},
-		{"auth_failures_per_minute", "PARLEY_AUTH_FAILURES_PER_MINUTE", "30", "failed authentications (webhook signatures, event secrets and tokens, agent tokens) one client address may make a minute, in bursts of as many; over it every request from that address is answered 429 with Retry-After, before its credentials are checked (0: no limit)"},
+		{"auth_failures_per_minute", "PARLEY_AUTH_FAILURES_PER_MINUTE", "30", "failed authentications (webhook signatures, event secrets and tokens, agent tokens) one client address may make a minute, in bursts of as many; past it that address's failures are answered 429 with Retry-After instead of 401. Credentials are checked first: a valid signature or token is never refused (0: no limit)"},
+		{"unauthenticated_body_budget", "PARLEY_UNAUTHENTICATED_BODY_BUDGET", "134217728", "bytes held at once by request bodies whose signature is still unchecked (GitHub's, Flux's and X-Signature deliveries), in memory up to 1 MiB each and past that in an unlinked file in TMPDIR; one client address holds at most a quarter of it (at least 25 MB, one largest body); a body that does not fit is answered 503 with Retry-After, before it is read when its length is declared (0: no cap)"},
+		{"trusted_proxies", "PARLEY_TRUSTED_PROXIES", "(none)", "CIDRs (or addresses) of the reverse proxies in front of listen, e.g. the Ingress controller's pods; for a connection from one of them the client address the per-client limits count is the rightmost X-Forwarded-For hop (else Forwarded for=) that is not a trusted proxy; environment: comma-separated"},
 		{"max_file_size", "PARLEY_MAX_FILE_SIZE", "8388608", "the largest file (bytes) the App's check and the drift loop read from a repository; a larger one is named and not judged, and the check cannot pass"},
 		{"max_fields_per_file", "PARLEY_MAX_FIELDS_PER_FILE", "20000", "the most fields one file of a pull request may change and still be judged"},
 		{"max_fields", "PARLEY_MAX_FIELDS", "50000", "the most fields one pull request may change in all; the files past it are named and not judged"},
@@ -332,6 +342,8 @@ type file struct {
 	MaxConnections             *int             `hcl:"max_connections,optional"`
 	MaxConnectionsPerClient    *int             `hcl:"max_connections_per_client,optional"`
 	AuthFailuresPerMinute      *float64         `hcl:"auth_failures_per_minute,optional"`
+	UnauthenticatedBodyBudget  *int64           `hcl:"unauthenticated_body_budget,optional"`
+	TrustedProxies             []string         `hcl:"trusted_proxies,optional"`
 	DeliveryRetention          *string          `hcl:"delivery_retention,optional"`
 	DeadLetterRetention        *string          `hcl:"dead_letter_retention,optional"`
 	EventMaxAge                *string          `hcl:"event_max_age,optional"`
@@ -515,7 +527,8 @@ func Load(path string, getenv func(string) string) (Config, error) {
 		CommitAuthor:      "Parley <parley@users.noreply.github.com>",
 		ReadHeaderTimeout: 10 * time.Second, BodyTimeout: 30 * time.Second, WriteTimeout: 2 * time.Minute,
 		IdleTimeout: 60 * time.Second, MaxConnections: 1024, MaxConnectionsPerClient: 64, AuthFailuresPerMinute: 30,
-		DeliveryRetention: 7 * 24 * time.Hour, DeadLetterRetention: 30 * 24 * time.Hour,
+		UnauthenticatedBodyBudget: 128 << 20,
+		DeliveryRetention:         7 * 24 * time.Hour, DeadLetterRetention: 30 * 24 * time.Hour,
 		EventMaxAge: 24 * time.Hour, EventMaxFuture: 5 * time.Minute,
 		// The defaults of core.DefaultBudget and gitops.RenderProcess, which this package does not
 		// import; TestBudgetDefaultsAreTheLibraries' keeps them the same.
@@ -622,6 +635,10 @@ func Load(path string, getenv func(string) string) (Config, error) {
 		setP(&c.MaxConnections, f.MaxConnections)
 		setP(&c.MaxConnectionsPerClient, f.MaxConnectionsPerClient)
 		setP(&c.AuthFailuresPerMinute, f.AuthFailuresPerMinute)
+		setP(&c.UnauthenticatedBodyBudget, f.UnauthenticatedBodyBudget)
+		if f.TrustedProxies != nil {
+			c.TrustedProxies = f.TrustedProxies
+		}
 		if f.LogLevel != nil {
 			if err := c.LogLevel.UnmarshalText([]byte(*f.LogLevel)); err != nil {
 				errs = append(errs, fmt.Errorf("%s: log_level: %w", path, err))
@@ -743,6 +760,15 @@ func Load(path string, getenv func(string) string) (Config, error) {
 	env("PARLEY_EVENT_MAX_FUTURE", dur(&c.EventMaxFuture))
 	env("PARLEY_MAX_CONNECTIONS", num(&c.MaxConnections))
 	env("PARLEY_MAX_CONNECTIONS_PER_CLIENT", num(&c.MaxConnectionsPerClient))
+	env("PARLEY_TRUSTED_PROXIES", func(v string) error {
+		c.TrustedProxies = nil
+		for _, s := range strings.Split(v, ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				c.TrustedProxies = append(c.TrustedProxies, s)
+			}
+		}
+		return nil
+	})
 	num64 := func(dst *int64) func(string) error {
 		return func(v string) error {
 			n, err := strconv.ParseInt(v, 10, 64)
@@ -750,6 +776,7 @@ func Load(path string, getenv func(string) string) (Config, error) {
 			return err
 		}
 	}
+	env("PARLEY_UNAUTHENTICATED_BODY_BUDGET", num64(&c.UnauthenticatedBodyBudget))
 	env("PARLEY_MAX_FILE_SIZE", num64(&c.MaxFileSize))
 	env("PARLEY_MAX_FIELDS_PER_FILE", num(&c.MaxFieldsPerFile))
 	env("PARLEY_MAX_FIELDS", num(&c.MaxFields))
@@ -917,6 +944,16 @@ func (c *Config) validateIntake() []error {
 	}
 	if c.DeadLetterRetention < 0 {
 		errs = append(errs, fmt.Errorf("dead_letter_retention = %s: want 0 (for ever) or more", c.DeadLetterRetention))
+	}
+	if c.UnauthenticatedBodyBudget < 0 {
+		errs = append(errs, fmt.Errorf("unauthenticated_body_budget = %d: want 0 (no cap) or more", c.UnauthenticatedBodyBudget))
+	}
+	for _, p := range c.TrustedProxies {
+		if _, err := netip.ParsePrefix(p); err != nil {
+			if _, err := netip.ParseAddr(p); err != nil {
+				errs = append(errs, fmt.Errorf("trusted_proxies: %q is neither a CIDR (10.0.0.0/8) nor an IP address", p))
+			}
+		}
 	}
 	if c.AuthFailuresPerMinute < 0 {
 		errs = append(errs, fmt.Errorf("auth_failures_per_minute = %g: want 0 (no limit) or more", c.AuthFailuresPerMinute))

@@ -528,3 +528,34 @@ func TestLoadBudgets(t *testing.T) {
 		}
 	}
 }
+
+// TestIntakeBudgetKeys: the unauthenticated body budget and the trusted proxies are read from the environment, and a proxy entry that is neither a CIDR nor an
+// address is named.
+func TestIntakeBudgetKeys(t *testing.T) {
+	base := map[string]string{"PARLEY_APP_ID": "7", "PARLEY_PRIVATE_KEY": "pem", "PARLEY_WEBHOOK_SECRETS": "s"}
+	c, err := Load("", envMap(base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.UnauthenticatedBodyBudget != 128<<20 || c.TrustedProxies != nil {
+		t.Errorf("defaults: budget %d, proxies %v", c.UnauthenticatedBodyBudget, c.TrustedProxies)
+	}
+	env := map[string]string{"PARLEY_UNAUTHENTICATED_BODY_BUDGET": "67108864", "PARLEY_TRUSTED_PROXIES": " 10.0.0.0/8, 192.0.2.1 ,"}
+	for k, v := range base {
+		env[k] = v
+	}
+	if c, err = Load("", envMap(env)); err != nil {
+		t.Fatal(err)
+	}
+	if c.UnauthenticatedBodyBudget != 64<<20 || strings.Join(c.TrustedProxies, "|") != "10.0.0.0/8|192.0.2.1" {
+		t.Errorf("loaded budget %d, proxies %q", c.UnauthenticatedBodyBudget, c.TrustedProxies)
+	}
+	env["PARLEY_TRUSTED_PROXIES"] = "10.0.0.0/8,ingress.local"
+	env["PARLEY_UNAUTHENTICATED_BODY_BUDGET"] = "-1"
+	_, err = Load("", envMap(env))
+	for _, want := range []string{`trusted_proxies: "ingress.local"`, "unauthenticated_body_budget = -1"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v does not name %s", err, want)
+		}
+	}
+}

@@ -67,8 +67,10 @@ func TestReviewPlanAction(t *testing.T) {
 	md, _ := os.ReadFile(summary)
 	for _, want := range []string{
 		"### Parley: 1 field, 1 veto",
-		"by git-author:alice@parley.example (terraform 1.9.0), judged by `parley review --plan`: **failure**",
-		`| tf:infra/kafka//aws\_autoscaling\_group.consumer#/desired\_capacity | update aws\_autoscaling\_group.consumer: 5 -&gt; 24 | veto | **yes**: the plan's value is vetoed |`,
+		// Every piece of the plan through ghmarkdown: escaped, and @ and # followed by a
+		// zero-width space so GitHub links nothing.
+		"by git\\-author\\:alice@\u200bparley\\.example (terraform 1\\.9\\.0), judged by `parley review --plan`: **failure**",
+		"| tf\\:infra/kafka//aws\\_autoscaling\\_group\\.consumer#\u200b/desired\\_capacity | update aws\\_autoscaling\\_group\\.consumer\\: 5 \\-&gt; 24 | veto | **yes**: the plan's value is vetoed |",
 		"oncall wants 24, above the maximum 16",
 	} {
 		if !strings.Contains(string(md), want) {
@@ -81,7 +83,7 @@ func TestReviewPlanAction(t *testing.T) {
 		t.Fatalf("an accepted plan: exit %d:\n%s", code, out)
 	}
 	md, _ = os.ReadFile(summary)
-	if strings.Count(string(md), "### Parley:") != 2 || !strings.Contains(string(md), "**success**") || !strings.Contains(string(md), "5 -&gt; 12 | adopt | no |") {
+	if strings.Count(string(md), "### Parley:") != 2 || !strings.Contains(string(md), "**success**") || !strings.Contains(string(md), "5 \\-&gt; 12 | adopt | no |") {
 		t.Errorf("the second run's summary is not appended as a success:\n%s", md)
 	}
 

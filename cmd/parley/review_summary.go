@@ -7,6 +7,7 @@ import (
 
 	"github.com/parleyhq/parley/app/report"
 	"github.com/parleyhq/parley/core"
+	"github.com/parleyhq/parley/internal/ghmarkdown"
 	"github.com/parleyhq/parley/reconcile/tfplan"
 )
 
@@ -45,7 +46,7 @@ func planSummary(res tfplan.Result, js []tfplan.Judgement, author core.Identity,
 		}
 		b.WriteString("\n")
 		for _, j := range js {
-			fmt.Fprintf(&b, "<details><summary>Why %s: %s</summary>\n\n%s\n</details>\n\n", mdCell(j.Verdict.Field.String()), mdCell(string(j.Verdict.Decision)), report.Explanation(j.Verdict))
+			fmt.Fprintf(&b, "<details><summary>Why %s: %s</summary>\n\n%s\n</details>\n\n", ghmarkdown.HTML(j.Verdict.Field.String()), ghmarkdown.HTML(string(j.Verdict.Decision)), report.Explanation(j.Verdict))
 		}
 	}
 	for _, n := range res.Notes {
@@ -54,15 +55,11 @@ func planSummary(res tfplan.Result, js []tfplan.Judgement, author core.Identity,
 	return b.String()
 }
 
-// mdCell makes text safe inside a Markdown table cell or line: no line breaks, no table pipes, no
-// HTML, no emphasis or links.
-func mdCell(s string) string {
-	if s == "" {
-		return "—"
-	}
-	return strings.NewReplacer("\r", " ", "\n", " ", "&", "&amp;", "<", "&lt;", ">", "&gt;", "|", `\|`, "\\", `\\`,
-		"*", `\*`, "_", `\_`, "`", "\\`", "[", `\[`, "]", `\]`).Replace(s)
-}
+// mdCell places text of the plan (addresses, values, notes: the pull request's words) in a table
+// cell or a line of the summary as ghmarkdown does in every other Parley document: no line break,
+// table pipe, HTML, emphasis, link or autolink, and no @mention or #reference GitHub would notify
+// or link.
+func mdCell(s string) string { return ghmarkdown.Cell(s) }
 
 // appendSummary appends text to file (created if missing), as GitHub's $GITHUB_STEP_SUMMARY wants.
 func appendSummary(file, text string) error {

@@ -117,10 +117,14 @@ func TestRender(t *testing.T) {
 	for name, want := range map[string]string{"PARLEY_READ_HEADER_TIMEOUT": "10s", "PARLEY_BODY_TIMEOUT": "30s",
 		"PARLEY_WRITE_TIMEOUT": "2m", "PARLEY_IDLE_TIMEOUT": "60s", "PARLEY_MAX_CONNECTIONS": "1024",
 		"PARLEY_MAX_CONNECTIONS_PER_CLIENT": "64", "PARLEY_AUTH_FAILURES_PER_MINUTE": "30", "PARLEY_EVENT_MAX_AGE": "24h",
-		"PARLEY_EVENT_MAX_FUTURE": "5m", "PARLEY_DELIVERY_RETENTION": "168h", "PARLEY_DEAD_LETTER_RETENTION": "720h"} {
+		"PARLEY_EVENT_MAX_FUTURE": "5m", "PARLEY_DELIVERY_RETENTION": "168h", "PARLEY_DEAD_LETTER_RETENTION": "720h",
+		"PARLEY_UNAUTHENTICATED_BODY_BUDGET": "134217728"} {
 		if env[name] != want {
 			t.Errorf("%s = %q, want %q", name, env[name], want)
 		}
+	}
+	if _, ok := env["PARLEY_TRUSTED_PROXIES"]; ok {
+		t.Error("no proxy is trusted unless the values name one")
 	}
 	// The budgets of what a repository may make the server read and render, with serve's defaults
 	// (a large number as an integer, not Helm's float).
@@ -413,5 +417,18 @@ func TestRenderDetailsPages(t *testing.T) {
 	partial := map[string]any{"publicURL": "https://parley.example.com"}
 	if _, err := render(t, map[string]any{"github": map[string]any{"appID": 12345}, "details": partial}); err == nil || !strings.Contains(err.Error(), "set all three or none") {
 		t.Errorf("a partial configuration: %v", err)
+	}
+}
+
+// TestRenderTrustedProxies: the proxies the values trust reach serve as one comma-separated
+// PARLEY_TRUSTED_PROXIES.
+func TestRenderTrustedProxies(t *testing.T) {
+	out, err := render(t, map[string]any{"github": map[string]any{"appID": 12345},
+		"intake": map[string]any{"trustedProxies": []any{"10.0.0.0/8", "2001:db8::/32"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{name: PARLEY_TRUSTED_PROXIES, value: "10.0.0.0/8,2001:db8::/32"}`; !strings.Contains(out["parley/templates/deployment.yaml"], want) {
+		t.Errorf("deployment lacks %s", want)
 	}
 }

@@ -12,15 +12,19 @@ import (
 )
 
 // Failures rate limits failed authentications per client address: each client may fail Burst
-// times at once and then PerMinute times a minute. A client over its budget is refused (429,
-// Throttled) before its credentials are looked at, so a flood of wrong signatures or tokens
-// costs neither an HMAC over a large body nor a query on the token store. A nil *Failures
+// times at once and then PerMinute times a minute. A client over its budget has its failures
+// answered 429 with Retry-After (Failed) rather than 401, telling a misconfigured sender to back
+// off; its credentials are still checked first, and a request whose credentials verify is
+// never refused, whatever its address did before: behind a proxy every client can be one
+// address, and refusing that address would let anyone silence GitHub. The receivers make
+// checking cheap (the body is hashed as it streams, under the Bodies budget). A nil *Failures
 // limits nothing.
 type Failures struct {
 	every   rate.Limit
 	burst   int
 	metrics *Metrics
 	now     func() time.Time
+	proxies *Proxies
 
 	mu      sync.Mutex
 	clients map[string]*rate.Limiter
@@ -41,6 +45,8 @@ type FailuresConfig struct {
 	// Metrics may be nil; Now defaults to time.Now.
 	Metrics *Metrics
 	Now     func() time.Time
+	// Proxies are the proxies whose forwarding headers name the client; nil trusts none.
+	Proxies *Proxies
 }
 
 // NewFailures returns the limiter cfg describes, or nil (which limits nothing) when
@@ -55,40 +61,36 @@ func NewFailures(cfg FailuresConfig) *Failures {
 	if now == nil {
 		now = time.Now
 	}
-	return &Failures{every: every, burst: burst, metrics: cfg.Metrics, now: now,
+	return &Failures{every: every, burst: burst, metrics: cfg.Metrics, now: now, proxies: cfg.Proxies,
 		clients: map[string]*rate.Limiter{}, overflow: rate.NewLimiter(every, burst)}
 }
 
-// Throttled reports whether r's client is out of failures, and how long until it may try
-// again. endpoint names the endpoint in the metric (a fixed string).
-func (f *Failures) Throttled(r *http.Request, endpoint string) (retryAfter time.Duration, throttled bool) {
+// Failed counts a failed authentication of r's client and reports whether the client is over
+// its budget, and how long until it is not: the failure is then answered 429 with Retry-After
+// instead of 401. endpoint names the endpoint in the metric (a fixed string).
+func (f *Failures) Failed(r *http.Request, endpoint string) (retryAfter time.Duration, throttled bool) {
 	if f == nil {
 		return 0, false
 	}
 	now := f.now()
 	f.mu.Lock()
-	lim := f.limiter(requestClient(r), now, false)
-	var tokens float64
-	if lim != nil {
-		tokens = lim.TokensAt(now)
-	}
+	lim := f.limiter(f.proxies.Client(r), now, true)
+	allowed := lim.AllowN(now, 1)
+	tokens := lim.TokensAt(now)
 	f.mu.Unlock()
-	if lim == nil || tokens >= 1 {
+	if allowed {
 		return 0, false
 	}
 	f.metrics.authThrottled(endpoint)
 	return time.Duration(math.Ceil((1-tokens)/float64(f.every)) * float64(time.Second)), true
 }
 
-// Failed counts a failed authentication of r's client.
-func (f *Failures) Failed(r *http.Request) {
+// Client is the client address r counts against (see Proxies.Client).
+func (f *Failures) Client(r *http.Request) string {
 	if f == nil {
-		return
+		return requestClient(r)
 	}
-	now := f.now()
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.limiter(requestClient(r), now, true).AllowN(now, 1)
+	return f.proxies.Client(r)
 }
 
 // limiter returns client's limiter; a client not seen is created only when create is set.

@@ -40,7 +40,7 @@ func TestFailuresRememberBoundedClients(t *testing.T) {
 	fail := func(i int) {
 		req := httptest.NewRequest("POST", "/", nil)
 		req.RemoteAddr = fmt.Sprintf("10.%d.%d.%d:1", i>>16&255, i>>8&255, i&255)
-		f.Failed(req)
+		f.Failed(req, "test")
 	}
 	for i := range maxClients + 5 {
 		fail(i)
@@ -50,12 +50,54 @@ func TestFailuresRememberBoundedClients(t *testing.T) {
 	}
 	req := httptest.NewRequest("POST", "/", nil)
 	req.RemoteAddr = "203.0.113.1:1"
-	if _, throttled := f.Throttled(req, "test"); !throttled {
+	if _, throttled := f.Failed(req, "test"); !throttled {
 		t.Error("a new client while the map is full and the overflow budget spent is not throttled")
 	}
 	now = now.Add(2 * time.Minute) // every budget refilled
 	fail(maxClients + 10)
 	if n := len(f.clients); n != 1 {
 		t.Errorf("%d clients remembered after every budget refilled, want 1 (the new one)", n)
+	}
+}
+
+// TestBodiesReleaseMemoryAfterABurst: once the budget empties after holding a quarter of it or
+// more, the memory is handed back (Release) at most every 10 s; a small body changes nothing.
+func TestBodiesReleaseMemoryAfterABurst(t *testing.T) {
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	released := 0
+	b := NewBodies(BodiesConfig{Total: 100, Release: func() { released++ }, Now: func() time.Time { return now }})
+	req := httptest.NewRequest("POST", "/", nil)
+	hold := func(n int64) *Hold {
+		h := b.Hold(req)
+		if !h.Grow(n, "test") {
+			t.Fatalf("%d bytes refused with %d held", n, b.Held())
+		}
+		return h
+	}
+	small := hold(10)
+	small.Release()
+	if released != 0 {
+		t.Fatalf("released after a 10-byte body")
+	}
+	a, c := hold(20), hold(10)
+	a.Release()
+	if released != 0 {
+		t.Fatalf("released while a body is still held")
+	}
+	c.Release()
+	if released != 1 {
+		t.Fatalf("released %d times after a burst of 30 of 100 bytes, want 1", released)
+	}
+	hold(40).Release()
+	if released != 1 {
+		t.Fatalf("released again within 10 s")
+	}
+	now = now.Add(11 * time.Second)
+	hold(40).Release()
+	if released != 2 {
+		t.Fatalf("not released after another burst 11 s on")
+	}
+	if h := b.Hold(req); h.Grow(101, "test") {
+		t.Fatal("101 bytes fit a budget of 100")
 	}
 }

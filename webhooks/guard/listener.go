@@ -23,6 +23,8 @@ type listener struct {
 	net.Listener
 	max, perClient int
 	metrics        *Metrics
+	// idle, set by Intake, gives up an idle connection for a new one at a cap.
+	idle *idleConns
 
 	mu       sync.Mutex
 	open     int
@@ -47,7 +49,21 @@ func (l *listener) Accept() (net.Conn, error) {
 			return nil, err
 		}
 		client := clientKey(c.RemoteAddr())
-		if reason := l.admit(client); reason != "" {
+		reason := l.admit(client)
+		if reason != "" && l.idle != nil {
+			// At the per-client cap the client's own oldest idle connection makes room; at the
+			// total cap, the oldest of the client holding the most idle ones.
+			victim := client
+			if reason == refusedTotal {
+				victim = ""
+			}
+			if old := l.idle.take(victim); old != nil {
+				l.metrics.idleClosed()
+				_ = old.Close() // gives its slot back at once (conn.Close)
+				reason = l.admit(client)
+			}
+		}
+		if reason != "" {
 			l.metrics.connectionRefused(reason)
 			// A fresh socket's send buffer takes these bytes at once; the deadline only keeps
 			// a pathological peer from holding the accept loop.

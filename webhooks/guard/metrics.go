@@ -11,6 +11,9 @@ type Metrics struct {
 	refused   *prometheus.CounterVec
 	open      prometheus.Gauge
 	throttled *prometheus.CounterVec
+	bodyHeld  prometheus.Gauge
+	bodyBusy  *prometheus.CounterVec
+	idleShut  prometheus.Counter
 }
 
 // NewMetrics creates the guards' metrics and registers them in reg.
@@ -26,10 +29,22 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}),
 		throttled: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "parley_auth_throttled_total",
-			Help: "Requests answered 429 because their client address failed authentication too often, by endpoint.",
+			Help: "Failed authentications answered 429 because their client address failed authentication too often, by endpoint.",
 		}, []string{"endpoint"}),
+		bodyHeld: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "parley_unauthenticated_body_bytes",
+			Help: "Bytes held (in memory or spooled to a temporary file) by request bodies whose credentials are not verified yet.",
+		}),
+		bodyBusy: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "parley_unauthenticated_body_refused_total",
+			Help: "Requests answered 503 because their body would take the unauthenticated body budget (or its client's share) over its cap, by endpoint.",
+		}, []string{"endpoint"}),
+		idleShut: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "parley_http_idle_connections_closed_total",
+			Help: "Idle connections closed to make room for a new connection at max_connections or max_connections_per_client.",
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.refused, m.open, m.throttled} {
+	for _, c := range []prometheus.Collector{m.refused, m.open, m.throttled, m.bodyHeld, m.bodyBusy, m.idleShut} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register guard metrics: %w", err)
 		}
@@ -58,5 +73,23 @@ func (m *Metrics) connectionClosed() {
 func (m *Metrics) authThrottled(endpoint string) {
 	if m != nil {
 		m.throttled.WithLabelValues(endpoint).Inc()
+	}
+}
+
+func (m *Metrics) bodyBytes(held int64) {
+	if m != nil {
+		m.bodyHeld.Set(float64(held))
+	}
+}
+
+func (m *Metrics) bodyRefused(endpoint string) {
+	if m != nil {
+		m.bodyBusy.WithLabelValues(endpoint).Inc()
+	}
+}
+
+func (m *Metrics) idleClosed() {
+	if m != nil {
+		m.idleShut.Inc()
 	}
 }

@@ -36,7 +36,7 @@ var DefaultLimits = Limits{
 }
 
 // Server returns an http.Server for h held to l's timeouts. Serve it on a listener from Listen
-// to cap its connections as well.
+// to cap its connections as well, or take both from Intake.
 //
 // The body deadline is set per request (BodyDeadline) rather than through ReadTimeout: once a
 // handler has read its body, net/http keeps reading the connection in the background to notice

@@ -1,0 +1,150 @@
+package guard
+
+import (
+	"net/http"
+	"sync"
+	"time"
+)
+
+// Bodies caps the bytes held at once by request bodies whose credentials are not verified yet
+// (a signed body must be read whole before its HMAC says whether it may be looked at): at most
+// Total in all, and at most PerClient by one client address, so that one address flooding big
+// bodies with wrong signatures leaves the rest of the budget to everyone else. A receiver
+// reserves a body's bytes before it reads them (Hold.Grow: the declared Content-Length at once,
+// a body of unknown length as it arrives) and gives them back once the credentials are checked
+// (Hold.Release); a request that would go over is answered 503 with Retry-After, before its
+// body is read where its length is declared. Bytes spooled to a temporary file count as well as
+// bytes in memory: both are held on the attacker's behalf. A nil *Bodies caps nothing.
+type Bodies struct {
+	total, perClient int64
+	proxies          *Proxies
+	metrics          *Metrics
+	release          func()
+	now              func() time.Time
+
+	mu       sync.Mutex
+	held     int64
+	byClient map[string]int64
+	// peak is the most held since the budget last emptied; released when Release last ran.
+	peak     int64
+	released time.Time
+}
+
+// releaseEvery is how often at most Release hands memory back after a burst.
+const releaseEvery = 10 * time.Second
+
+// BodiesConfig configures NewBodies.
+type BodiesConfig struct {
+	// Total bytes held at once by unauthenticated bodies; <= 0: no cap (NewBodies returns nil).
+	Total int64
+	// PerClient bytes held at once by one client address's unauthenticated bodies; <= 0 or more
+	// than Total: Total.
+	PerClient int64
+	// Proxies name the client behind a trusted proxy; nil trusts none. Metrics may be nil.
+	Proxies *Proxies
+	Metrics *Metrics
+	// Release, when set, is called (serve: debug.FreeOSMemory) once the budget empties after
+	// a burst that held a quarter of it or more, at most every 10 s: Go gives freed memory
+	// back to the operating system lazily, and after an attack the server's heap goal stays
+	// where the attack left it until the next collection, which an idle server may not run
+	// for minutes. It runs on the goroutine of the request that emptied the budget, after
+	// its bytes were given back. Now defaults to time.Now.
+	Release func()
+	Now     func() time.Time
+}
+
+// NewBodies returns the budget cfg describes, or nil (no cap) when cfg.Total <= 0.
+func NewBodies(cfg BodiesConfig) *Bodies {
+	if cfg.Total <= 0 {
+		return nil
+	}
+	per := cfg.PerClient
+	if per <= 0 || per > cfg.Total {
+		per = cfg.Total
+	}
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
+	}
+	return &Bodies{total: cfg.Total, perClient: per, proxies: cfg.Proxies, metrics: cfg.Metrics, release: cfg.Release, now: now,
+		byClient: map[string]int64{}}
+}
+
+// Held is how many bytes unauthenticated bodies hold now.
+func (b *Bodies) Held() int64 {
+	if b == nil {
+		return 0
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.held
+}
+
+// Hold starts the reservation of r's body. A Hold is used by one goroutine.
+func (b *Bodies) Hold(r *http.Request) *Hold {
+	h := &Hold{b: b}
+	if b != nil {
+		h.client = b.proxies.Client(r)
+	}
+	return h
+}
+
+// Hold is what one request's body has reserved of a Bodies budget.
+type Hold struct {
+	b      *Bodies
+	client string
+	n      int64
+}
+
+// Grow reserves n more bytes, or reports false (reserving nothing) when that would take the
+// budget or the client's share of it over its cap. endpoint names the endpoint in the metric.
+func (h *Hold) Grow(n int64, endpoint string) bool {
+	b := h.b
+	if b == nil || n <= 0 {
+		return true
+	}
+	b.mu.Lock()
+	ok := b.held+n <= b.total && b.byClient[h.client]+n <= b.perClient
+	if ok {
+		b.held += n
+		b.byClient[h.client] += n
+		h.n += n
+		b.peak = max(b.peak, b.held)
+	}
+	// The gauge is set under the lock so that it never shows an older total than the last.
+	b.metrics.bodyBytes(b.held)
+	b.mu.Unlock()
+	if !ok {
+		b.metrics.bodyRefused(endpoint)
+	}
+	return ok
+}
+
+// Held is how many bytes h has reserved.
+func (h *Hold) Held() int64 { return h.n }
+
+// Release gives back everything h holds; it may be called more than once.
+func (h *Hold) Release() {
+	b := h.b
+	if b == nil || h.n == 0 {
+		return
+	}
+	b.mu.Lock()
+	b.held -= h.n
+	if b.byClient[h.client] -= h.n; b.byClient[h.client] <= 0 {
+		delete(b.byClient, h.client)
+	}
+	b.metrics.bodyBytes(b.held)
+	burst := false
+	if b.held == 0 {
+		if now := b.now(); b.release != nil && b.peak >= b.total/4 && now.Sub(b.released) >= releaseEvery {
+			burst, b.released = true, now
+		}
+		b.peak = 0
+	}
+	b.mu.Unlock()
+	h.n = 0
+	if burst {
+		b.release()
+	}
+}
