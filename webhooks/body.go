@@ -192,3 +192,15 @@ func (p *pendingBody) Close() {
 	}
 	p.hold.Release()
 }
+
+// readAuthenticated reads the body of a request whose credentials were verified from its headers
+// alone (a Firehose access key, a Pub/Sub push token): at most limit bytes, in memory, outside the
+// unauthenticated body budget, which is for senders not yet known.
+func readAuthenticated(w http.ResponseWriter, req *http.Request, limit int64, endpoint string) ([]byte, error) {
+	p, err := readPending(w, req, limit, intake{endpoint: endpoint, noSpool: true})
+	defer p.Close()
+	if err != nil {
+		return nil, err
+	}
+	return p.Bytes()
+}

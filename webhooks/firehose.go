@@ -206,10 +206,6 @@ func (r *FirehoseReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		refuse(http.StatusForbidden, reasonNotEnabled, errors.New("firehose deliveries are not enabled on this server: add a firehose block naming the cluster or AWS account, with its access_key_file"))
 		return
 	}
-	// Throttled answers are written by the shared helper; Firehose retries any non-200.
-	if throttled(w, req, r.failures, r.metrics, SourceFirehose) {
-		return
-	}
 	name := req.PathValue(clusterWildcard)
 	src := r.sources[name]
 	key := req.Header.Get(HeaderFirehoseAccessKey)
@@ -218,7 +214,11 @@ func (r *FirehoseReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		if key == "" {
 			reason, msg = reasonMissing, "missing "+HeaderFirehoseAccessKey+" header: set the delivery stream's access key"
 		}
-		r.failures.Failed(req)
+		// Only a failed credential counts against the address, and a valid one is never refused
+		// for its address's failures (a proxy's address is every sender's).
+		if throttled(w, req, r.failures, r.metrics, SourceFirehose) {
+			return
+		}
 		r.metrics.signatureFailures.WithLabelValues(SourceFirehose, reason).Inc()
 		log.Warn("firehose credentials refused", slog.Int(LogKeyStatus, http.StatusUnauthorized), slog.String(LogKeyError, msg))
 		answer(http.StatusUnauthorized, msg)
@@ -240,7 +240,7 @@ func (r *FirehoseReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		refuse(http.StatusRequestEntityTooLarge, reasonTooLarge, fmt.Errorf("body of %d bytes exceeds the %d-byte limit: lower the stream's buffer size", req.ContentLength, r.maxBody))
 		return
 	}
-	body, err := readLimited(w, req, r.maxBody)
+	body, err := readAuthenticated(w, req, r.maxBody, SourceFirehose)
 	if err != nil {
 		if mbe, ok := errors.AsType[*http.MaxBytesError](err); ok {
 			refuse(http.StatusRequestEntityTooLarge, reasonTooLarge, fmt.Errorf("body exceeds the %d-byte limit: lower the stream's buffer size", mbe.Limit))

@@ -161,7 +161,11 @@ func (r *PubSubReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		writeEventReply(w, code, eventReply{Status: "refused", Error: err.Error()})
 	}
 	unauthorized := func(reason string, err error) {
-		r.failures.Failed(req)
+		// Only a failed credential counts against the address, and a valid one is never refused
+		// for its address's failures (a proxy's address is every sender's).
+		if throttled(w, req, r.failures, r.metrics, SourcePubSub) {
+			return
+		}
 		r.metrics.signatureFailures.WithLabelValues(SourcePubSub, reason).Inc()
 		log.Warn("pubsub push credentials refused", slog.Int(LogKeyStatus, http.StatusUnauthorized), slog.String(LogKeyError, err.Error()))
 		writeEventReply(w, http.StatusUnauthorized, eventReply{Status: "unauthorized", Error: err.Error()})
@@ -173,9 +177,6 @@ func (r *PubSubReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	if len(r.subs) == 0 {
 		refuse(http.StatusForbidden, reasonNotEnabled, errors.New("pubsub pushes are not enabled on this server: add a pubsub block naming the cluster, its audience and push service account"))
-		return
-	}
-	if throttled(w, req, r.failures, r.metrics, SourcePubSub) {
 		return
 	}
 	cluster := req.PathValue(clusterWildcard)
@@ -203,7 +204,7 @@ func (r *PubSubReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		refuse(http.StatusRequestEntityTooLarge, reasonTooLarge, fmt.Errorf("body of %d bytes exceeds the %d-byte limit", req.ContentLength, r.maxBody))
 		return
 	}
-	body, err := readLimited(w, req, r.maxBody)
+	body, err := readAuthenticated(w, req, r.maxBody, SourcePubSub)
 	if err != nil {
 		if mbe, ok := errors.AsType[*http.MaxBytesError](err); ok {
 			refuse(http.StatusRequestEntityTooLarge, reasonTooLarge, fmt.Errorf("body exceeds the %d-byte limit", mbe.Limit))
