@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 
@@ -79,16 +80,50 @@ func defaultBranch(dir string, l *ledger.Ledger) (string, error) {
 			return b, nil
 		}
 	}
-	return l.DefaultBranch()
+	b, err := l.DefaultBranch()
+	if !errors.Is(err, ledger.ErrNoBranch) {
+		return b, err
+	}
+	// A detached HEAD with no local branch: CI's checkout (actions/checkout leaves a pull request's
+	// merge commit detached, with the branches fetched only as origin/*). The remote-tracking
+	// default branch is then the one to read.
+	for _, b := range append(candidates, "main", "master") {
+		if _, err := explainGit(dir, "rev-parse", "--verify", "--quiet", "refs/remotes/origin/"+b); err == nil {
+			return "origin/" + b, nil
+		}
+	}
+	return "", fmt.Errorf("HEAD is detached and there is no main, master, origin/main or origin/master to read the policy and the ledger from: "+
+		"name the branch with --base (e.g. --base origin/main), or fetch it (actions/checkout with fetch-depth: 0): %w", err)
 }
 
-// reviewBase is the branch a review's policy and ledger come from: --base, else the branch
-// origin/HEAD names (as origin/NAME), else a local main or master. It never falls back to the
+// prBase is the base branch of the pull request a CI job runs for, as GitHub Actions names it in
+// GITHUB_BASE_REF (set on pull_request events only): the local branch of that name when there is
+// one, else its remote-tracking branch origin/NAME, which is all actions/checkout leaves. "" when
+// the variable is unset.
+func prBase(dir string) (string, error) {
+	b := strings.TrimSpace(os.Getenv("GITHUB_BASE_REF"))
+	if b == "" {
+		return "", nil
+	}
+	for _, ref := range []string{"refs/heads/" + b, "refs/remotes/origin/" + b} {
+		if _, err := explainGit(dir, "rev-parse", "--verify", "--quiet", ref+"^{commit}"); err == nil {
+			return strings.TrimPrefix(strings.TrimPrefix(ref, "refs/heads/"), "refs/remotes/"), nil
+		}
+	}
+	return "", fmt.Errorf("GITHUB_BASE_REF names the base branch %q, but neither %s nor origin/%s exists in %s: "+
+		"fetch the history (actions/checkout with fetch-depth: 0) or name the base with --base", b, b, b, dir)
+}
+
+// reviewBase is the branch a review's policy and ledger come from: --base, else the pull request's
+// base in a GitHub Actions job (GITHUB_BASE_REF), else the branch origin/HEAD names (as origin/NAME), else a local main or master. It never falls back to the
 // branch checked out: in a clone of a pull request's branch that is the branch being judged, which
 // must not be judged under its own policy and history.
 func reviewBase(dir, base string) (string, error) {
 	if base != "" {
 		return base, nil
+	}
+	if b, err := prBase(dir); b != "" || err != nil {
+		return b, err
 	}
 	if out, err := explainGit(dir, "symbolic-ref", "--quiet", "--short", "refs/remotes/origin/HEAD"); err == nil {
 		return strings.TrimSpace(string(out)), nil
