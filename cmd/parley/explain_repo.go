@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -31,7 +32,7 @@ func openRepo(cmd *cobra.Command, dir string) (*repoState, error) {
 func openRepoAt(cmd *cobra.Command, dir, branch string) (*repoState, error) {
 	l, err := ledger.Open(dir, ledger.Options{})
 	if errors.Is(err, ledger.ErrNotRepository) {
-		return nil, usageErr(err)
+		return nil, usageErr(notRepository(dir, err))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open ledger of %s: %w", dir, err)
@@ -62,9 +63,35 @@ func (r *repoState) policySource() ([]byte, string, error) {
 	name := r.branch + ":" + policy.DefaultFile
 	out, err := explainGit(r.dir, "show", name)
 	if err != nil {
+		if _, berr := explainGit(r.dir, "rev-parse", "--verify", "--quiet", r.branch+"^{commit}"); berr == nil {
+			// The branch is there and the file is not: a repository Parley has not been set up in.
+			return nil, name, fmt.Errorf("no %s on %s: run `parley init` to write a starter policy, then commit it and push it to %s "+
+				"(the policy is read from that branch, never from the work tree, so a pull request cannot loosen it)",
+				policy.DefaultFile, r.branch, strings.TrimPrefix(r.branch, "origin/"))
+		}
 		return nil, name, fmt.Errorf("read %s in %s: %w", name, r.dir, err)
 	}
 	return out, name, nil
+}
+
+// notRepository says that dir is not a Git repository and what to do instead of git's or the
+// ledger's bare words.
+func notRepository(dir string, err error) error {
+	abs, aerr := filepath.Abs(dir)
+	if aerr != nil {
+		abs = dir
+	}
+	return fmt.Errorf("%s is not a git repository (nor is any directory above it): run parley in a checkout of your GitOps repository, "+
+		"or name one with --repo DIR: %w", abs, err)
+}
+
+// requireRepository fails with notRepository when dir is not in a Git repository, before
+// anything else is asked of it (a missing base branch would otherwise be reported first).
+func requireRepository(dir string) error {
+	if _, err := explainGit(dir, "rev-parse", "--git-dir"); err != nil {
+		return notRepository(dir, ledger.ErrNotRepository)
+	}
+	return nil
 }
 
 // defaultBranch is the local branch origin's HEAD names when the repository has one, else main or
@@ -105,6 +132,9 @@ func prBase(dir string) (string, error) {
 	if b == "" {
 		return "", nil
 	}
+	if err := requireRepository(dir); err != nil {
+		return "", err
+	}
 	for _, ref := range []string{"refs/heads/" + b, "refs/remotes/origin/" + b} {
 		if _, err := explainGit(dir, "rev-parse", "--verify", "--quiet", ref+"^{commit}"); err == nil {
 			return strings.TrimPrefix(strings.TrimPrefix(ref, "refs/heads/"), "refs/remotes/"), nil
@@ -119,6 +149,9 @@ func prBase(dir string) (string, error) {
 // branch checked out: in a clone of a pull request's branch that is the branch being judged, which
 // must not be judged under its own policy and history.
 func reviewBase(dir, base string) (string, error) {
+	if err := requireRepository(dir); err != nil {
+		return "", err
+	}
 	if base != "" {
 		return base, nil
 	}

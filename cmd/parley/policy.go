@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -50,6 +51,8 @@ Exit status: 0 when the diff is printed, 1 when FILE is not a valid policy, 2 fo
 			file := filepath.Join(dir, policy.DefaultFile)
 			if len(args) == 1 {
 				file = args[0]
+			} else if _, err := os.Stat(file); errors.Is(err, fs.ErrNotExist) {
+				return usageErr(fmt.Errorf("no %s in %s: run `parley init` to write a starter policy, or name the file to check", policy.DefaultFile, dir))
 			}
 			next, err := loadPolicy(cmd, file)
 			if err != nil {
@@ -90,20 +93,23 @@ Exit status: 0 when the diff is printed, 1 when FILE is not a valid policy, 2 fo
 }
 
 func newPolicyCheckCmd() *cobra.Command {
-	return &cobra.Command{
+	var dir string
+	cmd := &cobra.Command{
 		Use:   "check [FILE]",
 		Short: "Check a policy file and report its errors as file:line:col: message",
-		Long: `Check parses and validates a policy (default: .parley/policy.hcl). Every problem is printed to
-stderr as file:line:col: message, and the command exits 1. A valid policy prints a summary, and
-notes on whom it believes: trust_unsigned_git_authors = true (commit emails believed without a
+		Long: `Check parses and validates a policy (default: .parley/policy.hcl in --repo, the current
+directory). Every problem is printed to stderr as file:line:col: message, and the command exits
+1. A valid policy prints a summary, and notes on whom it believes: trust_unsigned_git_authors = true (commit emails believed without a
 signature), or actors that match git_authors but list no signing_keys.`,
 		Example: `  parley policy check
   parley policy check path/to/policy.hcl`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			file := policy.DefaultFile
+			file := filepath.Join(dir, policy.DefaultFile)
 			if len(args) == 1 {
 				file = args[0]
+			} else if _, err := os.Stat(file); errors.Is(err, fs.ErrNotExist) {
+				return usageErr(fmt.Errorf("no %s in %s: run `parley init` to write a starter policy, or name the file to check", policy.DefaultFile, dir))
 			}
 			p, err := loadPolicy(cmd, file)
 			if err != nil {
@@ -117,6 +123,8 @@ signature), or actors that match git_authors but list no signing_keys.`,
 			return nil
 		},
 	}
+	cmd.Flags().StringVar(&dir, "repo", ".", "the repository whose work tree holds .parley/policy.hcl (when no FILE is given)")
+	return cmd
 }
 
 // loadPolicy loads a policy file. Diagnostics go to stderr, one per line, and make a findings
