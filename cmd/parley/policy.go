@@ -51,8 +51,6 @@ Exit status: 0 when the diff is printed, 1 when FILE is not a valid policy, 2 fo
 			file := filepath.Join(dir, policy.DefaultFile)
 			if len(args) == 1 {
 				file = args[0]
-			} else if _, err := os.Stat(file); errors.Is(err, fs.ErrNotExist) {
-				return usageErr(fmt.Errorf("no %s in %s: run `parley init` to write a starter policy, or name the file to check", policy.DefaultFile, dir))
 			}
 			next, err := loadPolicy(cmd, file)
 			if err != nil {
@@ -99,8 +97,8 @@ func newPolicyCheckCmd() *cobra.Command {
 		Short: "Check a policy file and report its errors as file:line:col: message",
 		Long: `Check parses and validates a policy (default: .parley/policy.hcl in --repo, the current
 directory). Every problem is printed to stderr as file:line:col: message, and the command exits
-1. A valid policy prints a summary, and notes on whom it believes: trust_unsigned_git_authors = true (commit emails believed without a
-signature), or actors that match git_authors but list no signing_keys.`,
+1. A valid policy prints a summary, and notes on whom it believes: trust_unsigned_git_authors =
+true (commit emails believed without a signature), or actors that match git_authors but list no signing_keys.`,
 		Example: `  parley policy check
   parley policy check path/to/policy.hcl`,
 		Args: cobra.MaximumNArgs(1),
