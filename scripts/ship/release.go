@@ -36,6 +36,7 @@ func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	out := fs.String("out", "", "the directory for the artifacts, emptied first (default: <checkout>/dist/release)")
 	platforms := fs.String("platform", "linux/amd64,linux/arm64,darwin/amd64,darwin/arm64", "platforms, OS/ARCH comma-separated")
 	chartRef := fs.String("chart-ref", "", "the chart's OCI reference (default: ghcr.io/parleyhq/charts/parley:<chart version>; helm install oci://ghcr.io/parleyhq/charts/parley)")
+	signingKey := fs.String("signing-key", "", "sign SHA256SUMS with this PEM private key (ECDSA P-256, Ed25519 or RSA; password from $"+signingKeyPasswordEnv+"): writes SHA256SUMS.sig and SHA256SUMS.pem, which cosign verify-blob checks")
 	pushChart := fs.Bool("push-chart", false, "push the chart's OCI artifact to --chart-ref (credentials from ~/.docker/config.json, as ship image --push)")
 	if err := parseCommand(fs, args, stderr, "Builds parley per platform (as the image builds it), a CycloneDX SBOM per binary, the Helm chart (archive and OCI artifact) and SHA256SUMS."); err != nil {
 		return err
@@ -61,6 +62,13 @@ func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	files, err := release(ctx, src, *version, targets, *out)
 	if err != nil {
 		return err
+	}
+	if *signingKey != "" {
+		signed, err := signSums(under(*dir, *signingKey), *out)
+		if err != nil {
+			return err
+		}
+		files = append(files, signed...)
 	}
 	for _, f := range files {
 		fmt.Fprintln(stdout, filepath.Join(*out, f))
@@ -190,9 +198,10 @@ func release(ctx context.Context, src source, version string, targets []target, 
 // version from .git with go-git, which fails in a git worktree). No serial number or timestamp:
 // the same commit gives the same SBOM. Each module's license is detected (-licenses) from its
 // LICENSE files in the module cache by go-license-detector, the classifier the generator ships
-// with, and listed as an SPDX id: what a team's license review reads.
+// with, and listed as the component's license (-assert-licenses; without it the generator puts
+// them under evidence, where scanners and license reviews do not look) as an SPDX id.
 func sbom(ctx context.Context, src source, version, binary, out string) error {
-	cmd := exec.CommandContext(ctx, "go", "run", sbomTool, "bin", "-json", "-std", "-noserial", "-notimestamp", "-licenses",
+	cmd := exec.CommandContext(ctx, "go", "run", sbomTool, "bin", "-json", "-std", "-noserial", "-notimestamp", "-licenses", "-assert-licenses",
 		"-version", version, "-output", out, binary)
 	cmd.Dir = src.Root
 	cmd.Env = append(os.Environ(), "GOFLAGS=")
