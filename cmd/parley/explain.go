@@ -72,8 +72,9 @@ winner and losers, the rule that decided, when to look again, and every rule con
 FIELD is an address such as k8s:apps/Deployment/prod/web#/spec/replicas, or a pattern such as
 'tf:**//aws_autoscaling_group.*#/desired_capacity' to explain every matching field.
 
-Claims come from the Git ledger of --repo (the claim Git holds, and its history), from a claims
-file (--claims, see docs/claims-format.md), or both: then the file adds live claims to Git's.
+Claims come from the Git ledger of --repo (default: the current directory; the claim Git holds,
+and its history), from a claims file (--claims, see docs/claims-format.md) alone, or both (--repo
+and --claims): then the file adds live claims to Git's.
 The policy is --policy, else .parley/policy.hcl on the default branch of --repo, else
 ./.parley/policy.hcl.
 
@@ -82,8 +83,10 @@ Exit status 1 when a verdict vetoes a claim.`,
   parley explain 'tf:**//*' --repo ./infra --claims live.json --at 2026-11-22T10:00:00Z --json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if repo == "" && claimsFile == "" {
-				return usageErr(fmt.Errorf("explain needs --repo DIR or --claims FILE"))
+			// --repo defaults to the current directory, as for ledger and review; a claims file
+			// given alone stands alone (with ./.parley/policy.hcl), as it always has.
+			if claimsFile != "" && !cmd.Flags().Changed("repo") {
+				repo = ""
 			}
 			var single core.Field
 			pattern, perr := core.ParseFieldPattern(args[0])
@@ -199,7 +202,7 @@ Exit status 1 when a verdict vetoes a claim.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&repo, "repo", "", "repository whose Git ledger holds the claims")
+	cmd.Flags().StringVar(&repo, "repo", ".", "repository whose Git ledger holds the claims (with --claims alone: none)")
 	cmd.Flags().StringVar(&claimsFile, "claims", "", "claims file (JSON, see docs/claims-format.md)")
 	cmd.Flags().StringVar(&policyFile, "policy", "", "policy file (default: .parley/policy.hcl of --repo's default branch)")
 	cmd.Flags().StringVar(&at, "at", "", "decide at this time (RFC 3339; default: the claims file's at, else now)")

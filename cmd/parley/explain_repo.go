@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -30,7 +32,7 @@ func openRepo(cmd *cobra.Command, dir string) (*repoState, error) {
 func openRepoAt(cmd *cobra.Command, dir, branch string) (*repoState, error) {
 	l, err := ledger.Open(dir, ledger.Options{})
 	if errors.Is(err, ledger.ErrNotRepository) {
-		return nil, usageErr(err)
+		return nil, usageErr(notRepository(dir, err))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open ledger of %s: %w", dir, err)
@@ -61,9 +63,35 @@ func (r *repoState) policySource() ([]byte, string, error) {
 	name := r.branch + ":" + policy.DefaultFile
 	out, err := explainGit(r.dir, "show", name)
 	if err != nil {
+		if _, berr := explainGit(r.dir, "rev-parse", "--verify", "--quiet", r.branch+"^{commit}"); berr == nil {
+			// The branch is there and the file is not: a repository Parley has not been set up in.
+			return nil, name, fmt.Errorf("no %s on %s: run `parley init` to write a starter policy, then commit it and push it to %s "+
+				"(the policy is read from that branch, never from the work tree, so a pull request cannot loosen it)",
+				policy.DefaultFile, r.branch, strings.TrimPrefix(r.branch, "origin/"))
+		}
 		return nil, name, fmt.Errorf("read %s in %s: %w", name, r.dir, err)
 	}
 	return out, name, nil
+}
+
+// notRepository says that dir is not a Git repository and what to do instead of git's or the
+// ledger's bare words.
+func notRepository(dir string, err error) error {
+	abs, aerr := filepath.Abs(dir)
+	if aerr != nil {
+		abs = dir
+	}
+	return fmt.Errorf("%s is not a git repository (nor is any directory above it): run parley in a checkout of your GitOps repository, "+
+		"or name one with --repo DIR: %w", abs, err)
+}
+
+// requireRepository fails with notRepository when dir is not in a Git repository, before
+// anything else is asked of it (a missing base branch would otherwise be reported first).
+func requireRepository(dir string) error {
+	if _, err := explainGit(dir, "rev-parse", "--git-dir"); err != nil {
+		return notRepository(dir, ledger.ErrNotRepository)
+	}
+	return nil
 }
 
 // defaultBranch is the local branch origin's HEAD names when the repository has one, else main or
@@ -79,11 +107,45 @@ func defaultBranch(dir string, l *ledger.Ledger) (string, error) {
 			return b, nil
 		}
 	}
-	return l.DefaultBranch()
+	b, err := l.DefaultBranch()
+	if !errors.Is(err, ledger.ErrNoBranch) {
+		return b, err
+	}
+	// A detached HEAD with no local branch: CI's checkout (actions/checkout leaves a pull request's
+	// merge commit detached, with the branches fetched only as origin/*). The remote-tracking
+	// default branch is then the one to read.
+	for _, b := range append(candidates, "main", "master") {
+		if _, err := explainGit(dir, "rev-parse", "--verify", "--quiet", "refs/remotes/origin/"+b); err == nil {
+			return "origin/" + b, nil
+		}
+	}
+	return "", fmt.Errorf("HEAD is detached and there is no main, master, origin/main or origin/master to read the policy and the ledger from: "+
+		"name the branch with --base (e.g. --base origin/main), or fetch it (actions/checkout with fetch-depth: 0): %w", err)
 }
 
-// reviewBase is the branch a review's policy and ledger come from: --base, else the branch
-// origin/HEAD names (as origin/NAME), else a local main or master. It never falls back to the
+// prBase is the base branch of the pull request a CI job runs for, as GitHub Actions names it in
+// GITHUB_BASE_REF (set on pull_request events only): the local branch of that name when there is
+// one, else its remote-tracking branch origin/NAME, which is all actions/checkout leaves. "" when
+// the variable is unset.
+func prBase(dir string) (string, error) {
+	b := strings.TrimSpace(os.Getenv("GITHUB_BASE_REF"))
+	if b == "" {
+		return "", nil
+	}
+	if err := requireRepository(dir); err != nil {
+		return "", err
+	}
+	for _, ref := range []string{"refs/heads/" + b, "refs/remotes/origin/" + b} {
+		if _, err := explainGit(dir, "rev-parse", "--verify", "--quiet", ref+"^{commit}"); err == nil {
+			return strings.TrimPrefix(strings.TrimPrefix(ref, "refs/heads/"), "refs/remotes/"), nil
+		}
+	}
+	return "", fmt.Errorf("GITHUB_BASE_REF names the base branch %q, but neither %s nor origin/%s exists in %s: "+
+		"fetch the history (actions/checkout with fetch-depth: 0) or name the base with --base", b, b, b, dir)
+}
+
+// reviewBase is the branch a review's policy and ledger come from: --base, else the pull request's
+// base in a GitHub Actions job (GITHUB_BASE_REF), else the branch origin/HEAD names (as origin/NAME), else a local main or master. It never falls back to the
 // branch checked out: in a clone of a pull request's branch that is the branch being judged, which
 // must not be judged under its own policy and history.
 func reviewBase(dir, base string) (string, error) {
@@ -101,8 +163,14 @@ type baseChoice struct {
 
 // chooseBase is reviewBase with the reason for the choice.
 func chooseBase(dir, base string) (baseChoice, error) {
+	if err := requireRepository(dir); err != nil {
+		return baseChoice{}, err
+	}
 	if base != "" {
 		return baseChoice{base, "--base"}, nil
+	}
+	if b, err := prBase(dir); b != "" || err != nil {
+		return baseChoice{b, "GITHUB_BASE_REF names it: the pull request's base in a GitHub Actions job"}, err
 	}
 	if out, err := explainGit(dir, "symbolic-ref", "--quiet", "--short", "refs/remotes/origin/HEAD"); err == nil {
 		return baseChoice{strings.TrimSpace(string(out)), "origin/HEAD names it; in a fork's clone that is the fork's branch: --base names another"}, nil

@@ -74,7 +74,7 @@ func runLedger(cmd *cobra.Command, fl ledgerFlags, out io.Writer) error {
 	}
 	l, err := reconcile.OpenLedger(fl.repo, fl.branch, "", ledger.Options{Progress: newProgressLine(cmd.ErrOrStderr(), false).update, OpenBlobs: openCatFile, OpenHistory: openGitHistory})
 	if errors.Is(err, ledger.ErrNotRepository) {
-		return usageErr(err)
+		return usageErr(notRepository(fl.repo, err))
 	}
 	if err != nil {
 		return err

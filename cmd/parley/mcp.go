@@ -72,9 +72,6 @@ object of Claude Desktop's, Cursor's or VS Code's MCP settings; paths absolute):
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			if dir == "" {
-				return usageErr(errors.New("--repo DIR is required: the GitOps repository to judge against"))
-			}
 			if as == "" {
 				return usageErr(errors.New("--as SOURCE:ID is required: the identity the agent's claims are judged as"))
 			}
@@ -126,7 +123,7 @@ object of Claude Desktop's, Cursor's or VS Code's MCP settings; paths absolute):
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&dir, "repo", "", "the GitOps repository to judge against (its default branch's ledger and policy)")
+	f.StringVar(&dir, "repo", ".", "the GitOps repository to judge against (its default branch's ledger and policy)")
 	f.StringVar(&as, "as", "", "the agent's identity, SOURCE:ID (e.g. aws-principal:arn:aws:iam::123456789012:role/kafka-scaling-agent)")
 	f.StringVar(&statePath, "state", "", "drift state file whose standing claims are weighed and where accepted claims are recorded (default: in memory)")
 	f.StringVar(&policyPath, "policy", "", "policy file to use instead of the default branch's .parley/policy.hcl")

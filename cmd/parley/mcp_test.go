@@ -323,7 +323,6 @@ func TestMCPHelpAndBadInput(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"mcp", "--as", agentIdentity}, "--repo DIR is required"},
 		{[]string{"mcp", "--repo", dir}, "--as SOURCE:ID is required"},
 		{[]string{"mcp", "--repo", dir, "--as", "robot:r2"}, "unknown source"},
 		{[]string{"mcp", "--repo", dir, "--as", agentIdentity, "--at", "noon"}, "--at"},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -140,13 +141,13 @@ func newPolicyCheckCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "check [FILE] [--repo DIR]",
 		Short: "Check a policy file and report its errors as file:line:col: message",
-		Long: `Check parses and validates a policy (default: .parley/policy.hcl, in --repo's work tree when
---repo is given). Every problem is printed to stderr as file:line:col: message, and the command
+		Long: `Check parses and validates a policy (default: .parley/policy.hcl in --repo, the current
+directory). Every problem is printed to stderr as file:line:col: message, and the command
 exits 1. A valid policy prints a summary, and notes on whom it believes: trust_unsigned_git_authors
 = true (commit emails believed without a signature), or actors that match git_authors but list no
 signing_keys; and what unknown_actors lets any identity no actor vouches for declare.
 
-With --repo, the patterns of the policy's field blocks (match), rules and freezes (fields) are
+With --repo named, the patterns of the policy's field blocks (match), rules and freezes (fields) are
 also checked against the fields of the repository's default branch (its ledger): a pattern that
 matches no field is a warning, file:line:col: warning: ..., with the field address it is fewest
 edits away from matching (k8s:v1/ConfigMap/... where fields are addressed k8s:core/ConfigMap/...,
@@ -160,12 +161,11 @@ column, block, pattern, nearest, edits} and each error as {file, line, column, m
   parley policy check --repo ../infra --json`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			file := policy.DefaultFile
-			if dir != "" {
-				file = filepath.Join(dir, policy.DefaultFile)
-			}
+			file := filepath.Join(dir, policy.DefaultFile)
 			if len(args) == 1 {
 				file = args[0]
+			} else if _, err := os.Stat(file); errors.Is(err, fs.ErrNotExist) {
+				return usageErr(fmt.Errorf("no %s in %s: run `parley init` to write a starter policy, or name the file to check", policy.DefaultFile, dir))
 			}
 			src, err := os.ReadFile(file)
 			if err != nil {
@@ -187,7 +187,7 @@ column, block, pattern, nearest, edits} and each error as {file, line, column, m
 				res.Summary = fmt.Sprintf("%d intents, %d motivations, %d actors, %d fields, %d rules, %d freezes",
 					len(p.Intents), len(p.Motivations), len(p.Actors), len(p.Fields), len(p.Rules), len(p.Freezes))
 				res.Notes = append(res.Notes, p.TrustNotes()...)
-				if dir != "" {
+				if cmd.Flags().Changed("repo") {
 					repo, err := openRepo(cmd, dir)
 					if err != nil {
 						return err
@@ -224,7 +224,7 @@ column, block, pattern, nearest, edits} and each error as {file, line, column, m
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&dir, "repo", "", "also check the policy's patterns against this repository's fields")
+	cmd.Flags().StringVar(&dir, "repo", ".", "the repository whose work tree holds .parley/policy.hcl (when no FILE is given); named explicitly, the policy's patterns are also checked against its fields")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
 	return cmd
 }

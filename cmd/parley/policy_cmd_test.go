@@ -189,7 +189,7 @@ func TestExplainClaims(t *testing.T) {
 			[]string{"decision: veto", "above the maximum 16"}},
 		{"pattern", []string{"explain", "k8s:apps/*/*/*#/**", "--claims", claims, "--policy", pol}, 0,
 			[]string{"k8s:apps/Deployment/prod/web#/spec/replicas\n  decision: yield"}},
-		{"no source", []string{"explain", replicas}, 2, nil},
+		{"no repository and no claims", []string{"explain", replicas, "--repo", dir}, 2, nil},
 		{"bad field", []string{"explain", "nope", "--claims", claims, "--policy", pol}, 2, nil},
 		{"bad time", []string{"explain", replicas, "--claims", claims, "--policy", pol, "--at", "noon"}, 2, nil},
 	}

@@ -37,6 +37,11 @@ func TestMain(m *testing.M) {
 	if (len(os.Args) > 1 && os.Args[1] == "render-worker") || os.Getenv(runAsCLIEnv) == "1" {
 		os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}
+	// review reads a pull request job's base from GITHUB_BASE_REF: when these tests themselves run
+	// in such a job, the variable must not reach repositories the tests build (the tests that
+	// want it set it themselves).
+	os.Unsetenv("GITHUB_BASE_REF")
+	os.Unsetenv("GITHUB_HEAD_REF")
 	pgtest.Main(m)
 }
 

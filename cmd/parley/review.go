@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"regexp"
 	"strings"
 	"time"
 
@@ -27,14 +28,16 @@ func newReviewCmd() *cobra.Command {
 	var asJSON bool
 	var budget core.Budget
 	cmd := &cobra.Command{
-		Use:   "review (--head REV [--base BRANCH] | --plan PLAN.json) [--repo DIR]",
+		Use:   "review (--head REV | --plan PLAN.json) [--base BRANCH] [--repo DIR]",
 		Short: "Judge a branch as Parley judges a pull request, or a Terraform plan, offline",
 		Long: `Review gathers the claims a branch makes against its base (the fields it changes, Claim and
 Yield trailers, the intent and motivation of its commits), sets them against Git's claims on the
 base's ledger, and prints the verdict on every field under the base's policy (.parley/policy.hcl).
 It is the check the GitHub App runs on a pull request, without GitHub.
 
-The base is --base (a local or remote-tracking branch), else the branch origin/HEAD names (as
+The base is --base (a local or remote-tracking branch), else, in a GitHub Actions pull request
+job, the branch GITHUB_BASE_REF names (local, else origin/NAME: actions/checkout leaves the merge
+commit detached and the branches only as origin/*), else the branch origin/HEAD names (as
 origin/NAME), else a local main or master; with none of them review stops and asks for --base. The
 output names the base, its commit and why it was taken ("base: origin/main at 1a2b3c4 (origin/HEAD
 names it ...)"; in a fork's clone origin/HEAD is the fork's own branch: pass --base upstream/main).
@@ -66,12 +69,15 @@ the file's other documents are judged, and the change cannot pass.
 With --plan, review judges a Terraform plan instead of a branch: the JSON of
 'terraform show -json PLANFILE' ("-" reads it from standard input). Every attribute the plan
 creates, updates, replaces or deletes becomes a claim by the plan's author (--author, default the
-repository's HEAD commit author) with --intent and --motivation; attributes Terraform reports as
-drifted (resource_drift) are claims by an unknown outside actor (terraform-drift). Each is judged
-against the default branch's ledger and policy and printed, one verdict per attribute. The plan's
-resources are addressed in --module-dir (the root module's directory in the repository, where
-terraform plan ran; modules called with a local source map to their own directories). Values the
-plan marks sensitive are printed as "(sensitive)", never as themselves. docs/plans.md has more.
+author of the repository's HEAD commit, or of the pull request's head when HEAD is GitHub's test
+merge) with --intent and --motivation; attributes Terraform reports as drifted (resource_drift)
+are claims by an unknown outside actor (terraform-drift). Each is judged against the ledger and
+policy of --base, else of GITHUB_BASE_REF's branch, else of the default branch (origin/main or
+origin/master when HEAD is detached with no local branch), and printed, one verdict per
+attribute. The plan's resources are addressed in --module-dir (the root module's directory in
+the repository, where terraform plan ran; modules called with a local source map to their own
+directories). Values the plan marks sensitive are printed as "(sensitive)", never as themselves.
+docs/plans.md has more.
 
 Exit status with --plan: 0 when no attribute the plan changes is vetoed, held or escalated; 1 when
 the plan's value of an attribute is vetoed, or an attribute it changes is held or escalated (humans
@@ -93,10 +99,10 @@ run; 2 for bad input (a missing or malformed plan, an unsupported format_version
 				now = t
 			}
 			if plan.file != "" {
-				if head != "" || base != "" {
-					return usageErr(fmt.Errorf("--plan judges a Terraform plan; it does not take --head or --base"))
+				if head != "" {
+					return usageErr(fmt.Errorf("--plan judges a Terraform plan; it does not take --head"))
 				}
-				return reviewPlan(cmd, dir, author, plan, asJSON, now)
+				return reviewPlan(cmd, dir, base, author, plan, asJSON, now)
 			}
 			if plan.moduleDir != "." || plan.intent != "" || plan.motivation != "" || plan.summary != "" {
 				return usageErr(fmt.Errorf("--module-dir, --intent, --motivation and --summary go with --plan"))
@@ -208,7 +214,7 @@ run; 2 for bad input (a missing or malformed plan, an unsupported format_version
 	}
 	f := cmd.Flags()
 	f.StringVar(&dir, "repo", ".", "repository directory")
-	f.StringVar(&base, "base", "", "the branch the changes merge into, whose policy and ledger judge them (default: origin/HEAD, else main, else master)")
+	f.StringVar(&base, "base", "", "the branch the changes (or the plan) merge into, whose policy and ledger judge them, local or remote-tracking such as origin/main (default: GITHUB_BASE_REF's branch in a pull request job, else origin/HEAD, else main, else master)")
 	f.StringVar(&head, "head", "", "the branch or commit to judge (required unless --plan)")
 	f.StringVar(&author, "author", "", "GitHub login to judge the claims as (default: the head commit's author email); with --plan, an identity SOURCE:ID such as git-author:alice@example.com or github-user:alice (default: the HEAD commit's author)")
 	f.StringVar(&at, "at", "", "judge at this RFC 3339 time (default: now); with --plan, also the time of the plan's and the drift's claims")
@@ -288,13 +294,33 @@ func hasOrigin(dir string) bool {
 	return exec.Command("git", "-C", dir, "remote", "get-url", "origin").Run() == nil
 }
 
+// gitHubTestMerge is the message of the commit GitHub makes for refs/pull/N/merge, the commit a
+// pull_request job checks out: "Merge HEAD_SHA into BASE_SHA".
+var gitHubTestMerge = regexp.MustCompile(`^Merge [0-9a-f]{40} into [0-9a-f]{40}\n?$`)
+
+// planAuthorCommit is the commit whose author a plan is by when no --author is given: HEAD, or,
+// when HEAD is GitHub's test merge of a pull request (actions/checkout's default for
+// pull_request events), its second parent, the pull request's head: the merge commit's author
+// is whoever GitHub chose, not necessarily who wrote the change.
+func planAuthorCommit(dir string) string {
+	out, err := explainGit(dir, "log", "-1", "--format=%P%n%B", "HEAD")
+	if err != nil {
+		return "HEAD"
+	}
+	parents, msg, _ := strings.Cut(string(out), "\n")
+	if len(strings.Fields(parents)) == 2 && gitHubTestMerge.MatchString(strings.TrimRight(msg, "\n")) {
+		return "HEAD^2"
+	}
+	return "HEAD"
+}
+
 // planFlags are review's --plan mode flags.
 type planFlags struct {
 	file, moduleDir, intent, motivation, summary string
 }
 
 // reviewPlan is review --plan: judge a Terraform plan's changes against the default branch.
-func reviewPlan(cmd *cobra.Command, dir, author string, pf planFlags, asJSON bool, now time.Time) error {
+func reviewPlan(cmd *cobra.Command, dir, base, author string, pf planFlags, asJSON bool, now time.Time) error {
 	now = now.UTC()
 	var p *tfjson.Plan
 	var err error
@@ -324,8 +350,19 @@ func reviewPlan(cmd *cobra.Command, dir, author string, pf planFlags, asJSON boo
 		}
 	}
 
-	repo, err := openRepo(cmd, dir)
+	// The ledger and the policy come from --base, else the pull request's base in a GitHub Actions
+	// job, else the default branch: in actions/checkout's layout (a detached merge commit, the
+	// branches only as origin/*) the first two are what names a branch at all.
+	if base == "" {
+		if base, err = prBase(dir); err != nil {
+			return usageErr(err)
+		}
+	}
+	repo, err := openRepoAt(cmd, dir, base)
 	if err != nil {
+		if errors.Is(err, ledger.ErrNoBranch) && base != "" {
+			return usageErr(fmt.Errorf("--base %s: the policy and the ledger are read from a branch: name a local or remote-tracking branch: %w", base, err))
+		}
 		return err
 	}
 	defer repo.Close()
@@ -338,8 +375,10 @@ func reviewPlan(cmd *cobra.Command, dir, author string, pf planFlags, asJSON boo
 		return findingsErr(fmt.Errorf("the default branch's policy is invalid:\n%w", err))
 	}
 	if author == "" {
-		// The HEAD commit's author, as far as its signature proves it.
-		src, err := review.OpenGitSource(dir, "HEAD", "HEAD")
+		// The HEAD commit's author, as far as its signature proves it; in a pull request job, the
+		// pull request's head commit rather than the merge commit GitHub made for the job.
+		rev := planAuthorCommit(dir)
+		src, err := review.OpenGitSource(dir, rev, rev)
 		if err != nil {
 			return usageErr(fmt.Errorf("the plan's author: read the HEAD commit's author (or give --author): %w", err))
 		}

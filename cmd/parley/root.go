@@ -36,6 +36,7 @@ Start with 'parley demo': it builds a small infrastructure repository with histo
 		newTokensCmd(),
 		newProposeCmd(),
 		newMCPCmd(),
+		newHooksCmd(),
 		newRenderWorkerCmd(),
 		newVersionCmd(),
 	)

@@ -13,6 +13,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/parleyhq/parley/scripts/ship/chartoci"
 )
 
 // TestRelease builds the release for this machine's platform (the other three are the same code
@@ -32,7 +34,12 @@ func TestRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := "parley_9.9.9-test_linux_" + runtime.GOARCH
-	if strings.Join(files, " ") != base+" "+base+".cdx.json SHA256SUMS" {
+	meta, err := chartoci.ReadMetadata(filepath.Join(src.Root, "charts", "parley"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	chartTGZ := "parley-" + meta.Version + ".tgz"
+	if strings.Join(files, " ") != chartTGZ+" "+base+" "+base+".cdx.json SHA256SUMS" {
 		t.Fatalf("artifacts %q", files)
 	}
 
@@ -65,7 +72,7 @@ func TestRelease(t *testing.T) {
 		}
 		listed[name] = true
 	}
-	if !listed[base] || !listed[base+".cdx.json"] || len(listed) != 2 {
+	if !listed[base] || !listed[base+".cdx.json"] || !listed[chartTGZ] || len(listed) != 3 {
 		t.Errorf("SHA256SUMS lists %v", listed)
 	}
 
@@ -78,14 +85,42 @@ func TestRelease(t *testing.T) {
 		Metadata  struct {
 			Component struct{ Name, Version string } `json:"component"`
 		} `json:"metadata"`
-		Components []struct{ Name, Version string } `json:"components"`
+		Components []struct {
+			Name, Version string
+			Licenses      []struct {
+				License struct{ ID, Name string } `json:"license"`
+			} `json:"licenses"`
+		} `json:"components"`
 	}
 	if err := json.Unmarshal(raw, &bom); err != nil {
 		t.Fatal(err)
 	}
 	deps := map[string]string{}
+	licenses := map[string]string{}
 	for _, c := range bom.Components {
 		deps[c.Name] = c.Version
+		for _, l := range c.Licenses {
+			licenses[c.Name] += l.License.ID + l.License.Name + " "
+		}
+	}
+	// Each module's license, detected from its LICENSE file, as an SPDX id. (The detector gives its
+	// best match, which is not always the SPDX id a human would pick for BSD-style texts:
+	// golang.org/x/crypto comes out BSD-Source-Code, and modernc.org/sqlite, BSD-3 with SQLite's
+	// and sqlite-vec's licenses beside it, Apache-2.0; so only unambiguous texts are checked here.)
+	for m, want := range map[string]string{"github.com/go-git/go-git/v5": "Apache-2.0",
+		"github.com/spf13/cobra": "Apache-2.0", "github.com/hashicorp/hcl/v2": "MPL-2.0"} {
+		if !strings.Contains(licenses[m], want) {
+			t.Errorf("the SBOM gives %s the license %q, want %s", m, licenses[m], want)
+		}
+	}
+	var unlicensed []string
+	for _, c := range bom.Components {
+		if licenses[c.Name] == "" && c.Name != "std" {
+			unlicensed = append(unlicensed, c.Name)
+		}
+	}
+	if len(unlicensed) > 0 {
+		t.Errorf("the SBOM lists no license for %v", unlicensed)
 	}
 	if bom.BOMFormat != "CycloneDX" || bom.Metadata.Component.Name != "github.com/parleyhq/parley" || bom.Metadata.Component.Version != "9.9.9-test" {
 		t.Errorf("SBOM format %q for %+v", bom.BOMFormat, bom.Metadata.Component)

@@ -37,9 +37,10 @@ func render(t *testing.T, vals map[string]any) (map[string]string, error) {
 	if err != nil {
 		t.Fatalf("load chart: %v", err)
 	}
+	// ToRenderValues checks the values against values.schema.json, as helm install and template do.
 	rv, err := chartutil.ToRenderValues(ch, vals, chartutil.ReleaseOptions{Name: "parley", Namespace: "parley", IsInstall: true}, chartutil.DefaultCapabilities)
 	if err != nil {
-		t.Fatalf("values: %v", err)
+		return nil, err
 	}
 	return engine.Render(ch, rv)
 }
