@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"github.com/parleyhq/parley/internal/ghmarkdown"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -341,7 +342,7 @@ func TestPlanWorkflowFromDoc(t *testing.T) {
 							t.Errorf("the action's output lacks %q:\n%s", w, out.String())
 						}
 					}
-					if md, _ := os.ReadFile(summary); !strings.Contains(string(md), "tf:infra/kafka//aws\\_autoscaling\\_group.consumer#/desired\\_capacity") {
+					if md, _ := os.ReadFile(summary); !strings.Contains(string(md), ghmarkdown.Cell("tf:infra/kafka//aws_autoscaling_group.consumer#/desired_capacity")) {
 						t.Errorf("the job summary lacks the field:\n%s", md)
 					}
 				default:
