@@ -58,8 +58,12 @@ type Config struct {
 	PrivateKey     Secret   // PEM; from private_key_file or PARLEY_PRIVATE_KEY
 	PrivateKeyFile string   // where PrivateKey was read from, if a file
 	WebhookSecrets []Secret // every live secret; several during a rotation
-	Listen         string   // webhook and API listener
-	MetricsListen  string   // Prometheus /metrics listener ("" = on Listen)
+	// AppDir holds the App's credentials as the manifest flow writes them (AppIDFile,
+	// PrivateKeyFileName, WebhookSecretsFile: the keys of the chart's Secret), read for whatever the
+	// keys above leave unset. With no App configured, serve runs the manifest flow at /setup to fill it.
+	AppDir        string
+	Listen        string // webhook and API listener
+	MetricsListen string // Prometheus /metrics listener ("" = on Listen)
 	// Store is where serve keeps its durable state: a SQLite file, created on first start (the
 	// other SQLite files go beside it), or a postgres:// URL shared by every replica.
 	Store string
@@ -221,6 +225,7 @@ func Keys() []Key {
 		{"app_id", "PARLEY_APP_ID", "(required)", "GitHub App ID"},
 		{"private_key_file", "PARLEY_PRIVATE_KEY_FILE", "(required unless PARLEY_PRIVATE_KEY)", "path of the App's PEM private key"},
 		{"", "PARLEY_PRIVATE_KEY", "", "the App's PEM private key itself (overrides private_key_file)"},
+		{"app_dir", "PARLEY_APP_DIR", "(none)", "directory of the App's credentials as the manifest flow writes them (app-id, private-key.pem, webhook-secrets: the chart Secret's keys), read for what the keys above leave unset; with none of them set, serve registers the App at /setup (docs/install.md)"},
 		{"webhook_secrets", "PARLEY_WEBHOOK_SECRETS", "(required)", "webhook secrets, all accepted (comma-separated in the environment); list two while rotating"},
 		{"listen", "PARLEY_LISTEN", ":8080", "address for webhooks, event endpoints, /healthz and /readyz"},
 		{"metrics_listen", "PARLEY_METRICS_LISTEN", "(same as listen)", "separate address for /metrics, /healthz and /readyz, held to none of listen's connection caps: point probes here so they answer under a flood"},
@@ -298,6 +303,7 @@ type file struct {
 	AppID                      *int64           `hcl:"app_id,optional"`
 	PrivateKeyFile             *string          `hcl:"private_key_file,optional"`
 	WebhookSecrets             []string         `hcl:"webhook_secrets,optional"`
+	AppDir                     *string          `hcl:"app_dir,optional"`
 	Listen                     *string          `hcl:"listen,optional"`
 	MetricsListen              *string          `hcl:"metrics_listen,optional"`
 	Store                      *string          `hcl:"store,optional"`
@@ -530,6 +536,7 @@ func Load(path string, getenv func(string) string) (Config, error) {
 		}
 		setP(&c.AppID, f.AppID)
 		setP(&c.PrivateKeyFile, f.PrivateKeyFile)
+		setP(&c.AppDir, f.AppDir)
 		for _, s := range f.WebhookSecrets {
 			c.WebhookSecrets = append(c.WebhookSecrets, NewSecret(s))
 		}
@@ -639,6 +646,7 @@ func Load(path string, getenv func(string) string) (Config, error) {
 	})
 	env("PARLEY_PRIVATE_KEY_FILE", str(&c.PrivateKeyFile))
 	env("PARLEY_PRIVATE_KEY", sec(&c.PrivateKey))
+	env("PARLEY_APP_DIR", str(&c.AppDir))
 	env("PARLEY_WEBHOOK_SECRETS", func(v string) error {
 		c.WebhookSecrets = nil
 		for _, s := range strings.Split(v, ",") {
@@ -751,6 +759,7 @@ func Load(path string, getenv func(string) string) (Config, error) {
 		return err
 	})
 
+	errs = append(errs, c.readAppDir()...)
 	if c.PrivateKey.IsZero() && c.PrivateKeyFile != "" {
 		pem, err := os.ReadFile(c.PrivateKeyFile)
 		if err != nil {
@@ -764,6 +773,9 @@ func Load(path string, getenv func(string) string) (Config, error) {
 	c.AWSAccountEventSecrets, secretErrs = readEventSecrets("aws_account", "PARLEY_AWS_ACCOUNT_EVENT_SECRET_FILES", c.accountSecretFiles, c.AWSAccounts)
 	errs = append(errs, secretErrs...)
 	errs = append(errs, c.validate()...)
+	if len(errs) == 1 && errs[0] == ErrNoApp {
+		return c, ErrNoApp // the rest is valid: serve runs the manifest flow with it
+	}
 	if len(errs) > 0 {
 		return Config{}, errors.Join(errs...)
 	}
@@ -772,14 +784,19 @@ func Load(path string, getenv func(string) string) (Config, error) {
 
 func (c *Config) validate() []error {
 	var errs []error
-	if c.AppID <= 0 {
-		errs = append(errs, errors.New("app_id (PARLEY_APP_ID) is required and must be a positive number"))
-	}
-	if c.PrivateKey.IsZero() {
-		errs = append(errs, errors.New("a private key is required: private_key_file, PARLEY_PRIVATE_KEY_FILE or PARLEY_PRIVATE_KEY"))
-	}
-	if len(c.WebhookSecrets) == 0 {
-		errs = append(errs, errors.New("at least one webhook secret is required: webhook_secrets or PARLEY_WEBHOOK_SECRETS"))
+	if c.AppID <= 0 && c.PrivateKey.IsZero() && len(c.WebhookSecrets) == 0 && c.AppDir != "" {
+		// Nothing of an App yet, and a place to put one: serve offers the manifest flow.
+		errs = append(errs, ErrNoApp)
+	} else {
+		if c.AppID <= 0 {
+			errs = append(errs, errors.New("app_id (PARLEY_APP_ID) is required and must be a positive number"))
+		}
+		if c.PrivateKey.IsZero() {
+			errs = append(errs, errors.New("a private key is required: private_key_file, PARLEY_PRIVATE_KEY_FILE or PARLEY_PRIVATE_KEY"))
+		}
+		if len(c.WebhookSecrets) == 0 {
+			errs = append(errs, errors.New("at least one webhook secret is required: webhook_secrets or PARLEY_WEBHOOK_SECRETS"))
+		}
 	}
 	u, err := url.Parse(c.GitHubURL)
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
