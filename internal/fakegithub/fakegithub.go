@@ -669,6 +669,7 @@ func (s *Server) handlers() map[string]handler {
 		"apps/list-installations":                         s.listInstallations,
 		"apps/list-repos-accessible-to-installation":      s.installationRepos,
 		"apps/get-webhook-config-for-app":                 s.hookConfig,
+		"git/get-tree":                                    s.tree,
 	}
 }
 

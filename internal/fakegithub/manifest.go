@@ -273,3 +273,36 @@ func (s *Server) hookConfig(w http.ResponseWriter, r *http.Request, op string, _
 	s.mu.Unlock()
 	s.answer(w, op, http.StatusOK, out)
 }
+
+// tree answers GET /repos/{owner}/{repo}/git/trees/{tree_sha} with the files SetContent put at
+// that ref (a branch name or commit, as the test set them), as blobs; recursive or not, every file
+// is listed, with the directories they imply.
+func (s *Server) tree(w http.ResponseWriter, r *http.Request, op string, p map[string]string, _ map[string]any) {
+	prefix := repoKey(p) + " " + p["tree_sha"] + " "
+	s.mu.Lock()
+	var paths []string
+	for k := range s.contents {
+		if rest, ok := strings.CutPrefix(k, prefix); ok {
+			paths = append(paths, rest)
+		}
+	}
+	s.mu.Unlock()
+	if len(paths) == 0 {
+		s.fail(w, op, http.StatusNotFound, "Not Found")
+		return
+	}
+	slices.Sort(paths)
+	dirs := map[string]bool{}
+	var entries []any
+	for _, path := range paths {
+		for d := path; strings.Contains(d, "/"); {
+			d = d[:strings.LastIndex(d, "/")]
+			if !dirs[d] {
+				dirs[d] = true
+				entries = append(entries, map[string]any{"path": d, "mode": "040000", "type": "tree", "sha": fmt.Sprintf("%040x", len(dirs))})
+			}
+		}
+		entries = append(entries, map[string]any{"path": path, "mode": "100644", "type": "blob", "sha": fmt.Sprintf("%040x", len(entries)+1000)})
+	}
+	s.answer(w, op, http.StatusOK, map[string]any{"sha": fmt.Sprintf("%040x", 1), "url": "http://" + r.Host + r.URL.Path, "tree": entries, "truncated": false})
+}
