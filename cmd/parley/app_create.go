@@ -59,8 +59,9 @@ func runSetup(ctx context.Context, addr string, setup *app.Setup, announce func(
 func setupForServe(ctx context.Context, listen, apiURL, publicURL, dir string, log *slog.Logger) error {
 	setup := &app.Setup{Token: app.NewSetupToken(), APIURL: apiURL, PublicURL: publicURL, Dir: dir}
 	creds, err := runSetup(ctx, listen, setup, func(u string) {
-		log.Warn("no GitHub App configured: register one by opening /setup with this token (through your public address, e.g. "+
-			"https://parley.example.com/setup?token=...)", "setup_url", u, "token", setup.Token, "app_dir", dir)
+		// The token is logged on purpose: the log is where only the operator looks.
+		log.Warn("no GitHub App configured: register it by opening /setup?token=TOKEN at serve's public address (setup_url is the listener's own)",
+			"setup_url", u, "token", setup.Token, "app_dir", dir)
 	})
 	if err != nil {
 		return err

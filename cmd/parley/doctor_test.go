@@ -207,3 +207,60 @@ func FuzzParseMemory(f *testing.F) {
 		}
 	})
 }
+
+var setupLogged = regexp.MustCompile(`"setup_url":"([^"]+)"`)
+
+// TestServeRegistersAtSetup: `parley serve` with an empty app_dir serves the manifest flow at
+// /setup behind the token it logs, writes the App's files, then serves as that App: GitHub
+// accepts its key. A visitor without the token gets nothing.
+func TestServeRegistersAtSetup(t *testing.T) {
+	gh := fakegithub.New(t)
+	dir := filepath.Join(t.TempDir(), "app")
+	t.Setenv("PARLEY_APP_DIR", dir)
+	t.Setenv("PARLEY_GITHUB_URL", gh.URL+"/")
+	t.Setenv("PARLEY_LISTEN", "127.0.0.1:0")
+	t.Setenv("PARLEY_STORE", filepath.Join(t.TempDir(), "parley.db"))
+	var out, errb lockedBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	code := make(chan int, 1)
+	go func() { code <- run(ctx, []string{"serve"}, strings.NewReader(""), &out, &errb) }()
+	waitFor := func(what string, re *regexp.Regexp) []string {
+		t.Helper()
+		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			if m := re.FindStringSubmatch(errb.String()); m != nil {
+				return m
+			}
+			select {
+			case c := <-code:
+				t.Fatalf("serve exited %d before %s:\n%s", c, what, errb.String())
+			default:
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("serve never logged %s:\n%s", what, errb.String())
+			}
+		}
+	}
+	setupURL := waitFor("the /setup address", setupLogged)[1]
+	u, _ := url.Parse(setupURL)
+	u.RawQuery = ""
+	resp, err := http.Get(u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("/setup without the token: %d, want 403", resp.StatusCode)
+	}
+	browseSetup(t, setupURL)
+	waitFor("the key accepted", regexp.MustCompile(`GitHub accepts the App's key`))
+	for _, f := range []string{"app-id", "private-key.pem", "webhook-secrets"} {
+		if fi, err := os.Stat(filepath.Join(dir, f)); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: %v %v", f, err, fi)
+		}
+	}
+	cancel()
+	if c := <-code; c != 0 {
+		t.Errorf("serve exited %d:\n%s", c, errb.String())
+	}
+}
