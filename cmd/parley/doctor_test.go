@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -116,9 +117,8 @@ func TestAppCreateThenDoctor(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	code := make(chan int, 1)
-	go func() {
-		code <- run(ctx, []string{"app", "create", "--public-url", "https://parley.example.com", "--dir", dir}, strings.NewReader(""), &out, &errb)
-	}()
+	create := docCommand(t, "parley app create ", dir)
+	go func() { code <- run(ctx, create, strings.NewReader(""), &out, &errb) }()
 	var setupURL string
 	for deadline := time.Now().Add(30 * time.Second); setupURL == ""; time.Sleep(10 * time.Millisecond) {
 		if m := setupOpen.FindStringSubmatch(out.String()); m != nil {
@@ -135,8 +135,12 @@ func TestAppCreateThenDoctor(t *testing.T) {
 	}
 
 	demoInstallation(t, gh)
+	doctorArgs := docCommand(t, "PARLEY_APP_DIR=./parley-app parley doctor ", dir)
+	if !slices.Equal(doctorArgs, []string{"doctor", "--memory-limit", "1536Mi"}) {
+		t.Fatalf("docs/install.md's doctor command is now %q: update this test", doctorArgs)
+	}
 	t.Setenv("PARLEY_APP_DIR", dir)
-	c, stdout, stderr := runCLI(t, "doctor", "--memory-limit", "2Gi")
+	c, stdout, stderr := runCLI(t, doctorArgs...)
 	t.Logf("parley doctor:\n%s", stdout)
 	if c != 0 {
 		t.Fatalf("doctor on a working install: exit %d\n%s\n%s", c, stdout, stderr)
@@ -178,6 +182,34 @@ func TestAppCreateThenDoctor(t *testing.T) {
 	if c != exitFindings || !strings.Contains(stdout, `contents: write (has "read")`) {
 		t.Errorf("a missing permission: exit %d\n%s", c, stdout)
 	}
+}
+
+// docCommand returns the arguments of the command docs/install.md tells users to run on the line
+// starting with prefix (its comment dropped, ./parley-app as dir), without "parley" and the
+// environment before it: the test runs exactly what the document says.
+func docCommand(t *testing.T, prefix, dir string) []string {
+	t.Helper()
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "install.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(doc), "\n") {
+		if !strings.HasPrefix(line, prefix) {
+			continue
+		}
+		line, _, _ = strings.Cut(line, "#")
+		fields := strings.Fields(line)
+		for len(fields) > 0 && fields[0] != "parley" {
+			fields = fields[1:]
+		}
+		var args []string
+		for _, f := range fields[1:] {
+			args = append(args, strings.ReplaceAll(f, "./parley-app", dir))
+		}
+		return args
+	}
+	t.Fatalf("docs/install.md has no line starting %q", prefix)
+	return nil
 }
 
 func TestParseMemory(t *testing.T) {
