@@ -10,6 +10,7 @@ import (
 	"encoding/pem"
 	"html"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -169,6 +170,16 @@ func TestAppCreateThenDoctor(t *testing.T) {
 	}
 	os.Unsetenv("PARLEY_PRIVATE_KEY")
 
+	// GitHub not answering is not a rejected key.
+	closed, _ := net.Listen("tcp", "127.0.0.1:0")
+	t.Setenv("PARLEY_GITHUB_URL", "http://"+closed.Addr().String()+"/")
+	closed.Close()
+	c, stdout, _ = runCLI(t, "doctor", "--memory-limit", "2Gi")
+	if c != exitFindings || !strings.Contains(stdout, "did not answer") || strings.Contains(stdout, "rejects") {
+		t.Errorf("GitHub unreachable: exit %d\n%s", c, stdout)
+	}
+	t.Setenv("PARLEY_GITHUB_URL", gh.URL+"/api/v3/")
+
 	// The chart's old default: 512Mi under two 512 MiB renders.
 	c, stdout, _ = runCLI(t, "doctor", "--memory-limit", "512Mi")
 	if c != exitFindings || !strings.Contains(stdout, "FAIL  memory") || !strings.Contains(stdout, "at least 1412 MiB") {
@@ -179,7 +190,7 @@ func TestAppCreateThenDoctor(t *testing.T) {
 	gh.SetGrants(42, fakegithub.Grants{Permissions: map[string]string{"checks": "write", "contents": "read", "members": "read", "metadata": "read", "pull_requests": "write"},
 		Events: []string{"check_run", "check_suite", "issue_comment", "pull_request", "pull_request_review", "push"}})
 	c, stdout, _ = runCLI(t, "doctor", "--memory-limit", "2Gi")
-	if c != exitFindings || !strings.Contains(stdout, `contents: write (has "read")`) {
+	if c != exitFindings || !strings.Contains(stdout, `contents: write (has "read")`) || !strings.Contains(stdout, "settings/installations/42") {
 		t.Errorf("a missing permission: exit %d\n%s", c, stdout)
 	}
 }

@@ -221,6 +221,7 @@ func (s *Server) listInstallations(w http.ResponseWriter, r *http.Request, op st
 		events := append([]string{}, g.Events...)
 		out = append(out, map[string]any{"id": id, "app_id": s.AppID, "app_slug": s.AppSlug, "target_type": "Organization",
 			"account": map[string]any{"login": owners[id]}, "repository_selection": "selected",
+			"html_url":    fmt.Sprintf("https://github.com/organizations/%s/settings/installations/%d", owners[id], id),
 			"permissions": perms, "events": events})
 	}
 	s.mu.Unlock()
