@@ -25,6 +25,7 @@ import (
 
 	"github.com/parleyhq/parley/internal/demo"
 	"github.com/parleyhq/parley/internal/fakegithub"
+	"github.com/parleyhq/parley/internal/schematest"
 )
 
 // lockedBuffer is a bytes.Buffer a command writes while the test reads it.
@@ -157,6 +158,7 @@ func TestAppCreateThenDoctor(t *testing.T) {
 		Checks []struct{ Name, Status, Detail, Next string }
 	}
 	_, js, _ := runCLI(t, "doctor", "--memory-limit", "2Gi", "--json")
+	schematest.Validate(t, "doctor.schema.json", []byte(js))
 	if err := json.Unmarshal([]byte(js), &doc); err != nil || !doc.OK || len(doc.Checks) != 5 {
 		t.Errorf("--json: %v %+v\n%s", err, doc, js)
 	}
