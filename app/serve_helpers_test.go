@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"sync"
 	"testing"
 
@@ -25,6 +26,13 @@ func runServeFile(tb testing.TB, path string, env map[string]string) (srv *Serve
 // runServeLogged is runServeFile with serve's log written to log.
 func runServeLogged(tb testing.TB, path string, env map[string]string, log *slog.Logger) (srv *Server, base string, stop func() error) {
 	tb.Helper()
+	if _, ok := env["PARLEY_GITHUB_URL"]; !ok {
+		// No GitHub of the test's own: never ask api.github.com whether it accepts the App's key.
+		if _, ok := env["PARLEY_APP_KEY_CHECK_INTERVAL"]; !ok {
+			env = maps.Clone(env)
+			env["PARLEY_APP_KEY_CHECK_INTERVAL"] = "0"
+		}
+	}
 	cfg, err := config.Load(path, func(k string) string { return env[k] })
 	if err != nil {
 		tb.Fatal(err)

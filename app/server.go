@@ -133,6 +133,9 @@ type Server struct {
 	// metricsAddr is where the operations listener listens once Run started it ("" when
 	// operations are served on the intake listener).
 	metricsAddr atomic.Value
+	// appKey is what GitHub last said of the App's key (appkey.go); appClient asks it.
+	appKey    appKeyState
+	appClient func() (*github.Client, error)
 }
 
 // queue is the delivery store serve runs on: SQLite's or PostgreSQL's.
@@ -223,6 +226,7 @@ func NewServer(ctx context.Context, cfg config.Config, log *slog.Logger) (*Serve
 		Help: "GitHub's primary rate limit left, as last reported, per installation."}, []string{"installation"})
 	s.reg.MustRegister(remaining)
 	gh := &githubApp{app: app, counter: counter, concurrency: cfg.PerInstallationConcurrency, remaining: remaining, clients: map[int64]*github.Client{}}
+	s.appClient = gh.AppClient
 	repos := &repocache.Cache{Dir: filepath.Join(cfg.Dir(), "repos")}
 	live := s.live
 	perEvent := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "parley_github_calls_per_judgement",
@@ -628,7 +632,8 @@ func (s *Server) limits() guard.Limits {
 
 func (s *Server) metrics() http.Handler { return promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}) }
 
-// ready answers 200 while the store answers and the server is not draining.
+// ready answers 200 while the store answers, GitHub does not reject the App's key and the server
+// is not draining.
 func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	if s.draining.Load() {
 		http.Error(w, "draining", http.StatusServiceUnavailable)
@@ -638,6 +643,15 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	if _, err := s.store.Stats(ctx, time.Now()); err != nil {
 		http.Error(w, "store unavailable", http.StatusServiceUnavailable)
+		return
+	}
+	ok, note := s.appKeyReadiness()
+	if !ok {
+		http.Error(w, note, http.StatusServiceUnavailable)
+		return
+	}
+	if note != "" {
+		fmt.Fprintln(w, "ok; "+note)
 		return
 	}
 	fmt.Fprintln(w, "ok")
@@ -712,6 +726,13 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 		defer wg.Done()
 		s.retention.Run(poolCtx)
 	}()
+	if s.cfg.AppKeyCheckInterval > 0 {
+		wg.Add(1)
+		go func() { // owned by Run; ends with the pool's context
+			defer wg.Done()
+			s.watchAppKey(poolCtx, s.appClient, s.cfg.AppKeyCheckInterval)
+		}()
+	}
 	wg.Add(1)
 	go serve(srv, ln)
 	if msrv != nil {

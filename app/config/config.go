@@ -59,8 +59,15 @@ type Config struct {
 	PrivateKey     Secret   // PEM; from private_key_file or PARLEY_PRIVATE_KEY
 	PrivateKeyFile string   // where PrivateKey was read from, if a file
 	WebhookSecrets []Secret // every live secret; several during a rotation
-	Listen         string   // webhook and API listener
-	MetricsListen  string   // Prometheus /metrics listener ("" = on Listen)
+	// AppDir holds the App's credentials as the manifest flow writes them (AppIDFile,
+	// PrivateKeyFileName, WebhookSecretsFile: the keys of the chart's Secret), read for whatever the
+	// keys above leave unset. With no App configured, serve runs the manifest flow at /setup to fill it.
+	AppDir string
+	// AppKeyCheckInterval is how often serve asks GitHub whether it accepts the App's key (0: never);
+	// /readyz fails while GitHub rejects it.
+	AppKeyCheckInterval time.Duration
+	Listen              string // webhook and API listener
+	MetricsListen       string // Prometheus /metrics listener ("" = on Listen)
 	// Store is where serve keeps its durable state: a SQLite file, created on first start (the
 	// other SQLite files go beside it), or a postgres:// URL shared by every replica.
 	Store string
@@ -233,7 +240,9 @@ func Keys() []Key {
 		{"app_id", "PARLEY_APP_ID", "(required)", "GitHub App ID"},
 		{"private_key_file", "PARLEY_PRIVATE_KEY_FILE", "(required unless PARLEY_PRIVATE_KEY)", "path of the App's PEM private key"},
 		{"", "PARLEY_PRIVATE_KEY", "", "the App's PEM private key itself (overrides private_key_file)"},
+		{"app_dir", "PARLEY_APP_DIR", "(none)", "directory of the App's credentials as the manifest flow writes them (app-id, private-key.pem, webhook-secrets: the chart Secret's keys), read for what the keys above leave unset; with none of them set, serve registers the App at /setup (docs/install.md)"},
 		{"webhook_secrets", "PARLEY_WEBHOOK_SECRETS", "(required)", "webhook secrets, all accepted (comma-separated in the environment); list two while rotating"},
+		{"app_key_check_interval", "PARLEY_APP_KEY_CHECK_INTERVAL", "5m", "how often serve asks GitHub (GET /app) whether it accepts the App's key, and at start; /readyz fails while GitHub rejects it (GitHub not answering leaves it ready, and says so); 0: never"},
 		{"listen", "PARLEY_LISTEN", ":8080", "address for webhooks, event endpoints, /healthz and /readyz"},
 		{"metrics_listen", "PARLEY_METRICS_LISTEN", "(same as listen)", "separate address for /metrics, /healthz and /readyz, held to none of listen's connection caps: point probes here so they answer under a flood"},
 		{"store", "PARLEY_STORE", "parley.db", "SQLite database file, created on first start, or a postgres:// URL for several replicas (put its password in the environment from a Secret, or use PGPASSWORD)"},
@@ -314,6 +323,8 @@ type file struct {
 	AppID                      *int64           `hcl:"app_id,optional"`
 	PrivateKeyFile             *string          `hcl:"private_key_file,optional"`
 	WebhookSecrets             []string         `hcl:"webhook_secrets,optional"`
+	AppDir                     *string          `hcl:"app_dir,optional"`
+	AppKeyCheckInterval        *string          `hcl:"app_key_check_interval,optional"`
 	Listen                     *string          `hcl:"listen,optional"`
 	MetricsListen              *string          `hcl:"metrics_listen,optional"`
 	Store                      *string          `hcl:"store,optional"`
@@ -526,7 +537,8 @@ func Load(path string, getenv func(string) string) (Config, error) {
 		ProposalsRate: 20, ProposalsMaxAge: 2 * time.Second,
 		CommitAuthor:      "Parley <parley@users.noreply.github.com>",
 		ReadHeaderTimeout: 10 * time.Second, BodyTimeout: 30 * time.Second, WriteTimeout: 2 * time.Minute,
-		IdleTimeout: 60 * time.Second, MaxConnections: 1024, MaxConnectionsPerClient: 64, AuthFailuresPerMinute: 30,
+		AppKeyCheckInterval: 5 * time.Minute,
+		IdleTimeout:         60 * time.Second, MaxConnections: 1024, MaxConnectionsPerClient: 64, AuthFailuresPerMinute: 30,
 		UnauthenticatedBodyBudget: 128 << 20,
 		DeliveryRetention:         7 * 24 * time.Hour, DeadLetterRetention: 30 * 24 * time.Hour,
 		EventMaxAge: 24 * time.Hour, EventMaxFuture: 5 * time.Minute,
@@ -551,6 +563,7 @@ func Load(path string, getenv func(string) string) (Config, error) {
 		}
 		setP(&c.AppID, f.AppID)
 		setP(&c.PrivateKeyFile, f.PrivateKeyFile)
+		setP(&c.AppDir, f.AppDir)
 		for _, s := range f.WebhookSecrets {
 			c.WebhookSecrets = append(c.WebhookSecrets, NewSecret(s))
 		}
@@ -592,6 +605,13 @@ func Load(path string, getenv func(string) string) (Config, error) {
 				errs = append(errs, fmt.Errorf("%s: proposals_max_age: %w", path, err))
 			}
 			c.ProposalsMaxAge = d
+		}
+		if f.AppKeyCheckInterval != nil {
+			d, err := time.ParseDuration(*f.AppKeyCheckInterval)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: app_key_check_interval: %w", path, err))
+			}
+			c.AppKeyCheckInterval = d
 		}
 		if f.ShutdownGrace != nil {
 			d, err := time.ParseDuration(*f.ShutdownGrace)
@@ -668,6 +688,12 @@ func Load(path string, getenv func(string) string) (Config, error) {
 	})
 	env("PARLEY_PRIVATE_KEY_FILE", str(&c.PrivateKeyFile))
 	env("PARLEY_PRIVATE_KEY", sec(&c.PrivateKey))
+	env("PARLEY_APP_DIR", str(&c.AppDir))
+	env("PARLEY_APP_KEY_CHECK_INTERVAL", func(v string) error {
+		d, err := time.ParseDuration(v)
+		c.AppKeyCheckInterval = d
+		return err
+	})
 	env("PARLEY_WEBHOOK_SECRETS", func(v string) error {
 		c.WebhookSecrets = nil
 		for _, s := range strings.Split(v, ",") {
@@ -790,6 +816,7 @@ func Load(path string, getenv func(string) string) (Config, error) {
 		return err
 	})
 
+	errs = append(errs, c.readAppDir()...)
 	if c.PrivateKey.IsZero() && c.PrivateKeyFile != "" {
 		pem, err := os.ReadFile(c.PrivateKeyFile)
 		if err != nil {
@@ -803,6 +830,9 @@ func Load(path string, getenv func(string) string) (Config, error) {
 	c.AWSAccountEventSecrets, secretErrs = readEventSecrets("aws_account", "PARLEY_AWS_ACCOUNT_EVENT_SECRET_FILES", c.accountSecretFiles, c.AWSAccounts)
 	errs = append(errs, secretErrs...)
 	errs = append(errs, c.validate()...)
+	if len(errs) == 1 && errs[0] == ErrNoApp {
+		return c, ErrNoApp // the rest is valid: serve runs the manifest flow with it
+	}
 	if len(errs) > 0 {
 		return Config{}, errors.Join(errs...)
 	}
@@ -811,14 +841,19 @@ func Load(path string, getenv func(string) string) (Config, error) {
 
 func (c *Config) validate() []error {
 	var errs []error
-	if c.AppID <= 0 {
-		errs = append(errs, errors.New("app_id (PARLEY_APP_ID) is required and must be a positive number"))
-	}
-	if c.PrivateKey.IsZero() {
-		errs = append(errs, errors.New("a private key is required: private_key_file, PARLEY_PRIVATE_KEY_FILE or PARLEY_PRIVATE_KEY"))
-	}
-	if len(c.WebhookSecrets) == 0 {
-		errs = append(errs, errors.New("at least one webhook secret is required: webhook_secrets or PARLEY_WEBHOOK_SECRETS"))
+	if c.AppID <= 0 && c.PrivateKey.IsZero() && len(c.WebhookSecrets) == 0 && c.AppDir != "" {
+		// Nothing of an App yet, and a place to put one: serve offers the manifest flow.
+		errs = append(errs, ErrNoApp)
+	} else {
+		if c.AppID <= 0 {
+			errs = append(errs, errors.New("app_id (PARLEY_APP_ID) is required and must be a positive number"))
+		}
+		if c.PrivateKey.IsZero() {
+			errs = append(errs, errors.New("a private key is required: private_key_file, PARLEY_PRIVATE_KEY_FILE or PARLEY_PRIVATE_KEY"))
+		}
+		if len(c.WebhookSecrets) == 0 {
+			errs = append(errs, errors.New("at least one webhook secret is required: webhook_secrets or PARLEY_WEBHOOK_SECRETS"))
+		}
 	}
 	u, err := url.Parse(c.GitHubURL)
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
@@ -834,6 +869,9 @@ func (c *Config) validate() []error {
 	}
 	if c.MaxAttempts < 1 {
 		errs = append(errs, fmt.Errorf("max_attempts = %d: want at least 1", c.MaxAttempts))
+	}
+	if c.AppKeyCheckInterval < 0 {
+		errs = append(errs, fmt.Errorf("app_key_check_interval = %s: want a positive duration, or 0 for never", c.AppKeyCheckInterval))
 	}
 	if c.ShutdownGrace < 0 {
 		errs = append(errs, fmt.Errorf("shutdown_grace = %s: want a positive duration", c.ShutdownGrace))

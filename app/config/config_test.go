@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -557,5 +558,37 @@ func TestIntakeBudgetKeys(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v does not name %s", err, want)
 		}
+	}
+}
+
+// TestAppDir: the manifest flow's directory supplies what the App keys leave unset; with nothing
+// of an App anywhere Load says ErrNoApp (and returns the rest, for /setup); with part of one it is
+// an ordinary error naming what is missing.
+func TestAppDir(t *testing.T) {
+	dir := t.TempDir()
+	_, err := Load("", envMap(map[string]string{"PARLEY_APP_DIR": dir}))
+	if err != ErrNoApp {
+		t.Fatalf("empty app_dir: want ErrNoApp, got %v", err)
+	}
+	os.WriteFile(filepath.Join(dir, AppIDFile), []byte("77\n"), 0o600)
+	if _, err := Load("", envMap(map[string]string{"PARLEY_APP_DIR": dir})); err == nil || errors.Is(err, ErrNoApp) || !strings.Contains(err.Error(), "private key is required") {
+		t.Fatalf("app_dir with only an ID: want a missing-key error, got %v", err)
+	}
+	os.WriteFile(filepath.Join(dir, PrivateKeyFileName), []byte("PEM"), 0o600)
+	os.WriteFile(filepath.Join(dir, WebhookSecretsFile), []byte("one,two"), 0o600)
+	c, err := Load("", envMap(map[string]string{"PARLEY_APP_DIR": dir}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.AppID != 77 || c.PrivateKey.Reveal() != "PEM" || len(c.WebhookSecrets) != 2 {
+		t.Errorf("app_dir read as id %d, key %q, %d secrets", c.AppID, c.PrivateKey.Reveal(), len(c.WebhookSecrets))
+	}
+	c, err = Load("", envMap(map[string]string{"PARLEY_APP_DIR": dir, "PARLEY_APP_ID": "5", "PARLEY_WEBHOOK_SECRETS": "env"}))
+	if err != nil || c.AppID != 5 || c.WebhookSecrets[0].Reveal() != "env" {
+		t.Errorf("the environment must win over app_dir: %d %v", c.AppID, err)
+	}
+	os.WriteFile(filepath.Join(dir, AppIDFile), []byte("seventy"), 0o600)
+	if _, err := Load("", envMap(map[string]string{"PARLEY_APP_DIR": dir})); err == nil || !strings.Contains(err.Error(), "app-id") {
+		t.Errorf("a malformed app-id must be named, got %v", err)
 	}
 }

@@ -31,7 +31,7 @@ Start with 'parley demo': it builds a small infrastructure repository with histo
 		newDemoCmd(),
 		newPolicyCmd(), newInitCmd(), newExplainCmd(), newSimulateCmd(),
 		newReviewCmd(),
-		newServeCmd(), newDeliveriesCmd(),
+		newServeCmd(), newDeliveriesCmd(), newAppCmd(), newDoctorCmd(),
 		newGatesCmd(), newIngestCmd(), newVerdictsCmd(), newDiscoverCmd(), newReportCmd(),
 		newTokensCmd(),
 		newProposeCmd(),

@@ -1,7 +1,12 @@
 package main
 
 import (
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,6 +24,7 @@ import (
 // that gains --json without a published schema fails TestEveryJSONCommandHasASchema.
 var jsonOutputs = map[string]string{
 	"discover":     "discover.schema.json",
+	"doctor":       "doctor.schema.json",
 	"explain":      "explain.schema.json",
 	"fields diff":  "field-changes.schema.json",
 	"gates":        "gates.schema.json",
@@ -238,6 +244,16 @@ freeze "no-scaling" {
 	if err := json.Unmarshal([]byte(out), &changes); err != nil {
 		t.Fatal(err)
 	}
+
+	// doctor with a GitHub that does not answer: the budget check and a failed App check.
+	closed, _ := net.Listen("tcp", "127.0.0.1:0")
+	closed.Close()
+	key, _ := rsa.GenerateKey(rand.Reader, 2048)
+	t.Setenv("PARLEY_APP_ID", "7")
+	t.Setenv("PARLEY_PRIVATE_KEY", string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})))
+	t.Setenv("PARLEY_WEBHOOK_SECRETS", "s")
+	t.Setenv("PARLEY_GITHUB_URL", "http://"+closed.Addr().String()+"/")
+	check("doctor", "doctor.schema.json", "doctor", "--json", "--memory-limit", "1Gi")
 
 	for c := range jsonOutputs {
 		if !covered[c] {

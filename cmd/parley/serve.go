@@ -40,10 +40,19 @@ Configuration comes from an HCL file (--config) and then the environment, which 
 
 ` + config.Help(),
 		Example: `  PARLEY_APP_ID=1234 PARLEY_PRIVATE_KEY_FILE=app.pem PARLEY_WEBHOOK_SECRETS=s3cret parley serve
+  PARLEY_APP_DIR=/var/lib/parley/app parley serve   # no App yet: register it at /setup (token in the log)
   parley serve --config /etc/parley/parley.hcl`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := config.Load(cfgPath, os.Getenv)
+			if errors.Is(err, config.ErrNoApp) {
+				// No App yet and an app_dir to put one in: register it at /setup, then serve with it.
+				log := slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: cfg.LogLevel}))
+				if err := setupForServe(cmd.Context(), cfg.Listen, cfg.GitHubURL, cfg.PublicURL, cfg.AppDir, log); err != nil {
+					return err
+				}
+				cfg, err = config.Load(cfgPath, os.Getenv)
+			}
 			if err != nil {
 				return usageErr(err)
 			}

@@ -129,6 +129,11 @@ type Server struct {
 	signedIn                         string               // who is signed in to GitHub in "the browser"
 	codes                            map[string]oauthCode // authorization code -> what it was issued for
 	userTokens                       map[string]userToken // user access token (ghu_) -> its user
+
+	// The App's registration from a manifest, and what its installations were granted (manifest.go).
+	manifestCodes          map[string]manifestCode
+	hookURL, webhookSecret string
+	grants                 map[int64]Grants
 }
 
 type throttle struct {
@@ -524,7 +529,7 @@ func (s *Server) fail(w http.ResponseWriter, op string, status int, format strin
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	// The OAuth web flow is served by github.com, not the REST API, so it is not in the description.
-	if s.serveOAuth(w, r) {
+	if s.serveOAuth(w, r) || s.serveManifestForm(w, r) {
 		return
 	}
 	// answer reads these to decide on ETags; they never reach the client.
@@ -726,6 +731,11 @@ func (s *Server) handlers() map[string]handler {
 		"teams/get-membership-for-user-in-org":            s.membership,
 		"users/get-authenticated":                         s.authenticatedUser,
 		"apps/get-authenticated":                          s.authenticatedApp,
+		"apps/create-from-manifest":                       s.convertManifest,
+		"apps/list-installations":                         s.listInstallations,
+		"apps/list-repos-accessible-to-installation":      s.installationRepos,
+		"apps/get-webhook-config-for-app":                 s.hookConfig,
+		"git/get-tree":                                    s.tree,
 	}
 }
 
