@@ -53,7 +53,7 @@ type DoctorOptions struct {
 // values.yaml and docs/security.md), and ServerOwnMiB serve's own.
 const (
 	WorkerOwnMiB = 130
-	ServerOwnMiB = 128
+	ServerOwnMiB = 256 // the chart's own allowance (charts/parley/templates/_helpers.tpl parley.checkMemory)
 )
 
 // Doctor checks cfg against GitHub: the App's key, its webhook, its installations' permissions and

@@ -28,7 +28,7 @@ checks it against GitHub: the App's key is accepted (GET /app), the App's webhoo
 points at public_url, each installation has the permissions and events Parley needs (app.yml),
 each installed repository's policy parses on its default branch and its ledger's include
 patterns match files, and the render budgets fit the memory limit: render_parallel ×
-(render_memory + 130 MiB a worker) + 128 MiB for serve, against --memory-limit or the cgroup's
+(render_memory + 130 MiB a worker) + 256 MiB for serve, against --memory-limit or the cgroup's
 memory.max.
 
 Each check prints ok, warn or FAIL, and what to do next when it is not ok. The exit status is 1 if

@@ -138,7 +138,7 @@ func TestAppCreateThenDoctor(t *testing.T) {
 
 	demoInstallation(t, gh)
 	doctorArgs := docCommand(t, "PARLEY_APP_DIR=./parley-app parley doctor ", dir)
-	if !slices.Equal(doctorArgs, []string{"doctor", "--memory-limit", "1536Mi"}) {
+	if !slices.Equal(doctorArgs, []string{"doctor", "--memory-limit", "2Gi"}) {
 		t.Fatalf("docs/install.md's doctor command is now %q: update this test", doctorArgs)
 	}
 	t.Setenv("PARLEY_APP_DIR", dir)
@@ -184,7 +184,7 @@ func TestAppCreateThenDoctor(t *testing.T) {
 
 	// The chart's old default: 512Mi under two 512 MiB renders.
 	c, stdout, _ = runCLI(t, "doctor", "--memory-limit", "512Mi")
-	if c != exitFindings || !strings.Contains(stdout, "FAIL  memory") || !strings.Contains(stdout, "at least 1412 MiB") {
+	if c != exitFindings || !strings.Contains(stdout, "FAIL  memory") || !strings.Contains(stdout, "at least 1540 MiB") {
 		t.Errorf("512Mi: exit %d\n%s", c, stdout)
 	}
 
