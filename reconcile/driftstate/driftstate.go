@@ -78,7 +78,7 @@ CREATE TABLE ` + t("timers") + ` (field TEXT PRIMARY KEY, due BIGINT NOT NULL, w
 CREATE INDEX ON ` + t("timers") + ` (due);
 CREATE TABLE ` + t("meta") + ` (key TEXT PRIMARY KEY, value TEXT NOT NULL);`,
 		fieldVersionsTable(t("field_versions"), "BIGINT"),
-		heldTables(t("held"), t("held_totals"), "BIGSERIAL PRIMARY KEY", "BIGINT", "BYTEA", "", ""), // PostgreSQL names the indexes,
+		heldTables(t("held"), t("held_totals"), "BIGSERIAL PRIMARY KEY", "BIGINT", "BYTEA", "", "", ""), // PostgreSQL names the indexes,
 	}
 }
 
@@ -150,19 +150,21 @@ CREATE INDEX IF NOT EXISTS timers_due ON timers (due);
 CREATE TABLE IF NOT EXISTS meta (
 	key TEXT PRIMARY KEY, value TEXT NOT NULL); -- "repository": the repository this state is about`,
 	fieldVersionsTable("field_versions", "INTEGER"),
-	heldTables("held", "held_totals", "INTEGER PRIMARY KEY AUTOINCREMENT", "INTEGER", "BLOB", "held_object ", "held_at "),
+	heldTables("held", "held_totals", "INTEGER PRIMARY KEY AUTOINCREMENT", "INTEGER", "BLOB", "held_object ", "held_uid ", "held_at "),
 }
 
 // heldTables are the admission writes held for confirmation (held.go) and each cluster's count
-// and bytes of them. Indexes: a review looks up its object's, the sweep the oldest. seq is the
-// engine's key column; objectIndex and atIndex the indexes' names and a space ("" on PostgreSQL,
+// and bytes of them. Indexes: a review looks up its object's, the sweep the oldest, and a review
+// answered by two replicas is held once (its uid). seq is the engine's key column; objectIndex,
+// uidIndex and atIndex the indexes' names and a space ("" on PostgreSQL,
 // which names them itself in the table's schema).
-func heldTables(held, totals, seq, integer, blob, objectIndex, atIndex string) string {
+func heldTables(held, totals, seq, integer, blob, objectIndex, uidIndex, atIndex string) string {
 	return `CREATE TABLE ` + held + ` (
 	seq ` + seq + `,
 	cluster TEXT NOT NULL, object TEXT NOT NULL, uid TEXT NOT NULL, base_rv TEXT NOT NULL,
 	at ` + integer + ` NOT NULL, bytes ` + integer + ` NOT NULL, body ` + blob + ` NOT NULL);
 CREATE INDEX ` + objectIndex + `ON ` + held + ` (cluster, object);
+CREATE UNIQUE INDEX ` + uidIndex + `ON ` + held + ` (cluster, uid);
 CREATE INDEX ` + atIndex + `ON ` + held + ` (at);
 CREATE TABLE ` + totals + ` (cluster TEXT PRIMARY KEY, n ` + integer + ` NOT NULL, bytes ` + integer + ` NOT NULL);`
 }

@@ -31,6 +31,10 @@ type HeldLimits struct {
 	Bytes int64
 }
 
+// ErrHeldAlready is Hold's error for a write whose review (cluster and uid) is held already: the
+// same review answered by two replicas is held once.
+var ErrHeldAlready = errors.New("drift state: the admitted write is held already")
+
 // Hold stores w unless the cluster's held writes would pass lim; held is false then and
 // nothing is stored. The bound is one conditional UPDATE of the cluster's totals row: on
 // PostgreSQL its row lock orders two replicas holding at once, so the bound holds across them.
@@ -41,6 +45,19 @@ func (d *DB) Hold(ctx context.Context, w Held, lim HeldLimits) (held bool, err e
 		return false, fmt.Errorf("drift state: begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback() }()
+	res, err := d.exec(ctx, tx, `INSERT INTO {held} (cluster, object, uid, base_rv, at, bytes, body) VALUES (?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (cluster, uid) DO NOTHING`, w.Cluster, w.Object, w.UID, w.BaseRV, w.At.UnixNano(), size, w.Body)
+	if err != nil {
+		return false, fmt.Errorf("drift state: hold %s of %s: %w", w.UID, w.Cluster, err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		if err == nil {
+			err = ErrHeldAlready
+		}
+		return false, fmt.Errorf("drift state: hold %s of %s: %w", w.UID, w.Cluster, err)
+	}
+	// The totals row last, as every transaction takes it: on PostgreSQL its lock is then held only
+	// for the commit.
 	reserve := func() (bool, error) {
 		res, err := d.exec(ctx, tx, `UPDATE {held_totals} SET n = n + 1, bytes = bytes + ? WHERE cluster = ? AND n < ? AND bytes + ? <= ?`,
 			size, w.Cluster, lim.Count, size, lim.Bytes)
@@ -64,11 +81,7 @@ func (d *DB) Hold(ctx context.Context, w Held, lim HeldLimits) (held bool, err e
 		return false, fmt.Errorf("drift state: hold %s of %s: %w", w.UID, w.Cluster, err)
 	}
 	if !ok {
-		return false, nil
-	}
-	if _, err := d.exec(ctx, tx, `INSERT INTO {held} (cluster, object, uid, base_rv, at, bytes, body) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		w.Cluster, w.Object, w.UID, w.BaseRV, w.At.UnixNano(), size, w.Body); err != nil {
-		return false, fmt.Errorf("drift state: hold %s of %s: %w", w.UID, w.Cluster, err)
+		return false, nil // the rollback takes the write out again
 	}
 	if err := tx.Commit(); err != nil {
 		return false, fmt.Errorf("drift state: hold %s of %s: commit: %w", w.UID, w.Cluster, err)

@@ -31,6 +31,10 @@ func TestHeldWritesAreDurableAndBounded(t *testing.T) {
 				t.Fatalf("hold %s: %v %v", w.UID, ok, err)
 			}
 		}
+		// The same review again (another replica answered it too): held once.
+		if ok, err := a.Hold(ctx, heldWrite("u1", "41", "1234"), HeldLimits{Count: 5, Bytes: 100}); !errors.Is(err, ErrHeldAlready) || ok {
+			t.Fatalf("a review held twice: %v %v", ok, err)
+		}
 		// Past the count, and past the bytes: not held.
 		if ok, err := a.Hold(ctx, heldWrite("u3", "41", "9"), lim); err != nil || ok {
 			t.Fatalf("a third write held past the count: %v %v", ok, err)
