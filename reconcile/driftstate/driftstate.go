@@ -1,7 +1,8 @@
 // Package driftstate is the durable memory of Parley's drift loop: which source events were
 // already taken in (so an event delivered twice, in two different batches, becomes one claim),
-// the claims those events made, the verdicts reached with their evidence, and the expiry timers
-// that bring a yielded field back to Git's value. It is one SQLite file (the server keeps it beside
+// the claims those events made, the verdicts reached with their evidence, the expiry timers
+// that bring a yielded field back to Git's value, and the admitted writes the admission webhook's
+// observation mode holds until a later review confirms them (held.go). It is one SQLite file (the server keeps it beside
 // its delivery store) or an in-memory database (`parley ingest` without --state); with several
 // replicas of parley serve, one schema per repository in their shared PostgreSQL database.
 //
@@ -44,7 +45,7 @@ type DB struct {
 
 	path   string // for errors: the SQLite file, or the PostgreSQL schema and database
 	engine sqldb.Engine
-	tables *strings.Replacer // {events}, {claims}, {verdicts}, {timers}, {meta}, {versions} to the engine's table names
+	tables *strings.Replacer // {events}, {claims}, {verdicts}, {timers}, {meta}, {versions}, {held}, {held_totals} to the engine's table names
 	owned  bool              // Close closes db (a SQLite file it opened, not a shared PostgreSQL pool)
 }
 
