@@ -1,7 +1,8 @@
 // Package driftstate is the durable memory of Parley's drift loop: which source events were
 // already taken in (so an event delivered twice, in two different batches, becomes one claim),
-// the claims those events made, the verdicts reached with their evidence, and the expiry timers
-// that bring a yielded field back to Git's value. It is one SQLite file (the server keeps it beside
+// the claims those events made, the verdicts reached with their evidence, the expiry timers
+// that bring a yielded field back to Git's value, and the admitted writes the admission webhook's
+// observation mode holds until a later review confirms them (held.go). It is one SQLite file (the server keeps it beside
 // its delivery store) or an in-memory database (`parley ingest` without --state); with several
 // replicas of parley serve, one schema per repository in their shared PostgreSQL database.
 //
@@ -44,7 +45,7 @@ type DB struct {
 
 	path   string // for errors: the SQLite file, or the PostgreSQL schema and database
 	engine sqldb.Engine
-	tables *strings.Replacer // {events}, {claims}, {verdicts}, {timers}, {meta}, {versions} to the engine's table names
+	tables *strings.Replacer // {events}, {claims}, {verdicts}, {timers}, {meta}, {versions}, {held}, {held_totals} to the engine's table names
 	owned  bool              // Close closes db (a SQLite file it opened, not a shared PostgreSQL pool)
 }
 
@@ -52,7 +53,7 @@ type DB struct {
 func (d *DB) q(query string) string { return sqldb.Rebind(d.engine, d.tables.Replace(query)) }
 
 var sqliteTables = strings.NewReplacer("{events}", "events", "{claims}", "claims", "{verdicts}", "verdicts", "{timers}", "timers", "{meta}", "meta",
-	"{versions}", "field_versions")
+	"{versions}", "field_versions", "{held}", "held", "{held_totals}", "held_totals")
 
 // postgresMigrations are the schema of one repository's state on PostgreSQL, in the schema named
 // schema (sqldb.MigratePostgres applies them in order). Never edit a released one: append.
@@ -78,6 +79,7 @@ CREATE TABLE ` + t("timers") + ` (field TEXT PRIMARY KEY, due BIGINT NOT NULL, w
 CREATE INDEX ON ` + t("timers") + ` (due);
 CREATE TABLE ` + t("meta") + ` (key TEXT PRIMARY KEY, value TEXT NOT NULL);`,
 		fieldVersionsTable(t("field_versions"), "BIGINT"),
+		heldTables(t("held"), t("held_totals"), "BIGSERIAL PRIMARY KEY", "BIGINT", "BYTEA", "", "", ""), // PostgreSQL names the indexes,
 	}
 }
 
@@ -115,7 +117,7 @@ func OpenPostgres(ctx context.Context, db *sql.DB, dbName, repository string) (*
 	t := func(name string) string { return pgx.Identifier{schema, name}.Sanitize() }
 	d := &DB{db: db, read: db, path: schema + " in " + dbName, engine: sqldb.Postgres,
 		tables: strings.NewReplacer("{events}", t("events"), "{claims}", t("claims"), "{verdicts}", t("verdicts"), "{timers}", t("timers"), "{meta}", t("meta"),
-			"{versions}", t("field_versions"))}
+			"{versions}", t("field_versions"), "{held}", t("held"), "{held_totals}", t("held_totals"))}
 	if err := d.Bind(ctx, repository); err != nil {
 		return nil, err
 	}
@@ -149,6 +151,23 @@ CREATE INDEX IF NOT EXISTS timers_due ON timers (due);
 CREATE TABLE IF NOT EXISTS meta (
 	key TEXT PRIMARY KEY, value TEXT NOT NULL); -- "repository": the repository this state is about`,
 	fieldVersionsTable("field_versions", "INTEGER"),
+	heldTables("held", "held_totals", "INTEGER PRIMARY KEY AUTOINCREMENT", "INTEGER", "BLOB", "held_object ", "held_uid ", "held_at "),
+}
+
+// heldTables are the admission writes held for confirmation (held.go) and each cluster's count
+// and bytes of them. Indexes: a review looks up its object's, the sweep the oldest, and a review
+// answered by two replicas is held once (its uid). seq is the engine's key column; objectIndex,
+// uidIndex and atIndex the indexes' names and a space ("" on PostgreSQL,
+// which names them itself in the table's schema).
+func heldTables(held, totals, seq, integer, blob, objectIndex, uidIndex, atIndex string) string {
+	return `CREATE TABLE ` + held + ` (
+	seq ` + seq + `,
+	cluster TEXT NOT NULL, object TEXT NOT NULL, uid TEXT NOT NULL, base_rv TEXT NOT NULL,
+	at ` + integer + ` NOT NULL, bytes ` + integer + ` NOT NULL, body ` + blob + ` NOT NULL);
+CREATE INDEX ` + objectIndex + `ON ` + held + ` (cluster, object);
+CREATE UNIQUE INDEX ` + uidIndex + `ON ` + held + ` (cluster, uid);
+CREATE INDEX ` + atIndex + `ON ` + held + ` (at);
+CREATE TABLE ` + totals + ` (cluster TEXT PRIMARY KEY, n ` + integer + ` NOT NULL, bytes ` + integer + ` NOT NULL);`
 }
 
 // fieldVersionsTable counts, per field, the writes that changed what a judgement of the field reads
