@@ -2,12 +2,14 @@ package app
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 
 	"github.com/parleyhq/parley/app/config"
 	"github.com/parleyhq/parley/internal/busycluster"
+	"github.com/parleyhq/parley/reconcile/events"
 )
 
 // BenchmarkAdmissionAt500PerSecond measures what the API server waits for on every write: an
@@ -121,4 +124,69 @@ func BenchmarkAdmissionAt500PerSecond(b *testing.B) {
 	for _, dec := range []string{admAllowed, admDenied, admUncovered, admFailOpen} {
 		b.ReportMetric(testutil.ToFloat64(h.Metrics.decisions.WithLabelValues("prod", dec, "false")), dec)
 	}
+}
+
+// BenchmarkAdmissionJudging measures the CPU a review costs Parley beyond HTTP (issue 37): the
+// busy mix's reviews decoded and judged one after another, without the network or the open loop
+// of BenchmarkAdmissionAt500PerSecond, so that cpu-µs/op and allocs/op are a review's own. "memo" is
+// serve's configuration (reconcile.FieldMemo); "no-memo" reads each field's drift state for each
+// review, as before issue 37. The first pass over the 1,000 Deployments (a miss each) is warm-up:
+//
+//	go test ./app -run '^$' -bench AdmissionJudging -benchtime 4000x -benchmem
+func BenchmarkAdmissionJudging(b *testing.B) {
+	for _, memo := range []bool{true, false} {
+		name := map[bool]string{true: "memo", false: "no-memo"}[memo]
+		b.Run(name, func(b *testing.B) {
+			ctx := context.Background()
+			d := busyDrift(b)
+			cfg := config.Admission{Mode: "deny", GitOpsUsers: config.DefaultGitOpsUsers}
+			route := config.RepoRef{Repository: "acme/infra"}
+			h := &Admission{Drift: d, MaxAge: time.Hour, Clusters: map[string]config.Admission{"prod": cfg}, Routes: map[string]config.RepoRef{"prod": route}}
+			judge := func(i int) {
+				adm, err := events.DecodeAdmissionReview(busycluster.Review(i), time.Now())
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, dec := h.review(ctx, "prod", cfg, route, adm); dec == admFailOpen {
+					b.Fatalf("review %d failed open", i)
+				}
+			}
+			judge(0) // clones the repository, opens the drift state
+			rd, err := d.repo(ctx, "acme/infra", "")
+			if err != nil {
+				b.Fatal(err)
+			}
+			if !memo {
+				rd.rec.Memo = nil
+			}
+			for i := 1; i <= busycluster.Deployments; i++ {
+				judge(i)
+			}
+			b.ReportAllocs()
+			cpu0 := processCPU(b)
+			b.ResetTimer()
+			for i := range b.N {
+				judge(busycluster.Deployments + 1 + i)
+			}
+			b.StopTimer()
+			// A recorded review waits for its fsync (synchronous=FULL), one at a time here: ns/op
+			// is mostly that wait. The CPU the process spent, the group writer's included, is what
+			// a review costs the machine.
+			b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N)/1e3, "cpu-µs/op")
+			if memo {
+				hits, misses := rd.rec.Memo.Stats()
+				b.ReportMetric(float64(hits), "memo-hits")
+				b.ReportMetric(float64(misses), "memo-misses")
+			}
+		})
+	}
+}
+
+// processCPU is the user and system CPU time this process has spent.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

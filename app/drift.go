@@ -239,8 +239,10 @@ func (d *Drift) repo(ctx context.Context, name, branch string) (*repoDrift, erro
 	}
 	rd := &repoDrift{d: d, name: name, branch: branch, state: st, group: driftstate.NewGroup(st, groupCommitMax)}
 	rd.snaps.Helm, rd.snaps.FileBudget = d.Helm, d.FileBudget
+	// The memo keeps what proposals and admission reviews read of the drift state per field, checked
+	// against the fields' versions (reconcile.FieldMemo): a review reads the state only on a miss.
 	rd.rec = &reconcile.Reconciler{State: rd.group, Writer: driftWriter{rd}, Now: d.now, Log: d.log().With("repository", name),
-		PullRequestBranches: d.Mode == reconcile.ModePullRequest}
+		PullRequestBranches: d.Mode == reconcile.ModePullRequest, Memo: &reconcile.FieldMemo{}}
 	d.repos[key] = rd
 	d.poke() // its timers may be due
 	return rd, nil

@@ -79,26 +79,98 @@ func (r *Reconciler) ProposeIf(ctx context.Context, snap Snapshot, id string, cl
 		seen[c.Field] = true
 		fields = append(fields, c.Field)
 	}
+	memo, lister := r.memo()
+	fresh := false // read the drift state, not the memo: it was found out of date this review
 	for attempt := 1; ; attempt++ {
 		now := r.now()
-		expect, err := r.versions(ctx, fields)
+		since := now.Add(-snap.Policy.Oscillation.Window)
+		var expect map[core.Field]int64
+		var entries map[core.Field]*memoEntry
+		remembered := false // some field was judged from the memo, at a version not read now
+		var err error
+		if memo != nil {
+			expect, entries = make(map[core.Field]int64, len(fields)), make(map[core.Field]*memoEntry, len(fields))
+			for _, f := range fields {
+				e := (*memoEntry)(nil)
+				if !fresh {
+					e = memo.get(f, since)
+				}
+				if e != nil {
+					memo.hits.Add(1)
+					remembered = true
+				} else if e, err = memo.load(ctx, r.State, lister, f, since); err != nil {
+					return nil, false, err
+				}
+				entries[f], expect[f] = e, e.version
+			}
+		} else if expect, err = r.versions(ctx, fields); err != nil {
+			return nil, false, err
+		}
+		out, err := r.judgeProposed(ctx, snap, id, claims, now, entries)
 		if err != nil {
 			return nil, false, err
 		}
-		out, err := r.judgeProposed(ctx, snap, id, claims, now)
-		if err != nil || decide == nil || !decide(out) {
-			return out, false, err
+		applied := false
+		var taken []string
+		goAhead := decide != nil && decide(out)
+		if goAhead {
+			applied, err = r.record(ctx, id, out, now, expect, &taken)
+			if errors.Is(err, driftstate.ErrConflict) && attempt < maxJudgements {
+				r.log().Debug("proposal judged again: a field it claims was written meanwhile", "proposal", id, "attempt", attempt, "error", err.Error())
+				if memo != nil {
+					memo.drop(fields...)
+					fresh = true
+				}
+				continue
+			}
+			if err != nil {
+				return nil, false, fmt.Errorf("proposal %s: %w", id, err)
+			}
 		}
-		err = r.record(ctx, id, out, now, expect)
-		if errors.Is(err, driftstate.ErrConflict) && attempt < maxJudgements {
-			r.log().Debug("proposal judged again: a field it claims was written meanwhile", "proposal", id, "attempt", attempt, "error", err.Error())
-			continue
+		if !applied && remembered {
+			// Nothing recorded, so no compare-and-swap checked what the memo held: the versions do.
+			moved, err := r.moved(ctx, expect)
+			if err != nil {
+				return nil, false, err
+			}
+			if moved {
+				memo.drop(fields...)
+				fresh = true
+				continue
+			}
 		}
-		if err != nil {
-			return nil, false, fmt.Errorf("proposal %s: %w", id, err)
+		if applied && memo != nil {
+			memo.wroteThrough(entries, expect, out, slices.Contains(taken, eventKey(EvidenceProposal, id)), since)
 		}
-		return out, slices.ContainsFunc(out, func(p Proposed) bool { return p.Accepted }), nil
+		return out, goAhead && slices.ContainsFunc(out, func(p Proposed) bool { return p.Accepted }), nil
 	}
+}
+
+// memo returns the Reconciler's FieldMemo, and what it reads claims through; nil when there is
+// none or the State cannot list claims.
+func (r *Reconciler) memo() (*FieldMemo, claimLister) {
+	if r.Memo == nil {
+		return nil, nil
+	}
+	cl, ok := r.State.(claimLister)
+	if !ok {
+		return nil, nil
+	}
+	return r.Memo, cl
+}
+
+// moved reports whether any field is no longer at the version expect holds.
+func (r *Reconciler) moved(ctx context.Context, expect map[core.Field]int64) (bool, error) {
+	for f, want := range expect {
+		v, err := r.State.Version(ctx, f)
+		if err != nil {
+			return false, err
+		}
+		if v != want {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // versions reads the fields' state versions, for a judgement's compare-and-swap.
@@ -114,7 +186,7 @@ func (r *Reconciler) versions(ctx context.Context, fields []core.Field) (map[cor
 	return out, nil
 }
 
-func (r *Reconciler) judgeProposed(ctx context.Context, snap Snapshot, id string, claims []core.Claim, now time.Time) ([]Proposed, error) {
+func (r *Reconciler) judgeProposed(ctx context.Context, snap Snapshot, id string, claims []core.Claim, now time.Time, memo map[core.Field]*memoEntry) ([]Proposed, error) {
 	out := make([]Proposed, 0, len(claims))
 	for _, c := range claims {
 		if a := snap.Policy.ResolveActor(c.Actor.Identity); a != nil {
@@ -127,7 +199,7 @@ func (r *Reconciler) judgeProposed(ctx context.Context, snap Snapshot, id string
 		if c.At.IsZero() {
 			c.At = now
 		}
-		v, err := r.judge(ctx, snap, c.Field, []core.Claim{c}, now)
+		v, err := r.judgeOn(ctx, snap, c.Field, []core.Claim{c}, now, memo[c.Field])
 		if err != nil {
 			return nil, err
 		}
@@ -146,11 +218,13 @@ func (r *Reconciler) judgeProposed(ctx context.Context, snap Snapshot, id string
 }
 
 // record records a proposal's accepted claims, their verdicts and timers, provided the fields are
-// still at the versions expect holds (ErrConflict otherwise).
-func (r *Reconciler) record(ctx context.Context, id string, judged []Proposed, now time.Time, expect map[core.Field]int64) error {
+// still at the versions expect holds (ErrConflict otherwise). applied is false when there was
+// nothing to record (no claim accepted): then nothing checked the versions. taken receives the
+// events the record took in (driftstate.Batch.Taken).
+func (r *Reconciler) record(ctx context.Context, id string, judged []Proposed, now time.Time, expect map[core.Field]int64, taken *[]string) (applied bool, _ error) {
 	// The proposal is recorded as an event: a proposal sent again under the same id records its
 	// claims once.
-	batch := driftstate.Batch{At: now, Events: []string{eventKey(EvidenceProposal, id)}, Expect: expect}
+	batch := driftstate.Batch{At: now, Events: []string{eventKey(EvidenceProposal, id)}, Expect: expect, Taken: taken}
 	for _, p := range judged {
 		if !p.Accepted {
 			continue
@@ -161,9 +235,9 @@ func (r *Reconciler) record(ctx context.Context, id string, judged []Proposed, n
 		batch.Timers = append(batch.Timers, timerFor(p.Verdict, now))
 	}
 	if len(batch.Claims) == 0 {
-		return nil
+		return false, nil
 	}
-	return r.State.Apply(ctx, batch)
+	return true, r.State.Apply(ctx, batch)
 }
 
 // asProposed completes the claims a drift event makes with what their actor proposed for the same

@@ -89,6 +89,10 @@ type Reconciler struct {
 	// (ModePullRequest): a verdict that resumes Git then also removes a gate still waiting on the
 	// field's unmerged branch.
 	PullRequestBranches bool
+	// Memo, when set, keeps the fields' drift state in memory for proposals and admission reviews
+	// (ProposeIf); nil reads it for each judgement. It needs a State that lists claims
+	// (driftstate.DB, driftstate.Group); with another it is not used.
+	Memo *FieldMemo
 	// Now defaults to time.Now. Verdicts are judged at Now, not at the events' times: an event that
 	// arrives late is judged with what is known when it arrives.
 	Now func() time.Time
@@ -383,8 +387,17 @@ func (r *Reconciler) settle(ctx context.Context, asked driftstate.Record, v core
 // judge arbitrates f: the standing live claims (stored ones, with this batch's on top, the latest
 // per actor) against Git's claim, with Git's and the live history for oscillation.
 func (r *Reconciler) judge(ctx context.Context, snap Snapshot, f core.Field, fresh []core.Claim, now time.Time) (core.Verdict, error) {
-	standing, err := r.State.Standing(ctx, f)
-	if err != nil {
+	return r.judgeOn(ctx, snap, f, fresh, now, nil)
+}
+
+// judgeOn is judge on the field's drift state as a FieldMemo entry holds it; nil reads it.
+func (r *Reconciler) judgeOn(ctx context.Context, snap Snapshot, f core.Field, fresh []core.Claim, now time.Time, memo *memoEntry) (core.Verdict, error) {
+	since := now.Add(-snap.Policy.Oscillation.Window)
+	var standing []core.Claim
+	var err error
+	if memo != nil {
+		standing = memo.standing()
+	} else if standing, err = r.State.Standing(ctx, f); err != nil {
 		return core.Verdict{}, err
 	}
 	live := latestPerActor(append(standing, fresh...))
@@ -400,8 +413,10 @@ func (r *Reconciler) judge(ctx context.Context, snap Snapshot, f core.Field, fre
 		return core.Verdict{}, fmt.Errorf("history of %s: %w", f, err)
 	}
 	// Live history matters for oscillation only, which looks back one window.
-	stored, err := r.State.History(ctx, f, now.Add(-snap.Policy.Oscillation.Window))
-	if err != nil {
+	var stored []core.Claim
+	if memo != nil {
+		stored = memo.historySince(since)
+	} else if stored, err = r.State.History(ctx, f, since); err != nil {
 		return core.Verdict{}, err
 	}
 	hist = append(hist, stored...)

@@ -392,6 +392,11 @@ type Batch struct {
 	// proposal or event recorded a claim or verdict on it), so that the caller judges again on what
 	// stands now. Fields written and not listed move on without a check.
 	Expect map[core.Field]int64
+	// Taken, when not nil, is set to the events of Events this batch took in first (so recorded
+	// the claims of): a caller that keeps what it wrote in memory (reconcile.FieldMemo) learns
+	// whether its claims went in, an event taken in before recording none. Read it only when
+	// Apply returned nil.
+	Taken *[]string
 }
 
 // ErrConflict is Apply's error when a field the batch was judged on was written since
@@ -475,6 +480,9 @@ func (d *DB) applyTx(ctx context.Context, tx *sql.Tx, b Batch) error {
 		expected = append(expected, f)
 	}
 	sort.Slice(expected, func(i, j int) bool { return expected[i].String() < expected[j].String() })
+	if b.Taken != nil {
+		*b.Taken = (*b.Taken)[:0] // a batch applied again (a retried transaction) reports its last try
+	}
 	var moved []string
 	for _, f := range expected {
 		ok, err := d.swapVersion(ctx, tx, f, b.Expect[f])
@@ -498,6 +506,9 @@ func (d *DB) applyTx(ctx context.Context, tx *sql.Tx, b Batch) error {
 		}
 		if n, _ := res.RowsAffected(); n == 1 {
 			fresh[id] = true
+			if b.Taken != nil {
+				*b.Taken = append(*b.Taken, id)
+			}
 		}
 	}
 	for _, c := range b.Claims {
@@ -769,18 +780,35 @@ func (d *DB) Standing(ctx context.Context, f core.Field) ([]core.Claim, error) {
 	if err != nil {
 		return nil, err
 	}
+	open := make([]core.Claim, len(cs))
+	for i, c := range cs {
+		open[i] = c.Claim
+	}
+	return StandingOf(open), nil
+}
+
+// StandingOf reduces a field's open claims, in Claims' order, to what Standing returns: the latest
+// per actor. A caller that keeps the open claims in memory (reconcile.FieldMemo) derives the
+// standing ones as a read would.
+func StandingOf(open []core.Claim) []core.Claim {
 	latest := map[string]int{}
 	var out []core.Claim
-	for _, c := range cs {
+	for _, c := range open {
 		k := actorKey(c.Actor)
 		if i, ok := latest[k]; ok {
-			out[i] = c.Claim
+			out[i] = c
 			continue
 		}
 		latest[k] = len(out)
-		out = append(out, c.Claim)
+		out = append(out, c)
 	}
-	return out, nil
+	return out
+}
+
+// Supersedes reports whether a new claim closes an open one when recorded (Apply): the same
+// actor's claim on the same field, made earlier.
+func Supersedes(c, open core.Claim) bool {
+	return c.Field == open.Field && actorKey(c.Actor) == actorKey(open.Actor) && open.At.UnixNano() < c.At.UnixNano()
 }
 
 // Verdicts returns the verdicts recorded on f, oldest first; a zero f returns every field's.

@@ -1,0 +1,234 @@
+package reconcile
+
+import (
+	"container/list"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/parleyhq/parley/core"
+	"github.com/parleyhq/parley/reconcile/driftstate"
+)
+
+// FieldMemo keeps in memory what judging a proposal reads of the drift state for each field: the
+// field's version, its open claims and its history back to an oscillation window. An admission
+// webhook judges the same Deployments' replicas hundreds of times a second; with the memo a
+// review reads the drift state only for a field it has not seen at its current version.
+//
+// The memo never decides alone. An entry is labelled with the version it was read at (read before
+// the claims, as ProposeIf always did), and every answer judged on an entry is checked against
+// the drift state before it stands: a recorded one by the compare-and-swap on the fields'
+// versions (driftstate.Batch.Expect), which fails if any writer (this process's drift events and
+// timers, another replica) moved a field on since; an answer that records nothing by reading the
+// versions again. A moved field's entry is dropped and the review judged again on a fresh read.
+// What ProposeIf records itself it writes through: the entry moves to the version the record
+// made, with the claims the record added (when the record took its event in: Batch.Taken).
+//
+// Memory is bounded: at most Max fields (least recently used dropped first), and a field whose
+// window holds more than maxMemoClaims claims is not kept (it is read each time). Safe for
+// concurrent use; entries are never changed in place, so a judgement holds its inputs unlocked.
+type FieldMemo struct {
+	// Max is how many fields are kept; 0: DefaultMemoFields.
+	Max int
+
+	mu      sync.Mutex
+	entries map[core.Field]*list.Element // of *memoEntry
+	lru     list.List                    // most recently used first
+
+	hits, misses atomic.Int64
+}
+
+// DefaultMemoFields is FieldMemo's default size: a busy cluster's scaled Deployments, each entry a
+// few claims (a few KiB with their values), so a few tens of MiB at most per repository.
+const DefaultMemoFields = 8192
+
+// maxMemoClaims bounds one entry: a field argued over at machine speed within its window is read
+// each time rather than held.
+const maxMemoClaims = 256
+
+// memoEntry is one field as read (or written through) at a version. open holds the field's open
+// claims in the drift state's order (by time, then record); history the claims at or after since,
+// open or closed, and the latest one before since, in the same order: what driftstate.History
+// returns for since, from which it is derived for any later since.
+type memoEntry struct {
+	field   core.Field
+	version int64
+	open    []core.Claim
+	history []core.Claim
+	since   time.Time
+}
+
+// claimLister is what the memo reads on a miss beyond State: the open claims themselves, which
+// Standing reduces to the latest per actor; a write through needs them to stay exact.
+type claimLister interface {
+	Claims(ctx context.Context, f core.Field, all bool) ([]driftstate.Claim, error)
+}
+
+// Stats reports the memo's hits and misses so far.
+func (m *FieldMemo) Stats() (hits, misses int64) { return m.hits.Load(), m.misses.Load() }
+
+func (m *FieldMemo) max() int {
+	if m.Max > 0 {
+		return m.Max
+	}
+	return DefaultMemoFields
+}
+
+// get returns f's entry if it holds the history back to since.
+func (m *FieldMemo) get(f core.Field, since time.Time) *memoEntry {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	el, ok := m.entries[f]
+	if !ok {
+		return nil
+	}
+	e := el.Value.(*memoEntry)
+	if since.Before(e.since) {
+		return nil // an earlier window (a longer oscillation window since): read it
+	}
+	m.lru.MoveToFront(el)
+	return e
+}
+
+// put keeps e, replacing what was kept for its field, unless it is too large to keep.
+func (m *FieldMemo) put(e *memoEntry) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.entries == nil {
+		m.entries = map[core.Field]*list.Element{}
+	}
+	if el, ok := m.entries[e.field]; ok {
+		m.lru.Remove(el)
+		delete(m.entries, e.field)
+	}
+	if len(e.open)+len(e.history) > maxMemoClaims {
+		return
+	}
+	m.entries[e.field] = m.lru.PushFront(e)
+	for len(m.entries) > m.max() {
+		old := m.lru.Back()
+		m.lru.Remove(old)
+		delete(m.entries, old.Value.(*memoEntry).field)
+	}
+}
+
+// drop forgets fields (another writer moved them on).
+func (m *FieldMemo) drop(fields ...core.Field) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, f := range fields {
+		if el, ok := m.entries[f]; ok {
+			m.lru.Remove(el)
+			delete(m.entries, f)
+		}
+	}
+}
+
+// load reads f from the drift state: its version first, then its claims, so that a write between
+// the reads labels the entry older than what it holds (a needless miss later, or a failed
+// compare-and-swap now), never newer.
+func (m *FieldMemo) load(ctx context.Context, st State, cl claimLister, f core.Field, since time.Time) (*memoEntry, error) {
+	m.misses.Add(1)
+	v, err := st.Version(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	cs, err := cl.Claims(ctx, f, false)
+	if err != nil {
+		return nil, err
+	}
+	e := &memoEntry{field: f, version: v, since: since, open: make([]core.Claim, len(cs))}
+	for i, c := range cs {
+		e.open[i] = c.Claim
+	}
+	if e.history, err = st.History(ctx, f, since); err != nil {
+		return nil, err
+	}
+	m.put(e)
+	return e, nil
+}
+
+// standing is what driftstate.Standing would return at the entry's version.
+func (e *memoEntry) standing() []core.Claim { return driftstate.StandingOf(e.open) }
+
+// historySince is what driftstate.History(since) would return at the entry's version, for since
+// not before e.since: the claims at or after since, and the last one before it.
+func (e *memoEntry) historySince(since time.Time) []core.Claim {
+	first := len(e.history) // the first claim at or after since
+	for i, c := range e.history {
+		if c.At.UnixNano() >= since.UnixNano() {
+			first = i
+			break
+		}
+	}
+	if first > 0 {
+		first-- // the latest before since: what the first in the window changed from
+	}
+	return slices.Clip(e.history[first:]) // clipped: a caller's append never writes into the entry
+}
+
+// wrote is the entry after a record this memo's caller made at version: the compare-and-swap
+// moved the field to version+1, and recorded claims (when its event was taken in) on top of what
+// the entry held. since is the judgement's window, to which the history is trimmed.
+func (e *memoEntry) wrote(version int64, claims []core.Claim, since time.Time) (*memoEntry, error) {
+	n := &memoEntry{field: e.field, version: version + 1, since: since}
+	if since.Before(e.since) {
+		n.since = e.since
+	}
+	n.history = slices.Clone(e.historySince(n.since))
+	n.open = slices.Clone(e.open)
+	for _, c := range claims {
+		// As stored and read back, so that a hit sees what a miss would.
+		js, err := json.Marshal(c)
+		if err != nil {
+			return nil, fmt.Errorf("memo: encode claim on %s: %w", c.Field, err)
+		}
+		if c, err = core.DecodeStoredClaim(js); err != nil {
+			return nil, fmt.Errorf("memo: decode claim on %s: %w", c.Field, err)
+		}
+		if c.At.UnixNano() < n.since.UnixNano() {
+			return nil, nil // it would be the window's "before": keep nothing, read it next time
+		}
+		n.open = slices.DeleteFunc(n.open, func(o core.Claim) bool { return driftstate.Supersedes(c, o) })
+		// Recorded last: after every claim at or before its time, as ORDER BY at, seq puts it.
+		n.open = slices.Insert(n.open, afterAt(n.open, c.At), c)
+		n.history = slices.Insert(n.history, afterAt(n.history, c.At), c)
+	}
+	return n, nil
+}
+
+// afterAt is the index after the last claim of cs made at or before at.
+func afterAt(cs []core.Claim, at time.Time) int {
+	i := len(cs)
+	for i > 0 && cs[i-1].At.UnixNano() > at.UnixNano() {
+		i--
+	}
+	return i
+}
+
+// wroteThrough keeps, after a record ProposeIf made at the versions expect holds, each field's
+// entry at the version the record moved it to, with the accepted claims added when the record
+// took its event in (taken): a proposal sent again under its id moves the versions and adds no
+// claim.
+func (m *FieldMemo) wroteThrough(entries map[core.Field]*memoEntry, expect map[core.Field]int64, judged []Proposed, taken bool, since time.Time) {
+	added := map[core.Field][]core.Claim{}
+	if taken {
+		for _, p := range judged {
+			if p.Accepted {
+				added[p.Claim.Field] = append(added[p.Claim.Field], p.Claim)
+			}
+		}
+	}
+	for f, e := range entries {
+		n, err := e.wrote(expect[f], added[f], since)
+		if err != nil || n == nil {
+			m.drop(f) // read it next time
+			continue
+		}
+		m.put(n)
+	}
+}
