@@ -143,43 +143,10 @@ func docError(p string, err error) string {
 	return s
 }
 
-// splitDocuments cuts a YAML stream before each line that starts a document ("---" at the start
-// of a line, then a space, a tab or the line's end): YAML allows no such line inside content, so
-// each piece reads alone as it reads in the stream. Joined, the pieces are the stream. A stream
-// with directives (a "%" line, which applies to the document after it) or in UTF-16 is not cut.
-func splitDocuments(content []byte) ([][]byte, bool) {
-	if len(content) > 0 && content[0] == '%' || bytes.Contains(content, []byte("\n%")) {
-		return nil, false
-	}
-	if bytes.HasPrefix(content, []byte{0xFF, 0xFE}) || bytes.HasPrefix(content, []byte{0xFE, 0xFF}) {
-		return nil, false
-	}
-	var docs [][]byte
-	start := 0
-	for i := 0; i < len(content); {
-		if (i == 0 || content[i-1] == '\n') && isDocumentStart(content[i:]) && i > start {
-			docs = append(docs, content[start:i])
-			start = i
-		}
-		nl := bytes.IndexByte(content[i:], '\n')
-		if nl < 0 {
-			break
-		}
-		i += nl + 1
-	}
-	return append(docs, content[start:]), true
-}
-
-func isDocumentStart(line []byte) bool {
-	if !bytes.HasPrefix(line, []byte("---")) {
-		return false
-	}
-	if len(line) == 3 {
-		return true
-	}
-	switch line[3] {
-	case ' ', '\t', '\n', '\r':
-		return true
-	}
-	return false
+// splitDocuments cuts a YAML stream before each line that starts a document, as fielddiff reads
+// them (fielddiff.SplitDocuments); ok is false for a stream that cannot be cut (directives,
+// UTF-16). Joined, the pieces are the stream.
+func splitDocuments(content []byte) (docs [][]byte, ok bool) {
+	docs = fielddiff.SplitDocuments(content)
+	return docs, docs != nil
 }

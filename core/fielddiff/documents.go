@@ -123,6 +123,10 @@ func ParseCached(p string, content []byte, cache DocCache) (*Snapshot, error) {
 	return &Snapshot{leaves: leaves, bytes: leavesBytes(leaves)}, nil
 }
 
+// SplitDocuments is splitDocuments for readers outside this package (review judges the documents
+// of a file that does not read whole one by one): nil when the stream cannot be cut.
+func SplitDocuments(content []byte) [][]byte { return splitDocuments(content) }
+
 // splitDocuments cuts a YAML stream before each line that starts a document ("---" at the start
 // of a line, then a space, a tab or the line's end). YAML forbids such a line inside any content,
 // so each piece parses alone as it does in the stream; a stream with directives (% lines, which
