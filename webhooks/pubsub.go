@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -133,7 +134,7 @@ func (r *PubSubReceiver) verify(req *http.Request, sub PubSubSubscription, token
 	}
 	iss, _ := claims.GetIssuer()
 	switch {
-	case !slicesContains(googleIssuers, iss):
+	case !slices.Contains(googleIssuers, iss):
 		return fmt.Errorf("push token refused: issuer %q is not accounts.google.com", truncate(iss, 80))
 	case !strings.EqualFold(claims.Email, sub.ServiceAccount):
 		return fmt.Errorf("push token refused: it is %q's, not the push service account's", truncate(claims.Email, 120))
@@ -141,15 +142,6 @@ func (r *PubSubReceiver) verify(req *http.Request, sub PubSubSubscription, token
 		return errors.New("push token refused: its email is not verified")
 	}
 	return nil
-}
-
-func slicesContains(xs []string, s string) bool {
-	for _, x := range xs {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // ServeHTTP answers one push, in the order the PubSubReceiver doc lists.
