@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -21,6 +23,7 @@ import (
 	"github.com/parleyhq/parley/internal/fakegithub"
 	"github.com/parleyhq/parley/internal/schematest"
 	"github.com/parleyhq/parley/reconcile"
+	"github.com/parleyhq/parley/reconcile/tfplan"
 )
 
 const agentARN = "arn:aws:iam::123456789012:role/kafka-scaling-agent"
@@ -234,4 +237,66 @@ func TestProposalWithMaxAgeZeroIsAnswered(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("status %d", resp.StatusCode)
 	}
+}
+
+// countingBody is a request body that counts what is read of it.
+type countingBody struct {
+	r    io.Reader
+	read int
+}
+
+func (c *countingBody) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.read += n
+	return n, err
+}
+func (c *countingBody) Close() error { return nil }
+
+// TestAgentBodyOverItsLimitIsRefusedUnread: a holder of a valid agent token who declares a plan
+// past the limit is answered 413 before a byte is read, and a body within it is held once, not
+// in a buffer grown by doubling (issue 34: one connection sending 75 MB plans held 475 MiB).
+func TestAgentBodyOverItsLimitIsRefusedUnread(t *testing.T) {
+	_, h, _, token := proposalsSetup(t)
+	plans := &Plans{Proposals: h}
+	post := func(body io.ReadCloser, length int64) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodPost, PlansPath, body)
+		req.ContentLength = length
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+token)
+		rec := httptest.NewRecorder()
+		plans.ServeHTTP(rec, req)
+		return rec
+	}
+	big := &countingBody{r: io.LimitReader(zeros{}, tfplan.MaxPlanSize+1)}
+	if rec := post(big, tfplan.MaxPlanSize+1); rec.Code != http.StatusRequestEntityTooLarge || big.read != 0 {
+		t.Fatalf("declared past the limit: %d after reading %d bytes, want 413 before any: %s", rec.Code, big.read, rec.Body)
+	}
+	chunked := &countingBody{r: io.LimitReader(zeros{}, tfplan.MaxPlanSize+1)}
+	if rec := post(chunked, -1); rec.Code != http.StatusRequestEntityTooLarge || chunked.read > tfplan.MaxPlanSize+1 {
+		t.Fatalf("chunked past the limit: %d after reading %d bytes, want 413 at the limit", rec.Code, chunked.read)
+	}
+	// 4 MiB declared and sent (not a plan: the answer comes as soon as it is read): what
+	// answering allocates is about the body, not a buffer grown by doubling.
+	const size = 4 << 20
+	doc := "x" + strings.Repeat(" ", size-1)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	rec := post(io.NopCloser(strings.NewReader(doc)), size)
+	runtime.ReadMemStats(&after)
+	if rec.Code != http.StatusUnprocessableEntity {
+		t.Fatalf("not a plan: %d %s", rec.Code, rec.Body)
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > size*3/2 {
+		t.Errorf("answering a %d-byte body allocated %d bytes, want under 1.5 times the body", size, got)
+	}
+}
+
+// zeros reads as endless spaces (valid JSON whitespace).
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = ' '
+	}
+	return len(p), nil
 }
