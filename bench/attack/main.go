@@ -14,16 +14,30 @@
 //     (each reopens what the server closes);
 //   - slow: bodies at one byte a second;
 //   - idle: connections that send nothing;
-//   - tokens: wrong agent tokens on /v1/proposals.
+//   - tokens: wrong agent tokens on /v1/proposals;
+//   - bigmap: admission reviews, with the API server's token, of a Deployment whose nodeSelector
+//     has -bigmap-keys keys (issue 34: 90,000 keys, 1.4 MB, cost 21 s of CPU each), 2 connections
+//     back to back;
+//   - bigplan: plans of -plan-resources resources on /v1/plans with a valid agent token (issue 34:
+//     300,000 resources peaked at 1.2 GiB), one connection back to back;
+//   - admtokens: wrong bearer tokens on the admission listener, 4 connections.
 //
-// It reports, for each run, the valid deliveries acknowledged and found in the store afterwards
+// Every run also sends the busy cluster's admission reviews (internal/busycluster: the demo
+// repository and 1,000 Deployments, served by the fake GitHub; half HPA scales, accepted and
+// recorded, 3 in 10 cost-optimizer scale-downs, denied, 2 in 10 ConfigMap edits no field block
+// covers) at -admission-rate a second to the admission webhook on its own TLS listener over one
+// HTTP/2 connection, as the API server calls it, and checks every answer against the policy's
+// decision: the report gives their latency, how many were answered unjudged (fail open) and how
+// many wrongly.
+//
+// It reports, for each run, the admission reviews' answers (above), the valid deliveries acknowledged and found in the store afterwards
 // (direct and through the proxy), the acknowledgement latency percentiles, the server's peak
 // resident memory (VmHWM of the parley serve process) and its settled memory (VmRSS -settle after
 // the run's load stopped), and /healthz on the operations listener, polled every 100 ms. With
 // -each, every attack also runs alone.
 //
 //	go build -o /tmp/parley ./cmd/parley
-//	go run ./bench/attack -parley /tmp/parley -rate 100 -duration 60s -each
+//	go run ./bench/attack -parley /tmp/parley -rate 100 -admission-rate 100 -duration 60s -each
 //
 // Each holding attacker pauses 100 ms before it reconnects, so that on one machine the load
 // generator does not take the CPU the server needs; the wrong-signature and wrong-token senders
@@ -41,10 +55,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/rand"
-	"crypto/rsa"
 	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"flag"
 	"fmt"
@@ -66,12 +77,14 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/parleyhq/parley/bench/internal/admissionrig"
+	"github.com/parleyhq/parley/internal/busycluster"
 	"github.com/parleyhq/parley/webhooks"
 	"github.com/parleyhq/parley/webhooks/store"
 )
 
 // attacks are the attacks -attacks may name, in the order they are reported.
-var attacks = []string{"wrongsig", "sameaddr", "proxied", "bigbody", "huge", "slow", "idle", "tokens"}
+var attacks = []string{"wrongsig", "sameaddr", "proxied", "bigbody", "huge", "slow", "idle", "tokens", "bigmap", "bigplan", "admtokens"}
 
 func main() {
 	parley := flag.String("parley", "", "the parley binary to run (go build -o /tmp/parley ./cmd/parley)")
@@ -80,6 +93,9 @@ func main() {
 	settle := flag.Duration("settle", 10*time.Second, "how long after a run's load stops its settled memory is read")
 	only := flag.String("attacks", "all", "comma-separated attacks of the attacked run: "+strings.Join(attacks, ", ")+", or all")
 	each := flag.Bool("each", false, "also run each attack alone")
+	flag.IntVar(&sizes.admissionRate, "admission-rate", 100, "valid admission reviews per second")
+	flag.IntVar(&sizes.bigMapKeys, "bigmap-keys", 90_000, "keys of the bigmap attack's nodeSelector")
+	flag.IntVar(&sizes.planResources, "plan-resources", 300_000, "resources of the bigplan attack's plan")
 	flag.Parse()
 	chosen := attacks
 	if *only != "all" {
@@ -91,9 +107,29 @@ func main() {
 			}
 		}
 	}
-	if *parley == "" || *rate < 1 || *duration <= 0 || *duration > 10*time.Minute || *settle < 0 {
-		fmt.Fprintln(os.Stderr, "usage: attack -parley PATH [-rate N] [-duration D<=10m] [-settle D] [-attacks a,b|all] [-each]")
+	if *parley == "" || *rate < 1 || *duration <= 0 || *duration > 10*time.Minute || *settle < 0 ||
+		sizes.admissionRate < 1 || sizes.admissionRate > 2000 || sizes.bigMapKeys < 1 || sizes.planResources < 1 {
+		fmt.Fprintln(os.Stderr, "usage: attack -parley PATH [-rate N] [-admission-rate 1..2000] [-duration D<=10m] [-settle D] [-attacks a,b|all] [-each] [-bigmap-keys N] [-plan-resources N]")
 		os.Exit(2)
+	}
+	shared, err := os.MkdirTemp("", "parley-attack-cluster-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "attack:", err)
+		os.Exit(1)
+	}
+	defer os.RemoveAll(shared)
+	fmt.Fprintln(os.Stderr, "building the busy repository ...")
+	cl, err := newCluster(shared)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "attack:", err)
+		os.Exit(1)
+	}
+	defer cl.close()
+	if slices.Contains(chosen, "bigmap") {
+		bigMapBody()
+	}
+	if slices.Contains(chosen, "bigplan") {
+		bigPlanBody()
 	}
 	runs := [][]string{nil, chosen}
 	if *each && len(chosen) > 1 {
@@ -103,15 +139,20 @@ func main() {
 	}
 	var results []*result
 	for _, kinds := range runs {
-		r, err := run(*parley, *rate, *duration, *settle, kinds)
+		fmt.Fprintf(os.Stderr, "run %q ...\n", kinds)
+		r, err := run(*parley, cl, *rate, *duration, *settle, kinds)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "attack:", err)
+			cl.close()
 			os.Exit(1)
 		}
 		results = append(results, r)
 	}
 	report(os.Stdout, *rate, *duration, *settle, results)
 }
+
+// sizes are the flags that size the load and the attacks.
+var sizes struct{ admissionRate, bigMapKeys, planResources int }
 
 type result struct {
 	kinds                  []string
@@ -127,6 +168,18 @@ type result struct {
 	hugeOpened, slowOpened atomic.Int64
 	idleOpened, refused503 atomic.Int64
 	attackMu               sync.Mutex
+	admission              *admissionResult
+	slowest                map[string]time.Duration // by attack, its slowest answer
+}
+
+// noteSlowest keeps the slowest answer an attack got.
+func (r *result) noteSlowest(kind string, d time.Duration) {
+	r.attackMu.Lock()
+	defer r.attackMu.Unlock()
+	if r.slowest == nil {
+		r.slowest = map[string]time.Duration{}
+	}
+	r.slowest[kind] = max(r.slowest[kind], d)
 }
 
 // name is the run's name in the report.
@@ -147,30 +200,24 @@ const (
 	proxiedAddr = 11 // the attacker behind the proxy
 )
 
-func run(parley string, rate int, duration, settle time.Duration, kinds []string) (*result, error) {
+func run(parley string, cl *cluster, rate int, duration, settle time.Duration, kinds []string) (*result, error) {
 	dir, err := os.MkdirTemp("", "parley-attack-")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		return nil, err
-	}
-	keyFile := filepath.Join(dir, "app.pem")
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}), 0o600); err != nil {
-		return nil, err
-	}
 	spool := filepath.Join(dir, "tmp")
 	if err := os.Mkdir(spool, 0o700); err != nil {
 		return nil, err
 	}
 	addr, opsAddr := freePort(), freePort()
-	dbPath := filepath.Join(dir, "parley.db")
-	cmd := exec.Command(parley, "serve")
-	cmd.Env = append(os.Environ(), "PARLEY_APP_ID=1", "PARLEY_PRIVATE_KEY_FILE="+keyFile, "PARLEY_WEBHOOK_SECRETS=hook",
-		"PARLEY_LISTEN="+addr, "PARLEY_METRICS_LISTEN="+opsAddr, "PARLEY_STORE="+dbPath, "PARLEY_LOG_LEVEL=error",
-		"PARLEY_GITHUB_URL=http://127.0.0.1:9/", fmt.Sprintf("PARLEY_TRUSTED_PROXIES=127.0.0.%d/32", proxyAddr), "TMPDIR="+spool)
+	sf, err := writeServe(parley, dir, cl, addr, opsAddr)
+	if err != nil {
+		return nil, err
+	}
+	dbPath := sf.store
+	cmd := exec.Command(parley, "serve", "--config", sf.config)
+	cmd.Env = append(os.Environ(), "PARLEY_PRIVATE_KEY_FILE="+sf.keyFile, "TMPDIR="+spool)
 	cmd.Stderr = io.Discard
 	if err := cmd.Start(); err != nil {
 		return nil, err
@@ -179,6 +226,13 @@ func run(parley string, rate int, duration, settle time.Duration, kinds []string
 	if err := waitHealthy("http://"+opsAddr+"/healthz", 30*time.Second); err != nil {
 		return nil, err
 	}
+	admClient := admissionrig.Client(sf.pool, 10*time.Second)
+	defer admClient.CloseIdleConnections()
+	admURL := "https://" + sf.admissionAddr + "/admission/prod"
+	if err := warmUp(admClient, admURL, sf.admissionToken, time.Minute); err != nil {
+		return nil, err
+	}
+	tg := targets{addr: addr, proxy: "", admURL: admURL, admToken: sf.admissionToken, pool: sf.pool, agentToken: sf.agentToken}
 	// The reverse proxy in front of parley, as an Ingress controller: it appends the client's
 	// address to X-Forwarded-For and connects from the address parley trusts.
 	target, _ := url.Parse("http://" + addr)
@@ -199,9 +253,11 @@ func run(parley string, rate int, duration, settle time.Duration, kinds []string
 	var wg sync.WaitGroup
 	wg.Go(func() { res.peakRSS = watchRSS(ctx, cmd.Process.Pid) })
 	wg.Go(func() { probe(ctx, "http://"+opsAddr+"/healthz", res) })
+	tg.proxy = pln.Addr().String()
 	for _, k := range kinds {
-		attack(ctx, &wg, k, addr, pln.Addr().String(), res)
+		attack(ctx, &wg, k, tg, res)
 	}
+	wg.Go(func() { res.admission = admissions(ctx, admClient, admURL, sf.admissionToken, sizes.admissionRate) })
 	ids := valid(ctx, addr, pln.Addr().String(), rate, duration, res)
 	wg.Wait()
 	res.peakRSS = max(res.peakRSS, vmHWM(cmd.Process.Pid))
@@ -304,7 +360,16 @@ func valid(ctx context.Context, addr, proxyAddr string, rate int, duration time.
 }
 
 // attack starts the attacker kind; it stops when ctx ends.
-func attack(ctx context.Context, wg *sync.WaitGroup, kind, addr, proxyAddr string, res *result) {
+// targets is where the attackers send.
+type targets struct {
+	addr, proxy      string // the GitHub webhook listener, directly and through the proxy
+	admURL, admToken string // the admission webhook and the API server's token
+	pool             *x509.CertPool
+	agentToken       string // a valid agent token, for /v1/plans
+}
+
+func attack(ctx context.Context, wg *sync.WaitGroup, kind string, tg targets, res *result) {
+	addr, proxyAddr := tg.addr, tg.proxy
 	count := func(code int) {
 		res.attackMu.Lock()
 		if res.answers[kind] == nil {
@@ -367,6 +432,74 @@ func attack(ctx context.Context, wg *sync.WaitGroup, kind, addr, proxyAddr strin
 					_, _ = io.Copy(io.Discard, resp.Body)
 					resp.Body.Close()
 					count(resp.StatusCode)
+				}
+			})
+		}
+	case "bigmap":
+		review := bigMapBody()
+		c := admissionrig.Client(tg.pool, 10*time.Second)
+		for range 2 {
+			wg.Go(func() {
+				defer c.CloseIdleConnections()
+				for ctx.Err() == nil {
+					a, err := admissionrig.Send(c, tg.admURL, tg.admToken, review, "bigmap-7", time.Now())
+					switch {
+					case err != nil:
+						if ctx.Err() == nil {
+							count(-1)
+						}
+					case a.Unjudged():
+						count(1) // allowed unjudged
+					case a.Response.Allowed:
+						count(http.StatusOK)
+					case a.Response.Result != nil:
+						count(int(a.Response.Result.Code))
+					default:
+						count(http.StatusForbidden)
+					}
+					res.noteSlowest(kind, a.Latency)
+				}
+			})
+		}
+	case "bigplan":
+		plan := bigPlanBody()
+		c := &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{DialContext: from(16).DialContext}}
+		wg.Go(func() {
+			defer c.CloseIdleConnections()
+			for ctx.Err() == nil {
+				start := time.Now()
+				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/v1/plans?repository=acme/infra", bytes.NewReader(plan))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Authorization", "Bearer "+tg.agentToken)
+				resp, err := c.Do(req)
+				if err != nil {
+					if ctx.Err() == nil {
+						count(-1)
+					}
+					continue
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				count(resp.StatusCode)
+				res.noteSlowest(kind, time.Since(start))
+			}
+		})
+	case "admtokens":
+		c := admissionrig.Client(tg.pool, 10*time.Second)
+		for range 4 {
+			wg.Go(func() {
+				defer c.CloseIdleConnections()
+				for i := 0; ctx.Err() == nil; i++ {
+					_, err := admissionrig.Send(c, tg.admURL, fmt.Sprintf("guess-%d", i), busycluster.Review(i+1), "x", time.Now())
+					code := -1
+					if err != nil {
+						if _, after, ok := strings.Cut(err.Error(), " answered "); ok {
+							code, _ = strconv.Atoi(strings.Fields(after)[0])
+						}
+					}
+					if ctx.Err() == nil {
+						count(code)
+					}
 				}
 			})
 		}
@@ -537,6 +670,20 @@ func report(w io.Writer, rate int, duration, settle time.Duration, rs []*result)
 			r.peakRSS/1024, r.settledRSS/1024, r.health-r.healthFail, r.health, r.healthMax.Round(100*time.Microsecond))
 	}
 	_ = tw.Flush()
+	fmt.Fprintf(w, "\nadmission reviews at %d/s (the busy cluster's mix, deny mode, one HTTP/2 connection), answers checked against the policy's decisions:\n\n", sizes.admissionRate)
+	tw = tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "run\treviews\tp50\tp99\tmax\tunjudged (fail open)\twrong\terrors")
+	for _, r := range rs {
+		a := r.admission
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%d\t%d\t%d\n", r.name(), a.sent, pct(a.lat, .50).Round(10*time.Microsecond), pct(a.lat, .99).Round(10*time.Microsecond),
+			pct(a.lat, 1).Round(10*time.Microsecond), a.unjudged, a.wrong, a.errors)
+	}
+	_ = tw.Flush()
+	for _, r := range rs {
+		if a := r.admission; a.firstError != "" || a.firstWrong != "" {
+			fmt.Fprintf(w, "%s: first admission error %q, first wrong answer %q\n", r.name(), a.firstError, a.firstWrong)
+		}
+	}
 	for _, r := range rs {
 		if len(r.kinds) == 0 {
 			continue
@@ -544,7 +691,11 @@ func report(w io.Writer, rate int, duration, settle time.Duration, rs []*result)
 		fmt.Fprintf(w, "\n%s:\n", r.name())
 		for _, k := range attacks {
 			if a, ok := r.answers[k]; ok {
-				fmt.Fprintf(w, "  %s answered %v (-1: connection closed while sending)\n", k, a)
+				fmt.Fprintf(w, "  %s answered %v (-1: connection closed while sending)", k, a)
+				if d, ok := r.slowest[k]; ok {
+					fmt.Fprintf(w, ", slowest %s", d.Round(time.Millisecond))
+				}
+				fmt.Fprintln(w)
 			}
 		}
 		if r.hugeOpened.Load()+r.slowOpened.Load()+r.idleOpened.Load() > 0 {
