@@ -71,6 +71,8 @@ type Admission struct {
 	// it is not held (counted as overflow).
 	MaxPendingBytes int64
 	pending         pendingWrites
+	// large is the lane reviews of largeReview bytes or more take one at a time.
+	large lane
 }
 
 // AdmissionMetrics are the admission webhook's metrics.
@@ -91,13 +93,14 @@ const (
 	admSkipped   = "skipped"   // nothing Parley judges (a delete, the status subresource, ...)
 	admFailOpen  = "fail-open" // allowed unjudged: Parley could not judge it in time
 	admRejected  = "rejected"  // not answered with a review: unauthenticated or unreadable
+	admBusy      = "busy"      // not answered with a review: the large-review lane stayed taken (503)
 )
 
 // NewAdmissionMetrics registers the admission webhook's metrics.
 func NewAdmissionMetrics(reg prometheus.Registerer) (*AdmissionMetrics, error) {
 	m := &AdmissionMetrics{
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "parley_admission_reviews_total",
-			Help: "Admission reviews answered, by cluster and decision (allowed, denied, warned, gitops, uncovered, skipped, fail-open, rejected)."},
+			Help: "Admission reviews answered, by cluster and decision (allowed, denied, warned, gitops, uncovered, skipped, fail-open, rejected, busy)."},
 			[]string{"cluster", "decision", "dry_run"}),
 		failOpen: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "parley_admission_fail_open_total",
 			Help: "Admission reviews allowed without a judgement because Parley could not judge them, by cluster and reason (timeout, no-policy, error)."},
@@ -173,6 +176,24 @@ func (h *Admission) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fail(http.StatusRequestEntityTooLarge, "body: %v", err)
 		return
 	}
+	budget := h.Budget
+	if budget <= 0 {
+		budget = 2 * time.Second
+	}
+	if len(body) >= largeReview {
+		// Read and judged one at a time, within the same budget: a review that cannot have the
+		// lane in time gets no answer Parley could stand by, and the API server applies the
+		// webhook's failurePolicy.
+		release, ok := h.large.acquire(r.Context(), start.Add(budget))
+		if !ok {
+			h.count(cluster, admBusy, false, start)
+			h.log().Warn("large admission review not judged: the large-review lane stayed taken for the budget", "cluster", cluster, "bytes", len(body))
+			w.Header().Set("Retry-After", "1")
+			fail(http.StatusServiceUnavailable, "admission review of %d bytes: another review of %d bytes or more is being judged and did not finish within %s; the API server applies the webhook's failurePolicy", len(body), largeReview, budget)
+			return
+		}
+		defer release()
+	}
 	if err := core.UniqueKeys(body); errors.Is(err, core.ErrDuplicateKey) {
 		// encoding/json keeps the last of two keys silently: a review naming "object" or
 		// "userInfo" twice would be judged on one and read by a person on the other. The API
@@ -181,14 +202,10 @@ func (h *Admission) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fail(http.StatusBadRequest, "admission review: %v", err)
 		return
 	}
-	// The fail-open budget runs from here: reading the objects grows with them (a nodeSelector of
-	// 90,000 keys), so it counts against the same 2 s as judging, and it stops when the API
-	// server hangs up.
-	budget := h.Budget
-	if budget <= 0 {
-		budget = 2 * time.Second
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), budget)
+	// The fail-open budget runs from the review's arrival: reading the objects grows with them (a
+	// nodeSelector of 90,000 keys), so it counts against the same 2 s as judging, as does the wait
+	// for the large-review lane, and it stops when the API server hangs up.
+	ctx, cancel := context.WithDeadline(r.Context(), start.Add(budget))
 	defer cancel()
 	adm, err := events.DecodeAdmissionReviewContext(ctx, body, h.now())
 	if err != nil && adm.UID != "" && ctx.Err() != nil {

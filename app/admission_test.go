@@ -632,3 +632,44 @@ func TestAdmissionDeclaringNeverBeatsSilence(t *testing.T) {
 		}
 	}
 }
+
+// TestAdmissionLargeReviewsTakeOneLane: reviews of largeReview bytes or more are read and judged
+// one at a time (issue 34's bigmap attack: two connections of 2.8 MB reviews held both cores), so
+// while one is judged another waits, within the budget, and gets a 503 (the API server's
+// failurePolicy decides) when the lane stays taken; an ordinary review never waits for it.
+func TestAdmissionLargeReviewsTakeOneLane(t *testing.T) {
+	srv, h, _ := admissionSetup(t, "deny")
+	var sel strings.Builder
+	for i := 0; sel.Len() < largeReview; i++ {
+		fmt.Fprintf(&sel, `"node.example.com/k%06d":"v",`, i)
+	}
+	dep := `{"kind":"Deployment","apiVersion":"apps/v1","metadata":{"name":"web","namespace":"prod","resourceVersion":"41"},` +
+		`"spec":{"template":{"spec":{"nodeSelector":{%s"zone":"a"}}}}}`
+	big := reviewOf("large", costSA, "", fmt.Sprintf(dep, sel.String()), fmt.Sprintf(dep, ""), false)
+	if _, _, raw := admit(t, srv, admissionToken, scaleReview("warm", hpaSA, 3, 4, false)); !strings.Contains(raw, "uid-warm") {
+		t.Fatalf("warm-up: %s", raw) // the first review clones the repository
+	}
+
+	// Another large review holds the lane for longer than the budget.
+	h.Budget = 300 * time.Millisecond
+	release, ok := h.large.acquire(context.Background(), time.Now().Add(time.Second))
+	if !ok {
+		t.Fatal("the lane is taken with nothing running")
+	}
+	code, _, raw := admit(t, srv, admissionToken, big)
+	if code != http.StatusServiceUnavailable || !strings.Contains(raw, "is being judged") {
+		t.Fatalf("a large review while the lane is taken: %d %.300s, want 503", code, raw)
+	}
+	if got := testutil.ToFloat64(h.Metrics.decisions.WithLabelValues("prod", admBusy, "false")); got != 1 {
+		t.Fatalf("busy answers counted %v, want 1", got)
+	}
+	// An ordinary review does not wait for the lane.
+	if code, resp, raw := admit(t, srv, admissionToken, scaleReview("small", hpaSA, 4, 5, false)); code != http.StatusOK || !resp.Allowed || len(resp.Warnings) != 0 {
+		t.Fatalf("an ordinary review while the lane is taken: %d %.300s", code, raw)
+	}
+	release()
+	h.Budget = time.Minute
+	if code, resp, raw := admit(t, srv, admissionToken, big); code != http.StatusOK || string(resp.UID) != "uid-large" {
+		t.Fatalf("a large review with the lane free: %d %.300s", code, raw)
+	}
+}

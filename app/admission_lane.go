@@ -1,0 +1,36 @@
+package app
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// largeReview is the body size from which an admission review takes the large-review lane. The
+// API server's reviews of ordinary writes are a few kilobytes (a Deployment and its oldObject:
+// 5 to 30 kB); one of 256 KiB or more is a big ConfigMap, a CRD instance, or someone making
+// Parley work: a Deployment whose nodeSelector has 90,000 keys (2.8 MB) costs about 0.4 s of CPU
+// to read and count, before it is found to be past the field budget.
+const largeReview = 256 << 10
+
+// lane lets one large review be read and judged at a time, so that any number of them sent at
+// once (by anyone allowed to update an object: the API server forwards them all) take at most
+// one core from the ordinary reviews the cluster's writes wait on. Its zero value is ready.
+type lane struct {
+	once sync.Once
+	slot chan struct{}
+}
+
+// acquire waits for the lane until deadline or ctx's end and returns its release, or false when
+// the lane did not come free in time.
+func (l *lane) acquire(ctx context.Context, deadline time.Time) (release func(), ok bool) {
+	l.once.Do(func() { l.slot = make(chan struct{}, 1) })
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	select {
+	case l.slot <- struct{}{}:
+		return func() { <-l.slot }, true
+	case <-ctx.Done():
+		return nil, false
+	}
+}
