@@ -359,7 +359,6 @@ func valid(ctx context.Context, addr, proxyAddr string, rate int, duration time.
 	return acked
 }
 
-// attack starts the attacker kind; it stops when ctx ends.
 // targets is where the attackers send.
 type targets struct {
 	addr, proxy      string // the GitHub webhook listener, directly and through the proxy
@@ -368,6 +367,7 @@ type targets struct {
 	agentToken       string // a valid agent token, for /v1/plans
 }
 
+// attack starts the attacker kind; it stops when ctx ends.
 func attack(ctx context.Context, wg *sync.WaitGroup, kind string, tg targets, res *result) {
 	addr, proxyAddr := tg.addr, tg.proxy
 	count := func(code int) {
@@ -377,6 +377,20 @@ func attack(ctx context.Context, wg *sync.WaitGroup, kind string, tg targets, re
 		}
 		res.answers[kind][code]++
 		res.attackMu.Unlock()
+	}
+	// exchange sends req and counts its answer: its status, or -1 for a connection closed while
+	// sending (a 503 answered before the body was read closes it while the client still sends).
+	exchange := func(c *http.Client, req *http.Request) {
+		resp, err := c.Do(req)
+		if err != nil {
+			if ctx.Err() == nil {
+				count(-1)
+			}
+			return
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		count(resp.StatusCode)
 	}
 	// forge sends wrong signatures from last to to, as fast as conns connections go.
 	forge := func(last byte, to string, conns int, body []byte) {
@@ -389,18 +403,7 @@ func attack(ctx context.Context, wg *sync.WaitGroup, kind string, tg targets, re
 					req.Header.Set(webhooks.HeaderEvent, "push")
 					req.Header.Set(webhooks.HeaderDelivery, "forged")
 					req.Header.Set(webhooks.HeaderSignature, "sha256="+strings.Repeat("0", 64))
-					resp, err := client.Do(req)
-					if err != nil {
-						// A 503 answered before the body was read closes the connection while
-						// the client is still sending: counted as what it was.
-						if ctx.Err() == nil {
-							count(-1)
-						}
-						continue
-					}
-					_, _ = io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					count(resp.StatusCode)
+					exchange(client, req)
 				}
 			})
 		}
@@ -425,13 +428,7 @@ func attack(ctx context.Context, wg *sync.WaitGroup, kind string, tg targets, re
 					req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/v1/proposals", strings.NewReader(`{"claims":[]}`))
 					req.Header.Set("Content-Type", "application/json")
 					req.Header.Set("Authorization", fmt.Sprintf("Bearer parley_%016x_guess%d", i, i))
-					resp, err := tokClient.Do(req)
-					if err != nil {
-						continue
-					}
-					_, _ = io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					count(resp.StatusCode)
+					exchange(tokClient, req)
 				}
 			})
 		}
@@ -471,16 +468,7 @@ func attack(ctx context.Context, wg *sync.WaitGroup, kind string, tg targets, re
 				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/v1/plans?repository=acme/infra", bytes.NewReader(plan))
 				req.Header.Set("Content-Type", "application/json")
 				req.Header.Set("Authorization", "Bearer "+tg.agentToken)
-				resp, err := c.Do(req)
-				if err != nil {
-					if ctx.Err() == nil {
-						count(-1)
-					}
-					continue
-				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				count(resp.StatusCode)
+				exchange(c, req)
 				res.noteSlowest(kind, time.Since(start))
 			}
 		})
