@@ -46,12 +46,13 @@ func newPipelines(cfg config.Config, in pipelineIntake) (*webhooks.FirehoseRecei
 		_, cluster := cfg.Clusters[name]
 		streams = append(streams, webhooks.FirehoseSource{Name: name, Keys: keys, Cluster: cluster})
 	}
+	intakeConfig := webhooks.IntakeConfig{Store: in.store, Notify: in.notify, Logger: in.log, Metrics: in.metrics, EventMetrics: in.eventMetrics, Failures: in.failures}
 	fh, err := webhooks.NewFirehoseReceiver(webhooks.FirehoseReceiverConfig{Sources: streams,
 		Unwrap: func(name string, body []byte) (string, []webhooks.Part, map[string]int, error) {
 			_, cluster := cfg.Clusters[name]
 			return firehoseParts(name, cluster, body, in.fresh, in.now())
 		},
-		Store: in.store, Notify: in.notify, Logger: in.log, Metrics: in.metrics, EventMetrics: in.eventMetrics, Failures: in.failures})
+		IntakeConfig: intakeConfig})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -85,7 +86,7 @@ func newPipelines(cfg config.Config, in pipelineIntake) (*webhooks.FirehoseRecei
 		Unwrap: func(_ string, body []byte) (string, []webhooks.Part, map[string]int, error) {
 			return pubsubParts(body, future, in.now())
 		},
-		Store: in.store, Notify: in.notify, Logger: in.log, Metrics: in.metrics, EventMetrics: in.eventMetrics, Failures: in.failures})
+		IntakeConfig: intakeConfig})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -387,19 +387,7 @@ func (r *EventReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	// Nothing from the request is logged before it is authenticated and its ID derived; the
 	// Authorization header and the secrets are never logged.
 	log := deliveryLogger(r.log, source, "", EventName)
-	refuse := func(code int, reason string, err error) {
-		r.metrics.rejected.WithLabelValues(source, reason).Inc()
-		log.Info("event refused", slog.Int(LogKeyStatus, code), slog.String(LogKeyError, err.Error()))
-		writeEventReply(w, code, eventReply{Status: "refused", Error: err.Error()})
-	}
-	unauthorized := func(reason string, err error) {
-		if throttled(w, req, r.failures, r.metrics, source) {
-			return
-		}
-		r.metrics.signatureFailures.WithLabelValues(source, reason).Inc()
-		log.Warn("event credentials refused", slog.Int(LogKeyStatus, http.StatusUnauthorized), slog.String(LogKeyError, err.Error()))
-		writeEventReply(w, http.StatusUnauthorized, eventReply{Status: "unauthorized", Error: err.Error()})
-	}
+	refuse, unauthorized := eventRefusals(w, req, r.metrics, r.failures, log, source, "event")
 
 	if req.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)

@@ -12,9 +12,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
-	"time"
 
-	"github.com/parleyhq/parley/webhooks/guard"
 	"github.com/parleyhq/parley/webhooks/store"
 )
 
@@ -75,21 +73,12 @@ type FirehoseUnwrapFunc func(name string, body []byte) (requestID string, parts 
 
 // FirehoseReceiverConfig configures a FirehoseReceiver. Unwrap and Store are required.
 type FirehoseReceiverConfig struct {
+	IntakeConfig
 	Sources []FirehoseSource
 	Unwrap  FirehoseUnwrapFunc
-	Store   Intake
-	Notify  func()
-	Logger  *slog.Logger
-	Metrics *Metrics
-	// EventMetrics counts the events left out (parley_events_ignored_total, source "firehose").
-	EventMetrics *EventMetrics
-	// MaxBodyBytes bounds the request body as sent (default MaxBodyBytes); MaxDecodedBytes the
-	// body once its Content-Encoding: gzip is undone (default 4 × MaxBodyBytes).
-	MaxBodyBytes    int64
+	// MaxDecodedBytes bounds the body once its Content-Encoding: gzip is undone (default 4 ×
+	// MaxBodyBytes).
 	MaxDecodedBytes int64
-	PutTimeout      time.Duration
-	Now             func() time.Time
-	Failures        *guard.Failures
 }
 
 // FirehoseReceiver is the http.Handler of FirehosePattern: Amazon Data Firehose's HTTP endpoint
@@ -111,18 +100,10 @@ type FirehoseReceiverConfig struct {
 // cluster as its Scope. 200 only once every part is stored (or was already); 503 when the store
 // cannot commit, and the retry stores what is missing.
 type FirehoseReceiver struct {
+	envelopeIntake
 	sources    map[string]FirehoseSource
 	unwrap     FirehoseUnwrapFunc
-	store      Intake
-	notify     func()
-	log        *slog.Logger
-	metrics    *Metrics
-	events     *EventMetrics
-	maxBody    int64
 	maxDecoded int64
-	putTimeout time.Duration
-	now        func() time.Time
-	failures   *guard.Failures
 }
 
 // NewFirehoseReceiver checks cfg and returns a FirehoseReceiver.
@@ -130,9 +111,8 @@ func NewFirehoseReceiver(cfg FirehoseReceiverConfig) (*FirehoseReceiver, error) 
 	if cfg.Store == nil || cfg.Unwrap == nil {
 		return nil, errors.New("firehose receiver: a store and an unwrap function are required")
 	}
-	r := &FirehoseReceiver{sources: map[string]FirehoseSource{}, unwrap: cfg.Unwrap, store: cfg.Store, notify: cfg.Notify,
-		log: orDiscard(cfg.Logger), metrics: cfg.Metrics, events: cfg.EventMetrics, maxBody: cfg.MaxBodyBytes,
-		maxDecoded: cfg.MaxDecodedBytes, putTimeout: cfg.PutTimeout, now: cfg.Now, failures: cfg.Failures}
+	r := &FirehoseReceiver{envelopeIntake: newEnvelopeIntake(cfg.IntakeConfig), sources: map[string]FirehoseSource{}, unwrap: cfg.Unwrap,
+		maxDecoded: cfg.MaxDecodedBytes}
 	for _, s := range cfg.Sources {
 		if err := store.ValidScope(s.Name); err != nil {
 			return nil, fmt.Errorf("firehose receiver: %w", err)
@@ -152,10 +132,6 @@ func NewFirehoseReceiver(cfg FirehoseReceiverConfig) (*FirehoseReceiver, error) 
 		s.Keys = live
 		r.sources[s.Name] = s
 	}
-	if r.events == nil {
-		r.events = newEventMetrics()
-	}
-	intakeDefaults(&r.metrics, &r.notify, &r.maxBody, &r.putTimeout, &r.now)
 	if r.maxDecoded <= 0 {
 		r.maxDecoded = 4 * r.maxBody
 	}

@@ -75,7 +75,7 @@ func fakeUnwrap(_ string, body []byte) (string, []Part, map[string]int, error) {
 func newFirehoseTest(t *testing.T) (*FirehoseReceiver, *countingIntake, *http.ServeMux) {
 	t.Helper()
 	in := &countingIntake{st: openStore(t, store.Options{})}
-	r, err := NewFirehoseReceiver(FirehoseReceiverConfig{Unwrap: fakeUnwrap, Store: in, Sources: []FirehoseSource{
+	r, err := NewFirehoseReceiver(FirehoseReceiverConfig{Unwrap: fakeUnwrap, IntakeConfig: IntakeConfig{Store: in}, Sources: []FirehoseSource{
 		{Name: "prod-eks", Keys: []Secret{mustSecret(t, "old-access-key-of-prod-eks"), mustSecret(t, firehoseKey)}, Cluster: true},
 		{Name: "111122223333", Keys: []Secret{mustSecret(t, "access-key-of-the-aws-account")}},
 	}})
@@ -166,7 +166,7 @@ func TestFirehoseAcknowledgesOnlyWhatIsStored(t *testing.T) {
 		r.Header.Set("Content-Encoding", "gzip")
 	}
 	fail := &failAfter{countingIntake: in2, after: 1}
-	r2, _ := NewFirehoseReceiver(FirehoseReceiverConfig{Unwrap: fakeUnwrap, Store: fail, Sources: []FirehoseSource{{Name: "prod-eks", Keys: []Secret{mustSecret(t, firehoseKey)}, Cluster: true}}})
+	r2, _ := NewFirehoseReceiver(FirehoseReceiverConfig{Unwrap: fakeUnwrap, IntakeConfig: IntakeConfig{Store: fail}, Sources: []FirehoseSource{{Name: "prod-eks", Keys: []Secret{mustSecret(t, firehoseKey)}, Cluster: true}}})
 	mux2 = http.NewServeMux()
 	mux2.Handle(FirehosePattern(), r2)
 	if code, _ := serveFirehose(t, mux2, firehoseRequest("/events/firehose/prod-eks", firehoseKey, "second-request", nil, gzipped)); code != http.StatusServiceUnavailable || len(in2.inserted) != 1 {
@@ -229,7 +229,7 @@ func TestFirehoseRefusals(t *testing.T) {
 		})
 	}
 	// Not configured at all: 403 naming what to add.
-	r, _ := NewFirehoseReceiver(FirehoseReceiverConfig{Unwrap: fakeUnwrap, Store: &countingIntake{st: openStore(t, store.Options{})}})
+	r, _ := NewFirehoseReceiver(FirehoseReceiverConfig{Unwrap: fakeUnwrap, IntakeConfig: IntakeConfig{Store: &countingIntake{st: openStore(t, store.Options{})}}})
 	rec := httptest.NewRecorder()
 	r.ServeHTTP(rec, firehoseRequest("/events/firehose/x", firehoseKey, firehoseRID, body, nil))
 	if rec.Code != http.StatusForbidden || !strings.Contains(rec.Body.String(), "add a firehose block") {

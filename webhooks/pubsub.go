@@ -11,7 +11,6 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/parleyhq/parley/webhooks/guard"
 	"github.com/parleyhq/parley/webhooks/store"
 )
 
@@ -47,17 +46,9 @@ type PubSubUnwrapFunc func(cluster string, body []byte) (messageID string, parts
 
 // PubSubReceiverConfig configures a PubSubReceiver. Unwrap and Store are required.
 type PubSubReceiverConfig struct {
+	IntakeConfig
 	Subscriptions []PubSubSubscription
 	Unwrap        PubSubUnwrapFunc
-	Store         Intake
-	Notify        func()
-	Logger        *slog.Logger
-	Metrics       *Metrics
-	EventMetrics  *EventMetrics
-	MaxBodyBytes  int64
-	PutTimeout    time.Duration
-	Now           func() time.Time
-	Failures      *guard.Failures
 }
 
 // PubSubReceiver is the http.Handler of PubSubPattern: a Pub/Sub push subscription with
@@ -74,17 +65,9 @@ type PubSubReceiverConfig struct {
 // (415, 400); the message (400 naming what is wrong, stale_event outside the freshness window);
 // then the durable Put (503 when the store cannot commit).
 type PubSubReceiver struct {
-	subs       map[string]PubSubSubscription
-	unwrap     PubSubUnwrapFunc
-	store      Intake
-	notify     func()
-	log        *slog.Logger
-	metrics    *Metrics
-	events     *EventMetrics
-	maxBody    int64
-	putTimeout time.Duration
-	now        func() time.Time
-	failures   *guard.Failures
+	envelopeIntake
+	subs   map[string]PubSubSubscription
+	unwrap PubSubUnwrapFunc
 }
 
 // NewPubSubReceiver checks cfg and returns a PubSubReceiver.
@@ -92,9 +75,7 @@ func NewPubSubReceiver(cfg PubSubReceiverConfig) (*PubSubReceiver, error) {
 	if cfg.Store == nil || cfg.Unwrap == nil {
 		return nil, errors.New("pubsub receiver: a store and an unwrap function are required")
 	}
-	r := &PubSubReceiver{subs: map[string]PubSubSubscription{}, unwrap: cfg.Unwrap, store: cfg.Store, notify: cfg.Notify,
-		log: orDiscard(cfg.Logger), metrics: cfg.Metrics, events: cfg.EventMetrics, maxBody: cfg.MaxBodyBytes,
-		putTimeout: cfg.PutTimeout, now: cfg.Now, failures: cfg.Failures}
+	r := &PubSubReceiver{envelopeIntake: newEnvelopeIntake(cfg.IntakeConfig), subs: map[string]PubSubSubscription{}, unwrap: cfg.Unwrap}
 	for _, s := range cfg.Subscriptions {
 		switch {
 		case store.ValidScope(s.Cluster) != nil:
@@ -107,10 +88,6 @@ func NewPubSubReceiver(cfg PubSubReceiverConfig) (*PubSubReceiver, error) {
 		}
 		r.subs[s.Cluster] = s
 	}
-	if r.events == nil {
-		r.events = newEventMetrics()
-	}
-	intakeDefaults(&r.metrics, &r.notify, &r.maxBody, &r.putTimeout, &r.now)
 	return r, nil
 }
 
@@ -147,21 +124,7 @@ func (r *PubSubReceiver) verify(req *http.Request, sub PubSubSubscription, token
 // ServeHTTP answers one push, in the order the PubSubReceiver doc lists.
 func (r *PubSubReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	log := deliveryLogger(r.log, SourcePubSub, "", EventName)
-	refuse := func(code int, reason string, err error) {
-		r.metrics.rejected.WithLabelValues(SourcePubSub, reason).Inc()
-		log.Info("pubsub push refused", slog.Int(LogKeyStatus, code), slog.String(LogKeyError, err.Error()))
-		writeEventReply(w, code, eventReply{Status: "refused", Error: err.Error()})
-	}
-	unauthorized := func(reason string, err error) {
-		// Only a failed credential counts against the address, and a valid one is never refused
-		// for its address's failures (a proxy's address is every sender's).
-		if throttled(w, req, r.failures, r.metrics, SourcePubSub) {
-			return
-		}
-		r.metrics.signatureFailures.WithLabelValues(SourcePubSub, reason).Inc()
-		log.Warn("pubsub push credentials refused", slog.Int(LogKeyStatus, http.StatusUnauthorized), slog.String(LogKeyError, err.Error()))
-		writeEventReply(w, http.StatusUnauthorized, eventReply{Status: "unauthorized", Error: err.Error()})
-	}
+	refuse, unauthorized := eventRefusals(w, req, r.metrics, r.failures, log, SourcePubSub, "pubsub push")
 	if req.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		refuse(http.StatusMethodNotAllowed, reasonMethod, fmt.Errorf("method %s not allowed, use POST", req.Method))

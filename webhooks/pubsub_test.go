@@ -72,7 +72,7 @@ func newPubSubTest(t *testing.T) (*rsa.PrivateKey, *countingIntake, *http.ServeM
 		t.Fatal(err)
 	}
 	in := &countingIntake{st: openStore(t, store.Options{})}
-	r, err := NewPubSubReceiver(PubSubReceiverConfig{Store: in, Subscriptions: []PubSubSubscription{{Cluster: "prod-gke", Audience: pushAudience, ServiceAccount: pushAccount, Keys: ks}},
+	r, err := NewPubSubReceiver(PubSubReceiverConfig{IntakeConfig: IntakeConfig{Store: in}, Subscriptions: []PubSubSubscription{{Cluster: "prod-gke", Audience: pushAudience, ServiceAccount: pushAccount, Keys: ks}},
 		Unwrap: func(_ string, body []byte) (string, []Part, map[string]int, error) {
 			var b struct {
 				Message struct {
