@@ -215,47 +215,32 @@ func NewEventMetrics(reg prometheus.Registerer) (*EventMetrics, error) {
 // Argo CD event IDs are derived from what the events say, so they can be predicted) and have
 // the rightful cluster's post answered "duplicate" and never judged under its cluster.
 type EventReceiver struct {
-	source     string
-	bearer     bool
-	setting    string
-	id         EventIDFunc
-	store      Intake
-	secrets    atomic.Pointer[[]Secret]
-	notify     func()
-	log        *slog.Logger
-	metrics    *Metrics
-	events     *EventMetrics
-	maxBody    int64
-	putTimeout time.Duration
-	now        func() time.Time
-	clusters   func(name string) bool
-	failures   *guard.Failures
-	bodies     *guard.Bodies
-	spoolDir   string
-	creds      []Credential
-	accounts   func(body []byte) ([]string, error)
+	eventIntake
+	source   string
+	bearer   bool
+	setting  string
+	id       EventIDFunc
+	secrets  atomic.Pointer[[]Secret]
+	clusters func(name string) bool
+	bodies   *guard.Bodies
+	spoolDir string
+	creds    []Credential
+	accounts func(body []byte) ([]string, error)
 }
 
 // NewEventReceiver checks cfg and returns an EventReceiver. No secret is not an error: the
 // receiver then answers 403, which tells whoever points a source at Parley what to configure.
 func NewEventReceiver(cfg EventReceiverConfig) (*EventReceiver, error) {
 	r := &EventReceiver{
-		source:     cfg.Source,
-		setting:    cfg.Setting,
-		id:         cfg.ID,
-		store:      cfg.Store,
-		notify:     cfg.Notify,
-		log:        orDiscard(cfg.Logger),
-		metrics:    cfg.Metrics,
-		events:     cfg.EventMetrics,
-		maxBody:    cfg.MaxBodyBytes,
-		putTimeout: cfg.PutTimeout,
-		now:        cfg.Now,
-		clusters:   cfg.Clusters,
-		failures:   cfg.Failures,
-		bodies:     cfg.Bodies,
-		spoolDir:   cfg.SpoolDir,
-		accounts:   cfg.Accounts,
+		eventIntake: newEventIntake(IntakeConfig{Store: cfg.Store, Notify: cfg.Notify, Logger: cfg.Logger, Metrics: cfg.Metrics,
+			EventMetrics: cfg.EventMetrics, MaxBodyBytes: cfg.MaxBodyBytes, PutTimeout: cfg.PutTimeout, Now: cfg.Now, Failures: cfg.Failures}),
+		source:   cfg.Source,
+		setting:  cfg.Setting,
+		id:       cfg.ID,
+		clusters: cfg.Clusters,
+		bodies:   cfg.Bodies,
+		spoolDir: cfg.SpoolDir,
+		accounts: cfg.Accounts,
 	}
 	for _, c := range cfg.Credentials {
 		if c.Secret.IsZero() {
@@ -286,10 +271,6 @@ func NewEventReceiver(cfg EventReceiverConfig) (*EventReceiver, error) {
 		return nil, fmt.Errorf("event receiver %s: no ID function", cfg.Source)
 	}
 	r.SetSecrets(cfg.Secrets...)
-	if r.events == nil {
-		r.events = newEventMetrics()
-	}
-	intakeDefaults(&r.metrics, &r.notify, &r.maxBody, &r.putTimeout, &r.now)
 	return r, nil
 }
 

@@ -100,7 +100,7 @@ type FirehoseReceiverConfig struct {
 // cluster as its Scope. 200 only once every part is stored (or was already); 503 when the store
 // cannot commit, and the retry stores what is missing.
 type FirehoseReceiver struct {
-	envelopeIntake
+	eventIntake
 	sources    map[string]FirehoseSource
 	unwrap     FirehoseUnwrapFunc
 	maxDecoded int64
@@ -111,7 +111,7 @@ func NewFirehoseReceiver(cfg FirehoseReceiverConfig) (*FirehoseReceiver, error) 
 	if cfg.Store == nil || cfg.Unwrap == nil {
 		return nil, errors.New("firehose receiver: a store and an unwrap function are required")
 	}
-	r := &FirehoseReceiver{envelopeIntake: newEnvelopeIntake(cfg.IntakeConfig), sources: map[string]FirehoseSource{}, unwrap: cfg.Unwrap,
+	r := &FirehoseReceiver{eventIntake: newEventIntake(cfg.IntakeConfig), sources: map[string]FirehoseSource{}, unwrap: cfg.Unwrap,
 		maxDecoded: cfg.MaxDecodedBytes}
 	for _, s := range cfg.Sources {
 		if err := store.ValidScope(s.Name); err != nil {

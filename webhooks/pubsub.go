@@ -65,7 +65,7 @@ type PubSubReceiverConfig struct {
 // (415, 400); the message (400 naming what is wrong, stale_event outside the freshness window);
 // then the durable Put (503 when the store cannot commit).
 type PubSubReceiver struct {
-	envelopeIntake
+	eventIntake
 	subs   map[string]PubSubSubscription
 	unwrap PubSubUnwrapFunc
 }
@@ -75,7 +75,7 @@ func NewPubSubReceiver(cfg PubSubReceiverConfig) (*PubSubReceiver, error) {
 	if cfg.Store == nil || cfg.Unwrap == nil {
 		return nil, errors.New("pubsub receiver: a store and an unwrap function are required")
 	}
-	r := &PubSubReceiver{envelopeIntake: newEnvelopeIntake(cfg.IntakeConfig), subs: map[string]PubSubSubscription{}, unwrap: cfg.Unwrap}
+	r := &PubSubReceiver{eventIntake: newEventIntake(cfg.IntakeConfig), subs: map[string]PubSubSubscription{}, unwrap: cfg.Unwrap}
 	for _, s := range cfg.Subscriptions {
 		switch {
 		case store.ValidScope(s.Cluster) != nil:

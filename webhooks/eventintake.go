@@ -9,7 +9,7 @@ import (
 	"github.com/parleyhq/parley/webhooks/guard"
 )
 
-// IntakeConfig is what the receivers of envelopes of events (Firehose, Pub/Sub) share: where
+// IntakeConfig is what the receivers of events (the event doors, Firehose, Pub/Sub) share: where
 // their deliveries are stored and how they are counted. Store is required.
 type IntakeConfig struct {
 	Store   Intake
@@ -25,8 +25,8 @@ type IntakeConfig struct {
 	Failures     *guard.Failures
 }
 
-// envelopeIntake is an IntakeConfig with its defaults filled in.
-type envelopeIntake struct {
+// eventIntake is an IntakeConfig with its defaults filled in, embedded in each event receiver.
+type eventIntake struct {
 	store      Intake
 	notify     func()
 	log        *slog.Logger
@@ -38,8 +38,8 @@ type envelopeIntake struct {
 	failures   *guard.Failures
 }
 
-func newEnvelopeIntake(c IntakeConfig) envelopeIntake {
-	in := envelopeIntake{store: c.Store, notify: c.Notify, log: orDiscard(c.Logger), metrics: c.Metrics, events: c.EventMetrics,
+func newEventIntake(c IntakeConfig) eventIntake {
+	in := eventIntake{store: c.Store, notify: c.Notify, log: orDiscard(c.Logger), metrics: c.Metrics, events: c.EventMetrics,
 		maxBody: c.MaxBodyBytes, putTimeout: c.PutTimeout, now: c.Now, failures: c.Failures}
 	if in.events == nil {
 		in.events = newEventMetrics()
