@@ -159,6 +159,8 @@ type result struct {
 	want                map[busycluster.Write]int
 	peakRSS             []int64 // KiB, each serve replica's VmHWM (start and warm-up included)
 	cpu, allowAllCPU    float64 // seconds of CPU during the load (serve's summed over the replicas)
+	postgresCPU         float64 // seconds of CPU PostgreSQL's processes used during the load; NaN on SQLite
+	senderCPU           float64 // seconds of CPU this program used during the load
 	lag                 []time.Duration
 	loadBefore, loadEnd string
 }
@@ -220,15 +222,15 @@ func run(o options, logw io.Writer) (*result, error) {
 			return nil, err
 		}
 	}
-	storeAt := filepath.Join(dir, "parley.db")
+	storeAt, postgresPID := filepath.Join(dir, "parley.db"), 0
 	if o.store == "postgres" {
 		fmt.Fprintln(logw, "starting PostgreSQL ...")
-		dsn, stop, err := startPostgres()
+		dsn, pid, stop, err := startPostgres()
 		if err != nil {
 			return nil, err
 		}
 		defer stop(logw)
-		storeAt = dsn
+		storeAt, postgresPID = dsn, pid
 	}
 
 	// parley serve, each replica's log in a file as a container runtime would keep it. The
@@ -287,7 +289,10 @@ func run(o options, logw io.Writer) (*result, error) {
 		}
 		cpu0[i] = cpuSeconds(r.cmd.Process.Pid)
 	}
-	acpu0 := cpuSeconds(allow.Process.Pid)
+	acpu0, scpu0, pgcpu0 := cpuSeconds(allow.Process.Pid), cpuSeconds(os.Getpid()), math.NaN()
+	if postgresPID != 0 {
+		pgcpu0 = treeCPUSeconds(postgresPID)
+	}
 	res.loadBefore = loadAverage()
 	fmt.Fprintf(logw, "sending %d reviews to each side at %d/s ...\n", res.reviews, o.rate)
 	// Every review is encoded (and its UID read back) before the load, so the load generator
@@ -326,7 +331,10 @@ func run(o options, logw io.Writer) (*result, error) {
 	for i, r := range replicas {
 		res.cpu += cpuSeconds(r.cmd.Process.Pid) - cpu0[i]
 	}
-	res.allowAllCPU = cpuSeconds(allow.Process.Pid) - acpu0
+	res.allowAllCPU, res.senderCPU, res.postgresCPU = cpuSeconds(allow.Process.Pid)-acpu0, cpuSeconds(os.Getpid())-scpu0, math.NaN()
+	if postgresPID != 0 {
+		res.postgresCPU = treeCPUSeconds(postgresPID) - pgcpu0
+	}
 	res.loadEnd = loadAverage()
 	res.decisions = map[string]float64{}
 	for i, r := range replicas {
@@ -659,27 +667,6 @@ func freePort() string {
 	}
 	defer ln.Close()
 	return ln.Addr().String()
-}
-
-// userHZ is the unit of /proc/<pid>/stat's CPU times: USER_HZ, 100 on every Linux architecture Go
-// supports.
-const userHZ = 100
-
-// cpuSeconds is the user and system CPU time the process has used so far.
-func cpuSeconds(pid int) float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return math.NaN()
-	}
-	// The command name (field 2) may hold spaces: the fields after it start past its ')'.
-	rest := string(b[bytes.LastIndexByte(b, ')')+2:])
-	f := strings.Fields(rest)
-	if len(f) < 13 {
-		return math.NaN()
-	}
-	utime, _ := strconv.ParseFloat(f[11], 64) // field 14
-	stime, _ := strconv.ParseFloat(f[12], 64) // field 15
-	return (utime + stime) / userHZ
 }
 
 func procStatus(pid int, field string) int64 {

@@ -134,6 +134,14 @@ func (r *result) details(w io.Writer, label string) {
 		"the load generator sent p99 %s, at most %s after the due time (both sides' latencies include it)\n",
 		label, decisionList(r.decisions), r.want[busycluster.HPAScale], r.want[busycluster.CostScaleDown], r.want[busycluster.ConfigMapEdit],
 		ms(pct(r.lag, 99)), ms(pct(r.lag, 100)))
+	fmt.Fprintf(w, "%s: CPU per review during the load: the load generator %.2f ms (both sides' requests)", label, 1000*r.senderCPU/float64(r.reviews))
+	if !math.IsNaN(r.postgresCPU) {
+		fmt.Fprintf(w, ", PostgreSQL %.2f ms (not in serve's column)", 1000*r.postgresCPU/float64(r.reviews))
+	}
+	fmt.Fprintln(w)
+	if late := pct(r.lag, 99); late > 10*time.Millisecond {
+		fmt.Fprintf(w, "%s: the load generator fell behind (p99 %s late): the machine was saturated, and both sides' latencies include it\n", label, ms(late))
+	}
 	if r.allowAll.errors > 0 {
 		fmt.Fprintf(w, "%s: allow-all: %d errors, the first: %s\n", label, r.allowAll.errors, r.allowAll.first)
 	}

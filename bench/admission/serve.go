@@ -92,14 +92,14 @@ func (r *serveReplica) logTail() string {
 
 // startPostgres starts a throwaway PostgreSQL cluster (internal/pgtest: initdb in a temporary
 // directory, a unix socket there and a loopback port) with fsync and synchronous commit on, as a
-// production server runs, and creates the database the replicas share. stop stops the cluster
-// and removes its directory.
-func startPostgres() (dsn string, stop func(logw io.Writer), err error) {
+// production server runs, and creates the database the replicas share. pid is its postmaster, for
+// its CPU; stop stops the cluster and removes its directory.
+func startPostgres() (dsn string, pid int, stop func(logw io.Writer), err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	srv, err := pgtest.Start(ctx, pgtest.Options{Durable: true})
 	if err != nil {
-		return "", nil, fmt.Errorf("PostgreSQL: %w", err)
+		return "", 0, nil, fmt.Errorf("PostgreSQL: %w", err)
 	}
 	stop = func(logw io.Writer) {
 		if err := srv.Stop(); err != nil {
@@ -108,7 +108,11 @@ func startPostgres() (dsn string, stop func(logw io.Writer), err error) {
 	}
 	if dsn, err = srv.CreateDatabase(ctx); err != nil {
 		stop(io.Discard)
-		return "", nil, fmt.Errorf("PostgreSQL: create the database: %w", err)
+		return "", 0, nil, fmt.Errorf("PostgreSQL: create the database: %w", err)
 	}
-	return dsn, stop, nil
+	if pid, err = srv.PID(); err != nil {
+		stop(io.Discard)
+		return "", 0, nil, fmt.Errorf("PostgreSQL: %w", err)
+	}
+	return dsn, pid, stop, nil
 }
