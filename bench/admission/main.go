@@ -62,7 +62,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -313,21 +312,21 @@ func run(o options, logw io.Writer) (*result, error) {
 	perr, aerr := make([]error, res.reviews), make([]error, res.reviews)
 	pproto, aproto := make([]string, res.reviews), make([]string, res.reviews)
 	interval := time.Second / time.Duration(o.rate)
-	var wg sync.WaitGroup
+	sending := newSenders()
 	begin := time.Now()
 	for i, body := range bodies {
 		due := begin.Add(time.Duration(i) * interval)
 		time.Sleep(time.Until(due))
 		res.lag[i] = time.Since(due)
 		r := replicas[i%len(replicas)] // round robin per request, one connection per replica
-		wg.Go(func() {
+		sending.do(func() {
 			res.parley.lat[i], pproto[i], res.answers[i], perr[i] = send(r.client, r.url, token, body, uids[i], due)
 		})
-		wg.Go(func() {
+		sending.do(func() {
 			res.allowAll.lat[i], aproto[i], _, aerr[i] = send(allowClient, allowURL, token, body, uids[i], due)
 		})
 	}
-	wg.Wait()
+	sending.wait()
 	for i, r := range replicas {
 		res.cpu += cpuSeconds(r.cmd.Process.Pid) - cpu0[i]
 	}
