@@ -98,6 +98,13 @@ func TestRunRefusesBadOptions(t *testing.T) {
 	if err := ok.check(); err != nil {
 		t.Fatalf("the good options refused: %v", err)
 	}
+	// The program itself refuses before starting anything, naming the flag, with the usage code.
+	var out, logw bytes.Buffer
+	bad := ok
+	bad.replicas = 2
+	if code := runAll(bad, &out, &logw); code != 2 || out.Len() != 0 || !strings.Contains(logw.String(), "-replicas 2 needs -store postgres") {
+		t.Errorf("-replicas 2 on SQLite: exit %d, output %q, log %q", code, out.String(), logw.String())
+	}
 	two := ok
 	two.replicas, two.store = 2, "postgres"
 	if err := two.check(); err != nil {
