@@ -9,13 +9,29 @@
 // over the same kind of TLS connection: the floor the machine, HTTP and JSON set.
 //
 //	go build -o /tmp/parley ./cmd/parley
-//	nice go run ./bench/admission -parley /tmp/parley -rate 500 -duration 10s
+//	nice go run ./bench/admission -parley /tmp/parley -rate 500 -duration 10s -runs 3
+//	nice go run ./bench/admission -parley /tmp/parley -rate 500 -replicas 2 -store postgres
 //
-// It prints one markdown table row: per side the latency percentiles (counted from when each
-// request was due, so a stalled server shows: no coordinated omission), the reviews parley serve
-// answered unjudged (parley_admission_fail_open_total on its /metrics), errors, and the serve
-// process's peak resident memory and CPU seconds during the load; then its decisions, the load
-// average and how late the load generator itself sent.
+// With -store postgres, serve stores in a throwaway PostgreSQL cluster (internal/pgtest: initdb in
+// a temporary directory, durable as production runs it, stopped at the end); with -replicas 2, two
+// serve processes share its database behind one admission Service. kube-proxy spreads a Service's
+// connections, not its requests, and the API server keeps one HTTP/2 connection per replica it
+// was sent to; so the load generator holds one connection to each replica and sends review i to
+// replica i mod replicas (round robin per request): every replica sees the same share, as behind
+// a Service whose API servers' connections landed on each. The allow-all side stays one process:
+// it is the floor (what one review costs the machine, TLS, HTTP/2 and JSON), one process is the
+// cheapest way to pay it, and a second would only add scheduling noise to the floor.
+//
+// Each run prints one markdown table row: per side the latency percentiles (counted from when each
+// request was due, so a stalled server shows: no coordinated omission) and CPU per review, the
+// ratios Parley / allow-all of p99 and CPU per review, the reviews parley serve answered unjudged
+// (parley_admission_fail_open_total on its /metrics), errors, and each serve process's peak
+// resident memory; with -runs N, a median row follows. Below the table, per run: serve's
+// decisions against the mix sent, the load average and how late the load generator itself sent.
+// Every run is checked: serve's decisions must be the mix's (HPA scales allowed, scale-downs
+// denied, or warned in warn mode, ConfigMaps uncovered), every answer the one its write must get,
+// nothing unjudged and no review unanswered; otherwise the run is printed WRONG and the program
+// exits 1.
 package main
 
 import (
@@ -35,7 +51,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"maps"
 	"math"
 	"math/big"
 	"net"
@@ -47,7 +62,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -81,13 +95,11 @@ func main() {
 	flag.StringVar(&o.mode, "mode", "deny", `the cluster's admission mode: "deny" or "warn"`)
 	flag.DurationVar(&o.timeout, "timeout", 5*time.Second, "how long a review may take before it counts as an error (the chart's timeoutSeconds)")
 	flag.StringVar(&o.logLevel, "log-level", "info", "parley serve's log_level (its default is info; its log goes to a file)")
+	flag.IntVar(&o.runs, "runs", 1, "runs back to back, each with a fresh serve and repository; a median row follows the rows")
+	flag.StringVar(&o.store, "store", "sqlite", `serve's store: "sqlite" (a file) or "postgres" (a throwaway PostgreSQL cluster)`)
+	flag.IntVar(&o.replicas, "replicas", 1, "parley serve processes behind the admission Service (more than 1 needs -store postgres)")
 	flag.Parse()
-	res, err := run(o, os.Stderr)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "admission:", err)
-		os.Exit(1)
-	}
-	res.report(os.Stdout)
+	os.Exit(runAll(o, os.Stdout, os.Stderr))
 }
 
 type options struct {
@@ -95,7 +107,13 @@ type options struct {
 	rate              int
 	duration, timeout time.Duration
 	mode, logLevel    string
+	runs, replicas    int
+	store             string // "sqlite" or "postgres"
 }
+
+// maxReplicas bounds -replicas: each replica is a serve process on a machine the load generator
+// shares.
+const maxReplicas = 4
 
 func (o options) check() error {
 	switch {
@@ -109,6 +127,14 @@ func (o options) check() error {
 		return fmt.Errorf(`-mode %q: want "deny" or "warn"`, o.mode)
 	case o.timeout <= 0 || o.timeout > 30*time.Second:
 		return fmt.Errorf("-timeout %s: want more than 0 and at most 30s (the API server's limit)", o.timeout)
+	case o.runs < 1 || o.runs > 20:
+		return fmt.Errorf("-runs %d: want 1 to 20", o.runs)
+	case o.store != "sqlite" && o.store != "postgres":
+		return fmt.Errorf(`-store %q: want "sqlite" or "postgres"`, o.store)
+	case o.replicas < 1 || o.replicas > maxReplicas:
+		return fmt.Errorf("-replicas %d: want 1 to %d", o.replicas, maxReplicas)
+	case o.replicas > 1 && o.store != "postgres":
+		return fmt.Errorf("-replicas %d needs -store postgres: a SQLite store is one process's file, replicas share a PostgreSQL database", o.replicas)
 	}
 	return nil
 }
@@ -126,17 +152,20 @@ type result struct {
 	o                   options
 	reviews             int
 	parley, allowAll    side
-	decisions           map[string]float64 // parley_admission_reviews_total during the load, by decision
-	unjudged            float64            // parley_admission_fail_open_total during the load
+	answers             []*admissionv1.AdmissionResponse // serve's answer to each review, nil where none came
+	decisions           map[string]float64               // parley_admission_reviews_total during the load, by decision, over every replica
+	unjudged            float64                          // parley_admission_fail_open_total during the load, over every replica
 	want                map[busycluster.Write]int
-	peakRSS             int64   // KiB, parley serve's VmHWM (start and warm-up included)
-	cpu, allowAllCPU    float64 // seconds of CPU during the load
+	peakRSS             []int64 // KiB, each serve replica's VmHWM (start and warm-up included)
+	cpu, allowAllCPU    float64 // seconds of CPU during the load (serve's summed over the replicas)
+	postgresCPU         float64 // seconds of CPU PostgreSQL's processes used during the load; NaN on SQLite
+	senderCPU           float64 // seconds of CPU this program used during the load
 	lag                 []time.Duration
 	loadBefore, loadEnd string
 }
 
-// run starts parley serve and the allow-all webhook, sends the load to both, and stops them.
-// Progress goes to logw.
+// run starts parley serve (-replicas of it, on -store) and the allow-all webhook, sends the load
+// to both, and stops them. Progress goes to logw.
 func run(o options, logw io.Writer) (*result, error) {
 	if err := o.check(); err != nil {
 		return nil, err
@@ -148,10 +177,8 @@ func run(o options, logw io.Writer) (*result, error) {
 	defer os.RemoveAll(dir)
 	bin := o.parley
 	if bin == "" {
-		bin = filepath.Join(dir, "parley")
-		fmt.Fprintln(logw, "building parley ...")
-		if out, err := exec.Command("go", "build", "-o", bin, "github.com/parleyhq/parley/cmd/parley").CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("go build ./cmd/parley: %w\n%s", err, out)
+		if bin, err = buildParley(dir, logw); err != nil {
+			return nil, err
 		}
 	}
 
@@ -183,52 +210,39 @@ func run(o options, logw io.Writer) (*result, error) {
 		return nil, err
 	}
 	token := rand.Text()
+	allowAddr := freePort()
 	files := map[string]string{
 		"admission-token": token + "\n",
 		"app.pem":         string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(appKey)})),
+		"allow-all.addr":  allowAddr,
 	}
-	listen, ops, admission, allowAddr := freePort(), freePort(), freePort(), freePort()
-	files["parley.hcl"] = fmt.Sprintf(`app_id                  = 99
-webhook_secrets         = ["bench"]
-github_url              = %q
-store                   = %q
-listen                  = %q
-metrics_listen          = %q
-log_level               = %q
-write_mode              = "direct"
-admission_listen        = %q
-admission_tls_cert_file = %q
-admission_tls_key_file  = %q
-cluster "prod" {
-  repository = "acme/infra"
-}
-admission "prod" {
-  mode       = %q
-  token_file = %q
-}
-`, gh.URL+"/api/v3/", filepath.Join(dir, "parley.db"), listen, ops, o.logLevel, admission,
-		filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"), o.mode, filepath.Join(dir, "admission-token"))
-	files["allow-all.addr"] = allowAddr
 	for name, content := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
 			return nil, err
 		}
 	}
+	storeAt, postgresPID := filepath.Join(dir, "parley.db"), 0
+	if o.store == "postgres" {
+		fmt.Fprintln(logw, "starting PostgreSQL ...")
+		dsn, pid, stop, err := startPostgres()
+		if err != nil {
+			return nil, err
+		}
+		defer stop(logw)
+		storeAt, postgresPID = dsn, pid
+	}
 
-	// parley serve, its log in a file as a container runtime would keep it.
-	logFile, err := os.Create(filepath.Join(dir, "serve.log"))
-	if err != nil {
-		return nil, err
+	// parley serve, each replica's log in a file as a container runtime would keep it. The
+	// replicas start together, as a Deployment's pods do.
+	replicas := make([]*serveReplica, o.replicas)
+	for i := range replicas {
+		r, err := startServe(bin, dir, i, storeAt, gh.URL+"/api/v3/", o, pool)
+		if err != nil {
+			return nil, err
+		}
+		defer r.stop()
+		replicas[i] = r
 	}
-	defer logFile.Close()
-	serve := exec.Command(bin, "serve", "--config", filepath.Join(dir, "parley.hcl"))
-	serve.Env = append(os.Environ(), "PARLEY_PRIVATE_KEY_FILE="+filepath.Join(dir, "app.pem"))
-	serve.Stdout, serve.Stderr = logFile, logFile
-	serveProc, err := start(serve)
-	if err != nil {
-		return nil, fmt.Errorf("start parley serve: %w", err)
-	}
-	defer serveProc.stop()
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -242,34 +256,42 @@ admission "prod" {
 	}
 	defer allowProc.stop()
 
-	serveLog := func() string { b, _ := os.ReadFile(logFile.Name()); return tail(string(b), 2000) }
 	fmt.Fprintln(logw, "waiting for parley serve's /readyz ...")
-	if err := waitReady("http://"+ops+"/readyz", serveProc, time.Minute); err != nil {
-		return nil, fmt.Errorf("parley serve: %w\n%s", err, serveLog())
+	for _, r := range replicas {
+		if err := waitReady("http://"+r.ops+"/readyz", r.proc, time.Minute); err != nil {
+			return nil, fmt.Errorf("%s: %w\n%s", r.name, err, r.logTail())
+		}
 	}
 
 	res := &result{o: o, reviews: int(o.duration.Seconds() * float64(o.rate)), want: map[busycluster.Write]int{}}
-	parleyURL, allowURL := "https://"+admission+"/admission/prod", "https://"+allowAddr+"/admission/prod"
-	parleyClient, allowClient := client(pool, o), client(pool, o)
-	defer parleyClient.CloseIdleConnections()
+	allowURL := "https://" + allowAddr + "/admission/prod"
+	allowClient := client(pool, o)
 	defer allowClient.CloseIdleConnections()
 	// Warm up: the first review may come before serve has loaded the repository (it is loaded at
 	// start, in the background); it is answered unjudged then. Review 0 is sent until it is judged,
-	// which also opens each side's connection, as the API server's stays open.
+	// which also opens each side's connection (one per replica), as the API server's stays open.
 	fmt.Fprintln(logw, "warming up ...")
-	if err := warmUp(parleyClient, parleyURL, token, serveProc, time.Minute); err != nil {
-		return nil, fmt.Errorf("parley serve: %w\n%s", err, serveLog())
+	for _, r := range replicas {
+		if err := warmUp(r.client, r.url, token, r.proc, time.Minute); err != nil {
+			return nil, fmt.Errorf("%s: %w\n%s", r.name, err, r.logTail())
+		}
 	}
 	if err := warmUp(allowClient, allowURL, token, allowProc, 30*time.Second); err != nil {
 		return nil, fmt.Errorf("the allow-all webhook: %w", err)
 	}
 
-	metricsURL := "http://" + ops + "/metrics"
-	before, err := scrape(metricsURL)
-	if err != nil {
-		return nil, err
+	before := make([]scraped, len(replicas))
+	cpu0 := make([]float64, len(replicas))
+	for i, r := range replicas {
+		if before[i], err = scrape("http://" + r.ops + "/metrics"); err != nil {
+			return nil, err
+		}
+		cpu0[i] = cpuSeconds(r.cmd.Process.Pid)
 	}
-	cpu0, acpu0 := cpuSeconds(serve.Process.Pid), cpuSeconds(allow.Process.Pid)
+	acpu0, scpu0, pgcpu0 := cpuSeconds(allow.Process.Pid), cpuSeconds(os.Getpid()), math.NaN()
+	if postgresPID != 0 {
+		pgcpu0 = treeCPUSeconds(postgresPID)
+	}
 	res.loadBefore = loadAverage()
 	fmt.Fprintf(logw, "sending %d reviews to each side at %d/s ...\n", res.reviews, o.rate)
 	// Every review is encoded (and its UID read back) before the load, so the load generator
@@ -285,42 +307,62 @@ admission "prod" {
 		res.want[busycluster.Mix(i+1)]++
 	}
 	res.parley.lat, res.allowAll.lat = make([]time.Duration, res.reviews), make([]time.Duration, res.reviews)
+	res.answers = make([]*admissionv1.AdmissionResponse, res.reviews)
 	res.lag = make([]time.Duration, res.reviews)
 	perr, aerr := make([]error, res.reviews), make([]error, res.reviews)
 	pproto, aproto := make([]string, res.reviews), make([]string, res.reviews)
 	interval := time.Second / time.Duration(o.rate)
-	var wg sync.WaitGroup
+	sending := newSenders()
 	begin := time.Now()
 	for i, body := range bodies {
 		due := begin.Add(time.Duration(i) * interval)
 		time.Sleep(time.Until(due))
 		res.lag[i] = time.Since(due)
-		wg.Go(func() {
-			res.parley.lat[i], pproto[i], perr[i] = send(parleyClient, parleyURL, token, body, uids[i], due)
+		r := replicas[i%len(replicas)] // round robin per request, one connection per replica
+		sending.do(func() {
+			res.parley.lat[i], pproto[i], res.answers[i], perr[i] = send(r.client, r.url, token, body, uids[i], due)
 		})
-		wg.Go(func() {
-			res.allowAll.lat[i], aproto[i], aerr[i] = send(allowClient, allowURL, token, body, uids[i], due)
+		sending.do(func() {
+			res.allowAll.lat[i], aproto[i], _, aerr[i] = send(allowClient, allowURL, token, body, uids[i], due)
 		})
 	}
-	wg.Wait()
-	res.cpu, res.allowAllCPU = cpuSeconds(serve.Process.Pid)-cpu0, cpuSeconds(allow.Process.Pid)-acpu0
+	sending.wait()
+	for i, r := range replicas {
+		res.cpu += cpuSeconds(r.cmd.Process.Pid) - cpu0[i]
+	}
+	res.allowAllCPU, res.senderCPU, res.postgresCPU = cpuSeconds(allow.Process.Pid)-acpu0, cpuSeconds(os.Getpid())-scpu0, math.NaN()
+	if postgresPID != 0 {
+		res.postgresCPU = treeCPUSeconds(postgresPID) - pgcpu0
+	}
 	res.loadEnd = loadAverage()
-	res.peakRSS = procStatus(serve.Process.Pid, "VmHWM:")
-	after, err := scrape(metricsURL)
-	if err != nil {
-		return nil, err
-	}
 	res.decisions = map[string]float64{}
-	for _, dec := range []string{"allowed", "denied", "warned", "uncovered", "gitops", "skipped", "fail-open", "rejected"} {
-		if d := after.sum("parley_admission_reviews_total", "decision", dec) - before.sum("parley_admission_reviews_total", "decision", dec); d != 0 {
-			res.decisions[dec] = d
+	for i, r := range replicas {
+		res.peakRSS = append(res.peakRSS, procStatus(r.cmd.Process.Pid, "VmHWM:"))
+		after, err := scrape("http://" + r.ops + "/metrics")
+		if err != nil {
+			return nil, err
 		}
+		for _, dec := range []string{"allowed", "denied", "warned", "uncovered", "gitops", "skipped", "fail-open", "rejected"} {
+			if d := after.sum("parley_admission_reviews_total", "decision", dec) - before[i].sum("parley_admission_reviews_total", "decision", dec); d != 0 {
+				res.decisions[dec] += d
+			}
+		}
+		res.unjudged += after.sum("parley_admission_fail_open_total", "", "") - before[i].sum("parley_admission_fail_open_total", "", "")
 	}
-	res.unjudged = after.sum("parley_admission_fail_open_total", "", "") - before.sum("parley_admission_fail_open_total", "", "")
 	res.parley.settle(perr, pproto)
 	res.allowAll.settle(aerr, aproto)
 	slices.Sort(res.lag)
 	return res, nil
+}
+
+// buildParley builds ./cmd/parley into dir.
+func buildParley(dir string, logw io.Writer) (string, error) {
+	bin := filepath.Join(dir, "parley")
+	fmt.Fprintln(logw, "building parley ...")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/parleyhq/parley/cmd/parley").CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/parley: %w\n%s", err, out)
+	}
+	return bin, nil
 }
 
 // settle counts the errors and sorts the latencies.
@@ -339,41 +381,46 @@ func (s *side) settle(errs []error, protos []string) {
 }
 
 // client is the API server's side of the connection: TLS verified against the generated CA, and
-// HTTP/2, as the API server calls webhooks (one connection, many streams).
+// HTTP/2, as the API server calls webhooks (one connection, many streams). When every stream a
+// server allows on a connection is in flight (250 for Go's servers), the transport opens another
+// connection instead of queueing the request (StrictMaxConcurrentRequests off, as in the API
+// server's HTTP/2 client), and no per-host connection cap applies: the load generator's own
+// settings never hold a review back, so at -rate 1000 a stalled server shows in its latencies,
+// not in the sender's lateness.
 func client(pool *x509.CertPool, o options) *http.Client {
 	var protos http.Protocols
 	protos.SetHTTP2(true)
 	return &http.Client{Timeout: o.timeout, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
-		Protocols: &protos, MaxIdleConnsPerHost: 256}}
+		Protocols: &protos, MaxIdleConnsPerHost: 256, MaxConnsPerHost: 0, HTTP2: &http.HTTP2Config{StrictMaxConcurrentRequests: false}}}
 }
 
-// send posts one review and checks the answer is an AdmissionReview for it. The latency counts
-// from due, when the review should have left.
-func send(c *http.Client, url, token string, body []byte, uid types.UID, due time.Time) (time.Duration, string, error) {
+// send posts one review and checks the answer is an AdmissionReview for it, which it returns. The
+// latency counts from due, when the review should have left.
+func send(c *http.Client, url, token string, body []byte, uid types.UID, due time.Time) (time.Duration, string, *admissionv1.AdmissionResponse, error) {
 	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
-		return 0, "", err
+		return 0, "", nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := c.Do(req)
 	if err != nil {
-		return time.Since(due), "", err
+		return time.Since(due), "", nil, err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	lat := time.Since(due)
 	if err != nil {
-		return lat, resp.Proto, err
+		return lat, resp.Proto, nil, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return lat, resp.Proto, fmt.Errorf("%s answered %s: %s", url, resp.Status, tail(string(b), 200))
+		return lat, resp.Proto, nil, fmt.Errorf("%s answered %s: %s", url, resp.Status, tail(string(b), 200))
 	}
 	var got admissionv1.AdmissionReview
 	if err := json.Unmarshal(b, &got); err != nil || got.Response == nil || got.Response.UID != uid {
-		return lat, resp.Proto, fmt.Errorf("%s answered no AdmissionReview for %s: %v %s", url, uid, err, tail(string(b), 200))
+		return lat, resp.Proto, nil, fmt.Errorf("%s answered no AdmissionReview for %s: %v %s", url, uid, err, tail(string(b), 200))
 	}
-	return lat, resp.Proto, nil
+	return lat, resp.Proto, got.Response, nil
 }
 
 // warmUp sends review 0 until it is judged (answered without the fail-open warning).
@@ -621,27 +668,6 @@ func freePort() string {
 	return ln.Addr().String()
 }
 
-// userHZ is the unit of /proc/<pid>/stat's CPU times: USER_HZ, 100 on every Linux architecture Go
-// supports.
-const userHZ = 100
-
-// cpuSeconds is the user and system CPU time the process has used so far.
-func cpuSeconds(pid int) float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return math.NaN()
-	}
-	// The command name (field 2) may hold spaces: the fields after it start past its ')'.
-	rest := string(b[bytes.LastIndexByte(b, ')')+2:])
-	f := strings.Fields(rest)
-	if len(f) < 13 {
-		return math.NaN()
-	}
-	utime, _ := strconv.ParseFloat(f[11], 64) // field 14
-	stime, _ := strconv.ParseFloat(f[12], 64) // field 15
-	return (utime + stime) / userHZ
-}
-
 func procStatus(pid int, field string) int64 {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
@@ -689,35 +715,4 @@ func ms(d time.Duration) string {
 		return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000)
 	}
 	return fmt.Sprintf("%.0f ms", float64(d.Milliseconds()))
-}
-
-// header is the table's head: paste it once, then a row per run.
-const header = "| rate × duration | reviews | Parley p50 | p90 | p99 | max | allow-all p50 | p90 | p99 | max | answered unjudged (fail open) | errors Parley / allow-all | serve peak RSS | serve CPU s (allow-all) | load avg start → end |\n" +
-	"|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
-
-func (r *result) report(w io.Writer) {
-	fmt.Fprint(w, header)
-	fmt.Fprintf(w, "| %d/s × %s (%s, log %s) | %d | %s | %s | %s | %s | %s | %s | %s | %s | %.0f of %d | %d / %d | %d MiB | %.1f (%.1f) | %s → %s |\n",
-		r.o.rate, r.o.duration, r.o.mode, r.o.logLevel, r.reviews,
-		ms(pct(r.parley.lat, 50)), ms(pct(r.parley.lat, 90)), ms(pct(r.parley.lat, 99)), ms(pct(r.parley.lat, 100)),
-		ms(pct(r.allowAll.lat, 50)), ms(pct(r.allowAll.lat, 90)), ms(pct(r.allowAll.lat, 99)), ms(pct(r.allowAll.lat, 100)),
-		r.unjudged, r.reviews, r.parley.errors, r.allowAll.errors, r.peakRSS/1024, r.cpu, r.allowAllCPU, r.loadBefore, r.loadEnd)
-	var decisions []string
-	for _, dec := range slices.Sorted(maps.Keys(r.decisions)) {
-		decisions = append(decisions, fmt.Sprintf("%s %.0f", dec, r.decisions[dec]))
-	}
-	fmt.Fprintf(w, "\nParley's decisions during the load: %s (the mix sent: %d HPA scales, %d cost optimizer scale-downs, %d ConfigMap edits)\n",
-		strings.Join(decisions, ", "), r.want[busycluster.HPAScale], r.want[busycluster.CostScaleDown], r.want[busycluster.ConfigMapEdit])
-	fmt.Fprintf(w, "CPU per review during the load: parley serve %.2f ms, allow-all %.2f ms\n",
-		1000*r.cpu/float64(r.reviews), 1000*r.allowAllCPU/float64(r.reviews))
-	fmt.Fprintf(w, "load generator: requests left p99 %s, at most %s after they were due (both sides' latencies include it)\n",
-		ms(pct(r.lag, 99)), ms(pct(r.lag, 100)))
-	for _, s := range []struct {
-		name string
-		side side
-	}{{"Parley", r.parley}, {"allow-all", r.allowAll}} {
-		if s.side.errors > 0 {
-			fmt.Fprintf(w, "%s: %d errors, the first: %s\n", s.name, s.side.errors, s.side.first)
-		}
-	}
 }

@@ -28,7 +28,8 @@ func TestMain(m *testing.M) {
 // parley serve's decisions, and those decisions the mix's (the cost optimizer's scale-downs denied,
 // the ConfigMaps uncovered). It asserts no latency figure: those are for the benchmark run by hand.
 func TestRunJudgesEveryReview(t *testing.T) {
-	res, err := run(options{rate: 40, duration: time.Second, mode: "deny", timeout: 30 * time.Second, logLevel: "warn"}, &bytes.Buffer{})
+	o := options{rate: 40, duration: time.Second, mode: "deny", timeout: 30 * time.Second, logLevel: "warn", runs: 1, replicas: 1, store: "sqlite"}
+	res, err := run(o, &bytes.Buffer{})
 	if err != nil {
 		npmdata.FatalOrSkip(t, err) // skipped without npm to fetch the fake GitHub's API description
 	}
@@ -59,12 +60,17 @@ func TestRunJudgesEveryReview(t *testing.T) {
 			t.Errorf("%s: %d, want %d (%v unjudged)", dec, got, n, res.unjudged)
 		}
 	}
-	if res.peakRSS <= 0 || res.cpu <= 0 {
-		t.Errorf("serve's peak RSS %d KiB, CPU %v s", res.peakRSS, res.cpu)
+	if len(res.peakRSS) != 1 || res.peakRSS[0] <= 0 || res.cpu <= 0 {
+		t.Errorf("serve's peak RSS %v KiB, CPU %v s", res.peakRSS, res.cpu)
+	}
+	// Every answer came, so the check finds nothing wrong unless serve failed open under load.
+	if probs := res.problems(); (len(probs) != 0) != (res.unjudged != 0) {
+		t.Errorf("problems %q with %v unjudged", probs, res.unjudged)
 	}
 	var out bytes.Buffer
-	res.report(&out)
-	for _, s := range []string{"| rate × duration |", "| 40/s × 1s (deny, log warn) | 40 |", "denied ", "uncovered "} {
+	out.WriteString(header + rowOf(describe(o), res).markdown())
+	res.details(&out, "run 1")
+	for _, s := range []string{"| run | reviews |", "| 40/s × 1s (deny, log warn, sqlite) | 40 |", "denied 12", "uncovered 8"} {
 		if !strings.Contains(out.String(), s) {
 			t.Errorf("report lacks %q:\n%s", s, out.String())
 		}
@@ -72,7 +78,7 @@ func TestRunJudgesEveryReview(t *testing.T) {
 }
 
 func TestRunRefusesBadOptions(t *testing.T) {
-	ok := options{rate: 500, duration: 10 * time.Second, mode: "deny", timeout: 5 * time.Second}
+	ok := options{rate: 500, duration: 10 * time.Second, mode: "deny", timeout: 5 * time.Second, runs: 1, replicas: 1, store: "sqlite"}
 	cases := []struct {
 		edit func(*options)
 		want string
@@ -83,6 +89,26 @@ func TestRunRefusesBadOptions(t *testing.T) {
 		{func(o *options) { o.rate, o.duration = 1, 10*time.Millisecond }, "sends no review"},
 		{func(o *options) { o.mode = "audit" }, `-mode "audit"`},
 		{func(o *options) { o.timeout = time.Minute }, "-timeout 1m0s"},
+		{func(o *options) { o.runs = 0 }, "-runs 0"},
+		{func(o *options) { o.store = "mysql" }, `-store "mysql"`},
+		{func(o *options) { o.replicas = 0 }, "-replicas 0"},
+		{func(o *options) { o.replicas, o.store = 9, "postgres" }, "-replicas 9"},
+		{func(o *options) { o.replicas = 2 }, "-replicas 2 needs -store postgres"},
+	}
+	if err := ok.check(); err != nil {
+		t.Fatalf("the good options refused: %v", err)
+	}
+	// The program itself refuses before starting anything, naming the flag, with the usage code.
+	var out, logw bytes.Buffer
+	bad := ok
+	bad.replicas = 2
+	if code := runAll(bad, &out, &logw); code != 2 || out.Len() != 0 || !strings.Contains(logw.String(), "-replicas 2 needs -store postgres") {
+		t.Errorf("-replicas 2 on SQLite: exit %d, output %q, log %q", code, out.String(), logw.String())
+	}
+	two := ok
+	two.replicas, two.store = 2, "postgres"
+	if err := two.check(); err != nil {
+		t.Errorf("-replicas 2 -store postgres refused: %v", err)
 	}
 	for _, tc := range cases {
 		o := ok

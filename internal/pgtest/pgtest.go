@@ -168,6 +168,21 @@ func (s *Server) CreateDatabase(ctx context.Context) (string, error) {
 	return s.DSN(name), nil
 }
 
+// PID is the server's postmaster process, read from its postmaster.pid file: the parent of every
+// backend, for a benchmark that counts the server's CPU.
+func (s *Server) PID() (int, error) {
+	b, err := os.ReadFile(filepath.Join(s.dir, "data", "postmaster.pid"))
+	if err != nil {
+		return 0, err
+	}
+	first, _, _ := strings.Cut(string(b), "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(first))
+	if err != nil {
+		return 0, fmt.Errorf("postmaster.pid: %w", err)
+	}
+	return pid, nil
+}
+
 // Stop stops the server and removes its directory.
 func (s *Server) Stop() error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

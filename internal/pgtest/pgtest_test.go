@@ -2,6 +2,10 @@ package pgtest
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -38,4 +42,34 @@ func TestDatabasesAreSeparate(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("PostgreSQL %s", v)
+}
+
+// PID is the postmaster's: the parent of the backend serving a connection.
+func TestPIDIsTheBackendsParent(t *testing.T) {
+	ctx := context.Background()
+	c, err := pgx.Connect(ctx, DSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	var backend int
+	if err := c.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&backend); err != nil {
+		t.Fatal(err)
+	}
+	shared.mu.Lock()
+	srv := shared.server
+	shared.mu.Unlock()
+	pid, err := srv.PID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", backend))
+	if err != nil {
+		t.Skipf("no /proc to check the backend's parent: %v", err)
+	}
+	// Field 4, the parent's pid, comes after the command name's closing parenthesis and the state.
+	f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	if len(f) < 2 || f[1] != strconv.Itoa(pid) {
+		t.Fatalf("PID %d, but backend %d's parent is %v", pid, backend, f)
+	}
 }
