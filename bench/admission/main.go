@@ -37,14 +37,11 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/subtle"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
@@ -52,7 +49,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -71,6 +67,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/parleyhq/parley/bench/internal/admissionrig"
 	"github.com/parleyhq/parley/internal/busycluster"
 	"github.com/parleyhq/parley/internal/fakegithub"
 )
@@ -205,7 +202,7 @@ func run(o options, logw io.Writer) (*result, error) {
 	gh.SetRepository("acme/infra", map[string]any{"clone_url": bare, "default_branch": "main"})
 
 	// The TLS both webhooks serve, and the API server's token.
-	pool, err := writeTLS(dir)
+	pool, err := admissionrig.WriteTLS(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -265,7 +262,7 @@ func run(o options, logw io.Writer) (*result, error) {
 
 	res := &result{o: o, reviews: int(o.duration.Seconds() * float64(o.rate)), want: map[busycluster.Write]int{}}
 	allowURL := "https://" + allowAddr + "/admission/prod"
-	allowClient := client(pool, o)
+	allowClient := admissionrig.Client(pool, o.timeout)
 	defer allowClient.CloseIdleConnections()
 	// Warm up: the first review may come before serve has loaded the repository (it is loaded at
 	// start, in the background); it is answered unjudged then. Review 0 is sent until it is judged,
@@ -320,10 +317,12 @@ func run(o options, logw io.Writer) (*result, error) {
 		res.lag[i] = time.Since(due)
 		r := replicas[i%len(replicas)] // round robin per request, one connection per replica
 		sending.do(func() {
-			res.parley.lat[i], pproto[i], res.answers[i], perr[i] = send(r.client, r.url, token, body, uids[i], due)
+			a, err := admissionrig.Send(r.client, r.url, token, body, uids[i], due)
+			res.parley.lat[i], pproto[i], res.answers[i], perr[i] = a.Latency, a.Proto, a.Response, err
 		})
 		sending.do(func() {
-			res.allowAll.lat[i], aproto[i], _, aerr[i] = send(allowClient, allowURL, token, body, uids[i], due)
+			a, err := admissionrig.Send(allowClient, allowURL, token, body, uids[i], due)
+			res.allowAll.lat[i], aproto[i], aerr[i] = a.Latency, a.Proto, err
 		})
 	}
 	sending.wait()
@@ -380,49 +379,6 @@ func (s *side) settle(errs []error, protos []string) {
 	slices.Sort(s.lat)
 }
 
-// client is the API server's side of the connection: TLS verified against the generated CA, and
-// HTTP/2, as the API server calls webhooks (one connection, many streams). When every stream a
-// server allows on a connection is in flight (250 for Go's servers), the transport opens another
-// connection instead of queueing the request (StrictMaxConcurrentRequests off, as in the API
-// server's HTTP/2 client), and no per-host connection cap applies: the load generator's own
-// settings never hold a review back, so at -rate 1000 a stalled server shows in its latencies,
-// not in the sender's lateness.
-func client(pool *x509.CertPool, o options) *http.Client {
-	var protos http.Protocols
-	protos.SetHTTP2(true)
-	return &http.Client{Timeout: o.timeout, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
-		Protocols: &protos, MaxIdleConnsPerHost: 256, MaxConnsPerHost: 0, HTTP2: &http.HTTP2Config{StrictMaxConcurrentRequests: false}}}
-}
-
-// send posts one review and checks the answer is an AdmissionReview for it, which it returns. The
-// latency counts from due, when the review should have left.
-func send(c *http.Client, url, token string, body []byte, uid types.UID, due time.Time) (time.Duration, string, *admissionv1.AdmissionResponse, error) {
-	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		return 0, "", nil, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := c.Do(req)
-	if err != nil {
-		return time.Since(due), "", nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	lat := time.Since(due)
-	if err != nil {
-		return lat, resp.Proto, nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return lat, resp.Proto, nil, fmt.Errorf("%s answered %s: %s", url, resp.Status, tail(string(b), 200))
-	}
-	var got admissionv1.AdmissionReview
-	if err := json.Unmarshal(b, &got); err != nil || got.Response == nil || got.Response.UID != uid {
-		return lat, resp.Proto, nil, fmt.Errorf("%s answered no AdmissionReview for %s: %v %s", url, uid, err, tail(string(b), 200))
-	}
-	return lat, resp.Proto, got.Response, nil
-}
-
 // warmUp sends review 0 until it is judged (answered without the fail-open warning).
 func warmUp(c *http.Client, url, token string, p *proc, within time.Duration) error {
 	deadline := time.Now().Add(within)
@@ -441,9 +397,9 @@ func warmUp(c *http.Client, url, token string, p *proc, within time.Duration) er
 			resp.Body.Close()
 			switch {
 			case resp.StatusCode != http.StatusOK:
-				err = fmt.Errorf("warm-up review answered %s: %s", resp.Status, tail(string(b), 200))
+				err = fmt.Errorf("warm-up review answered %s: %s", resp.Status, admissionrig.Tail(string(b), 200))
 			case json.Unmarshal(b, &rev) != nil || rev.Response == nil:
-				err = fmt.Errorf("warm-up review answered no AdmissionReview: %s", tail(string(b), 200))
+				err = fmt.Errorf("warm-up review answered no AdmissionReview: %s", admissionrig.Tail(string(b), 200))
 			case slices.ContainsFunc(rev.Response.Warnings, func(w string) bool { return strings.Contains(w, "could not judge") }):
 				err = fmt.Errorf("warm-up review answered unjudged: %v", rev.Response.Warnings)
 			default:
@@ -555,50 +511,6 @@ func serveAllowAll(dir string) error {
 	return nil
 }
 
-// writeTLS writes a CA and a serving certificate for 127.0.0.1 it signed (dir/tls.crt, tls.key), as
-// the chart's genCA and genSignedCert do, and returns the pool holding the CA (the caBundle).
-func writeTLS(dir string) (*x509.CertPool, error) {
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	now := time.Now()
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "parley-bench-ca"}, NotBefore: now.Add(-time.Hour),
-		NotAfter: now.Add(24 * time.Hour), KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature, BasicConstraintsValid: true, IsCA: true}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		return nil, err
-	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		return nil, err
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "parley-admission"}, NotBefore: now.Add(-time.Hour),
-		NotAfter: now.Add(24 * time.Hour), IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		return nil, err
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "tls.crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "tls.key"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
-		return nil, err
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(ca)
-	return pool, nil
-}
-
 // proc is a started process, waited for by a goroutine that start owns and stop collects.
 type proc struct {
 	cmd  *exec.Cmd
@@ -689,13 +601,6 @@ func loadAverage() string {
 		return "?"
 	}
 	return strings.Fields(string(b))[0]
-}
-
-func tail(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return "..." + s[len(s)-n:]
 }
 
 // pct is the nearest-rank percentile p (0 to 100) of sorted latencies.

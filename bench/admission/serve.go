@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/parleyhq/parley/bench/internal/admissionrig"
 	"github.com/parleyhq/parley/internal/pgtest"
 )
 
@@ -74,7 +75,7 @@ admission "prod" {
 	if r.proc, err = start(r.cmd); err != nil {
 		return nil, fmt.Errorf("start %s: %w", r.name, err)
 	}
-	r.client = client(pool, o)
+	r.client = admissionrig.Client(pool, o.timeout)
 	return r, nil
 }
 
@@ -87,7 +88,7 @@ func (r *serveReplica) stop() {
 // logTail is the end of the replica's log, for an error message.
 func (r *serveReplica) logTail() string {
 	b, _ := os.ReadFile(r.log)
-	return tail(string(b), 2000)
+	return admissionrig.Tail(string(b), 2000)
 }
 
 // startPostgres starts a throwaway PostgreSQL cluster (internal/pgtest: initdb in a temporary

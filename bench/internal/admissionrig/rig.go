@@ -74,12 +74,16 @@ func WriteTLS(dir string) (*x509.CertPool, error) {
 
 // Client is the API server's side of the connection: TLS verified against the generated CA, and
 // HTTP/2, as the API server calls webhooks (one connection, many streams), each call bounded by
-// timeout (the webhook's timeoutSeconds).
+// timeout (the webhook's timeoutSeconds). When every stream a server allows on a connection is
+// in flight (250 for Go's servers), the transport opens another connection instead of queueing
+// the request (StrictMaxConcurrentRequests off, as in the API server's HTTP/2 client), and no
+// per-host connection cap applies: the load generator's own settings never hold a review back,
+// so a stalled server shows in its latencies, not in the sender's lateness.
 func Client(pool *x509.CertPool, timeout time.Duration) *http.Client {
 	var protos http.Protocols
 	protos.SetHTTP2(true)
 	return &http.Client{Timeout: timeout, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
-		Protocols: &protos, MaxIdleConnsPerHost: 256}}
+		Protocols: &protos, MaxIdleConnsPerHost: 256, MaxConnsPerHost: 0, HTTP2: &http.HTTP2Config{StrictMaxConcurrentRequests: false}}}
 }
 
 // Answer is what a webhook answered one review.
