@@ -41,6 +41,7 @@ import (
 	"github.com/parleyhq/parley/internal/fakegithub"
 	"github.com/parleyhq/parley/internal/gittest"
 	"github.com/parleyhq/parley/internal/npmdata"
+	"github.com/parleyhq/parley/scripts/ship/imagespec"
 )
 
 // TestInstallDay is docs/install.md done as a platform team does it, on real parts: the commands
@@ -111,6 +112,17 @@ func TestInstallDay(t *testing.T) {
 	pod := newPod(t, root, rendered, secrets)
 	pod.checkEnvIsServes(t, host)
 	serve := pod.start(t)
+	// Step 3's check: the document's `kubectl exec ... -- parley version` names the chart's version.
+	if !strings.Contains(strings.Join(doc, "\n"), "`kubectl -n parley exec deploy/parley -- parley version`") {
+		t.Fatal("docs/install.md no longer checks the install with parley version: update this test")
+	}
+	shipped, err := imagespec.ReadChart(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, code := pod.exec(t, "version"); code != 0 || !strings.Contains(out, shipped.AppVersion) {
+		t.Errorf("parley version in the pod: exit %d, does not name %s:\n%s", code, shipped.AppVersion, out)
+	}
 
 	// Step 4: a repository with a policy from `parley init`, on its default branch, the App
 	// installed on it.
@@ -184,6 +196,36 @@ func TestInstallDay(t *testing.T) {
 		t.Errorf("check runs for the head: %+v", runs)
 	}
 	t.Logf("check run %q: %s, %s", runs[0].Name, runs[0].Conclusion, runs[0].Title)
+}
+
+// TestReadmeInstallIsTheDoc: the README's install commands are docs/install.md's, which
+// TestInstallDay runs: every command line of its block is a command line of the document.
+func TestReadmeInstallIsTheDoc(t *testing.T) {
+	doc := readInstallDoc(t)
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	commands := map[string]bool{}
+	for _, l := range doc {
+		commands[stripComment(l)] = true
+	}
+	block := installDoc(strings.Split(string(readme), "\n")).block(t, "parley app create ")
+	for _, l := range block {
+		if c := stripComment(l); c != "" && !commands[c] {
+			t.Errorf("README.md's install block runs %q, which docs/install.md does not", c)
+		}
+	}
+	if len(block) < 5 {
+		t.Errorf("README.md's install block has %d lines", len(block))
+	}
+}
+
+func stripComment(l string) string {
+	if c := strings.Index(l, "#"); c >= 0 && (c == 0 || l[c-1] == ' ') {
+		l = l[:c]
+	}
+	return strings.TrimSpace(l)
 }
 
 func checkRunDone(gh *fakegithub.Server, head string) bool {
@@ -904,7 +946,7 @@ func (p *pod) start(t *testing.T) running {
 // is served over Git's smart HTTP (serve clones it from clone_url).
 type repository struct {
 	dir, bare, url string
-	env      []string
+	env            []string
 }
 
 func (r *repository) git(t *testing.T, args ...string) string {
@@ -918,7 +960,7 @@ func (r *repository) git(t *testing.T, args ...string) string {
 	return strings.TrimSpace(string(out))
 }
 
-// newRepository makes acme/infra with a Deployment, adds the policy as the document says
+// newRepository makes acme/infra with a Deployment, adds the policy with the document's commands
 // (`parley init`, `parley policy check`, committed and pushed to the default branch) and installs
 // the App on it with the permissions and events app.yml asks for.
 func newRepository(t *testing.T, gh *fakegithub.Server, m *machine, doc installDoc) *repository {
@@ -937,18 +979,14 @@ func newRepository(t *testing.T, gh *fakegithub.Server, m *machine, doc installD
 	if err := os.WriteFile(filepath.Join(r.dir, "apps", "web", "deployment.yaml"), []byte(deployment), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for _, l := range doc.block(t, "parley init") {
-		f := strings.Fields(strings.SplitN(l, "#", 2)[0])
-		if len(f) == 0 || f[0] != "parley" {
-			t.Fatalf("docs/install.md's policy block runs %q; the test runs parley commands only", l)
-		}
-		if out, code := m.run(t, r.dir, f[1:]...); code != 0 {
-			t.Fatalf("%s: exit %d\n%s", l, code, out)
-		}
-	}
 	r.git(t, "add", "-A")
-	r.git(t, "commit", "-q", "-m", "Parley's policy")
+	r.git(t, "commit", "-q", "-m", "The web Deployment")
 	r.git(t, "push", "-q", "origin", "main")
+	// The document's policy block, with the image's parley first on PATH.
+	r.run(t, doc.block(t, "parley init"), "PATH="+filepath.Dir(m.bin)+":"+os.Getenv("PATH"))
+	if out := r.git(t, "ls-tree", "-r", "--name-only", "origin/main"); !strings.Contains(out, ".parley/policy.hcl") {
+		t.Fatalf("the document's commands left no policy on the default branch: %s", out)
+	}
 
 	// Installing the App on the repository, GitHub's side of it.
 	gh.SetRepository("acme/infra", map[string]any{"default_branch": "main", "clone_url": r.url})
@@ -971,16 +1009,21 @@ func newRepository(t *testing.T, gh *fakegithub.Server, m *machine, doc installD
 // pushed head.
 func (r *repository) firstVerdict(t *testing.T, doc installDoc) string {
 	t.Helper()
-	block := doc.block(t, "git switch -c ")
-	cmd := exec.Command("bash", "-euo", "pipefail", "-c", strings.Join(block, "\n"))
-	cmd.Dir, cmd.Env = r.dir, r.env
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("docs/install.md's first verdict:\n%s\n%v\n%s", strings.Join(block, "\n"), err, out)
-	}
+	r.run(t, doc.block(t, "git switch -c "))
 	if !strings.Contains(r.git(t, "show", "HEAD:apps/web/deployment.yaml"), "replicas: 6") {
 		t.Fatal("the document's change did not change the replicas")
 	}
 	return r.git(t, "rev-parse", "HEAD")
+}
+
+// run runs a block of the document's shell commands in the working clone.
+func (r *repository) run(t *testing.T, block []string, env ...string) {
+	t.Helper()
+	cmd := exec.Command("bash", "-euo", "pipefail", "-c", strings.Join(block, "\n"))
+	cmd.Dir, cmd.Env = r.dir, append(slices.Clone(r.env), env...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("docs/install.md's commands:\n%s\n%v\n%s", strings.Join(block, "\n"), err, out)
+	}
 }
 
 // deliver posts body as GitHub does, signed with the App's webhook secret.
