@@ -825,6 +825,31 @@ func newPod(t *testing.T, root string, rendered map[string]string, secrets map[s
 		}
 	}
 
+	// A path the container is told to use lies in one of its volumes: anywhere else it would be
+	// the image's own file system, read-only to its user and lost with the container.
+	for _, kv := range p.env {
+		name, val, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, "PARLEY_") {
+			continue
+		}
+		for _, item := range strings.Split(val, ",") {
+			path := item
+			if _, after, ok := strings.Cut(item, "="); ok {
+				path = after // NAME=/path lists, as PARLEY_CLUSTER_EVENT_SECRET_FILES
+			}
+			if !strings.HasPrefix(path, "/") {
+				continue
+			}
+			inVolume := false
+			for _, m := range c.VolumeMounts {
+				inVolume = inVolume || path == m.MountPath || strings.HasPrefix(path, m.MountPath+"/")
+			}
+			if !inVolume {
+				t.Errorf("env %s names %s, which is in no volume the container mounts", name, path)
+			}
+		}
+	}
+
 	// The container's memory limit, where the container sees it: its cgroup's memory.max.
 	if c.Resources.Limits.Memory == "" {
 		t.Fatal("the container has no memory limit")
