@@ -131,6 +131,14 @@ func TestHelpListsExactlyWhatLoadReads(t *testing.T) {
 	}
 }
 
+func TestUnreadEnv(t *testing.T) {
+	got := UnreadEnv([]string{"PARLEY_APP_ID=1", "PARLEY_RENDER_MEM=512", "HOME=/root", "PARLEY_RENDER_MEMORY=512",
+		"PARLEY_WEBHOOK_SECRET=s", "PARLEY_RENDER_MEM=1", "PARLEYX=1", "NOT_PARLEY_X=1"})
+	if want := []string{"PARLEY_RENDER_MEM", "PARLEY_WEBHOOK_SECRET"}; !slices.Equal(got, want) {
+		t.Errorf("UnreadEnv = %q, want %q", got, want)
+	}
+}
+
 // TestHelpDescribesServedBehaviour keeps --help from promising or denying what serve does: every
 // key it lists is read and acted on by this version, so none may say it is not served yet, and
 // write_mode names both modes and where each lands.

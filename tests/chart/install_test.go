@@ -112,6 +112,9 @@ func TestInstallDay(t *testing.T) {
 	pod := newPod(t, root, rendered, secrets)
 	pod.checkEnvIsServes(t, host)
 	serve := pod.start(t)
+	if l := serve.logs.String(); strings.Contains(l, "no setting of parley serve") {
+		t.Errorf("serve warns of a variable the chart sets that it does not read:\n%s", l)
+	}
 	// Step 3's check: the document's `kubectl exec ... -- parley version` names the chart's version.
 	if !strings.Contains(strings.Join(doc, "\n"), "`kubectl -n parley exec deploy/parley -- parley version`") {
 		t.Fatal("docs/install.md no longer checks the install with parley version: update this test")
