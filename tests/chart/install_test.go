@@ -62,11 +62,17 @@ import (
 //  5. The document's first-verdict commands open a pull request; GitHub's signed pull_request
 //     delivery to serve yields the `parley` check run and exactly one verdict comment.
 //
+// What it differs in, and why: github.url is the fake's (where a GitHub Enterprise Server's would
+// go), and the container's ports are free ports of the host's loopback, which stands for the
+// pod's network namespace.
+//
 // The seams it closes: every PARLEY_ variable the chart renders must be one serve reads (the
 // environment column of the image's `parley serve --help`, which app/config's
-// TestHelpListsExactlyWhatLoadReads keeps equal to what serve reads; a configuration file serve is
-// given refuses unknown keys itself), and a memory limit under the render budgets fails the
-// chart's rendering, or else doctor's memory check against the container's limit.
+// TestHelpListsExactlyWhatLoadReads keeps equal to what serve reads; serve also warns of any
+// other at start; a configuration file serve is given refuses unknown keys itself); every path
+// the env names lies in a mounted volume; and a memory limit under the render budgets fails the
+// chart's rendering, or else doctor's memory check against the container's limit. The detached
+// checkout of a pull request job is cmd/parley's TestReviewInPullRequestCheckout.
 func TestInstallDay(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("the image is a linux image")
