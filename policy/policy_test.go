@@ -14,6 +14,19 @@ import (
 	"github.com/parleyhq/parley/internal/demo"
 )
 
+// TestStarterHasNoTrustNotes: the policy `parley init` writes is what a new install's doctor
+// reads on the default branch; a trust note there (an actor matching commit emails with no key to
+// prove them) makes doctor's first run warn about the policy the user was just given.
+func TestStarterHasNoTrustNotes(t *testing.T) {
+	p, err := Parse([]byte(Starter), "starter.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if notes := p.TrustNotes(); len(notes) != 0 {
+		t.Errorf("the starter policy's trust notes: %q", notes)
+	}
+}
+
 func TestParseValidPolicies(t *testing.T) {
 	for name, src := range map[string]string{
 		"starter": Starter,

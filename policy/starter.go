@@ -33,7 +33,10 @@ actor "git" {
 actor "oncall" {
   intent       = "availability"
   github_teams = ["my-org/sre"]
-  git_authors  = ["*@my-org.example"]
+  # A commit counts as an actor's only when a key listed for its author email signed it: name the
+  # emails and their keys together (lines of git's allowed-signers file), for example
+  # git_authors  = ["alice@my-org.example"]
+  # signing_keys = ["alice@my-org.example ssh-ed25519 AAAAC3Nza..."]
 }
 actor "hpa" {
   intent    = "availability"

@@ -303,6 +303,25 @@ func Keys() []Key {
 	}
 }
 
+// UnreadEnv returns the PARLEY_ variables among environ (NAME=value entries, as os.Environ gives)
+// that Load does not read, sorted: a misspelt or removed setting, which would otherwise configure
+// nothing, silently. Keys lists exactly what Load reads (a test keeps the two equal).
+func UnreadEnv(environ []string) []string {
+	read := map[string]bool{}
+	for _, k := range Keys() {
+		read[k.Env] = true
+	}
+	var out []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, "PARLEY_") && !read[name] {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
 // Help renders Keys as a table for --help.
 func Help() string {
 	var b strings.Builder

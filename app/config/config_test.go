@@ -102,6 +102,43 @@ func TestHelpListsEveryKey(t *testing.T) {
 	}
 }
 
+// TestHelpListsExactlyWhatLoadReads: the environment column of --help is the list of variables
+// Load reads, no more and no fewer. The install test (tests/chart) compares every PARLEY_
+// variable the chart renders with that column of the image's own `parley serve --help`: serve
+// ignores variables it does not read, so a chart setting a misspelt or removed one would otherwise
+// configure nothing, silently.
+func TestHelpListsExactlyWhatLoadReads(t *testing.T) {
+	read := map[string]bool{}
+	// Once with nothing set and once with the App configured, so that a lookup made only past the
+	// App's settings is seen too.
+	Load("", func(name string) string { read[name] = true; return "" })
+	Load("", func(name string) string { read[name] = true; return required[name] })
+	listed := map[string]bool{}
+	for _, k := range Keys() {
+		if k.Env != "" {
+			listed[k.Env] = true
+		}
+	}
+	for name := range read {
+		if !listed[name] {
+			t.Errorf("Load reads %s, which --help does not list", name)
+		}
+	}
+	for name := range listed {
+		if !read[name] {
+			t.Errorf("--help lists %s, which Load never reads", name)
+		}
+	}
+}
+
+func TestUnreadEnv(t *testing.T) {
+	got := UnreadEnv([]string{"PARLEY_APP_ID=1", "PARLEY_RENDER_MEM=512", "HOME=/root", "PARLEY_RENDER_MEMORY=512",
+		"PARLEY_WEBHOOK_SECRET=s", "PARLEY_RENDER_MEM=1", "PARLEYX=1", "NOT_PARLEY_X=1"})
+	if want := []string{"PARLEY_RENDER_MEM", "PARLEY_WEBHOOK_SECRET"}; !slices.Equal(got, want) {
+		t.Errorf("UnreadEnv = %q, want %q", got, want)
+	}
+}
+
 // TestHelpDescribesServedBehaviour keeps --help from promising or denying what serve does: every
 // key it lists is read and acted on by this version, so none may say it is not served yet, and
 // write_mode names both modes and where each lands.

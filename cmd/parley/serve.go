@@ -60,6 +60,12 @@ Configuration comes from an HCL file (--config) and then the environment, which 
 				return err
 			}
 			log := slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: cfg.LogLevel}))
+			// Serve ignores variables it does not read; a misspelt one is said, not silently dropped.
+			// A warning, not a refusal: other parley commands read PARLEY_ variables of their own
+			// (PARLEY_TOKEN), which a shell may hold while it starts serve.
+			for _, name := range config.UnreadEnv(os.Environ()) {
+				log.Warn("environment variable is no setting of parley serve: misspelt or removed? parley serve --help lists them", "variable", name)
+			}
 			srv, err := app.NewServer(cmd.Context(), cfg, log)
 			if err != nil {
 				return err
