@@ -1,11 +1,13 @@
 package reconcile
 
 import (
+	"bytes"
 	"context"
 	"reflect"
 	"testing"
 
 	"github.com/parleyhq/parley/core"
+	"github.com/parleyhq/parley/policy"
 )
 
 // countingGit is the snapshot's ledger, counting what the judgement asks of it.
@@ -53,5 +55,44 @@ func TestJudgingAFieldAgainAsksTheLedgerOncePerCommit(t *testing.T) {
 	}
 	if counted.current != askedCurrent || counted.history != askedHistory {
 		t.Errorf("judging again asked the ledger again: Current %d -> %d, History %d -> %d", askedCurrent, counted.current, askedHistory, counted.history)
+	}
+}
+
+// The arbiters a commit keeps between judgements remember outcomes per policy (the rules' answers
+// per pair of claim profiles, the blocks matching an object): a snapshot judged under another
+// policy at the same commit (LoadSnapshot given a policy shares the commit's derived state) must
+// be judged by that policy, not by an arbiter kept for the first.
+func TestKeptArbitersJudgeUnderTheSnapshotsPolicy(t *testing.T) {
+	e := newEnv(t)
+	snap := e.snapshot()
+	hpa := core.Claim{Field: replicas, Value: core.CanonicalJSONValue("6"), At: t0,
+		Actor: core.Actor{Identity: core.Identity{Source: core.SourceKubeUser, ID: hpaUser}}}
+	judge := func(s Snapshot) core.Verdict {
+		t.Helper()
+		v, err := e.rec.judge(context.Background(), s, replicas, []core.Claim{hpa}, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	underHPA := judge(snap)
+	src, ok := snap.Files[".parley/policy.hcl"]
+	if !ok || !bytes.Contains(src, []byte(`owner      = "hpa"`)) {
+		t.Fatal("the demo policy no longer makes the HPA the replicas' owner: the test measures nothing")
+	}
+	other, err := policy.Parse(bytes.Replace(src, []byte(`owner      = "hpa"`), []byte(`owner      = "oncall"`), 1), "policy.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared := snap
+	shared.Policy = other
+	alone := shared
+	alone.derive = &derived{}
+	got, want := judge(shared), judge(alone)
+	if reflect.DeepEqual(want, underHPA) {
+		t.Fatalf("the two policies judge alike (%s): the test measures nothing", want.Decision)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("judged under the second policy with the commit's kept arbiters:\n%+v\nwant (fresh):\n%+v", got, want)
 	}
 }

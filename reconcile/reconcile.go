@@ -423,7 +423,7 @@ func (r *Reconciler) judgeOn(ctx context.Context, snap Snapshot, f core.Field, f
 	hist = append(hist, fresh...)
 	sort.SliceStable(hist, func(i, j int) bool { return hist[i].At.Before(hist[j].At) })
 	in.History = hist
-	return arbiter.Decide(snap.Policy, in), nil
+	return snap.derive.decide(snap.Policy, in), nil
 }
 
 // latestPerActor keeps each actor's latest claim: a new scale by the HPA replaces its previous one.
