@@ -290,6 +290,37 @@ type derived struct {
 	// and one goroutine at a time, hence the pool, and the policy is checked on the way out (a
 	// snapshot given its policy shares the commit's derived state with the branch's own).
 	arbiters sync.Pool
+
+	// conditions are the values of owner_when conditions (they read only the field and Git, whose
+	// answers do not change within a commit), per condition and field: evaluating the demo's
+	// contains(git_values(...), field.name) in HCL was a third of a judgement's arbitration. The
+	// condition's pointer names its policy's parse, so another policy's condition is its own entry.
+	conditions map[conditionKey]bool // at most maxCurrentMemo
+}
+
+type conditionKey struct {
+	e *policy.Expr
+	f core.Field
+}
+
+// Condition is the kept value of e for f (arbiter.ConditionMemo).
+func (d *derived) Condition(e *policy.Expr, f core.Field) (v, ok bool) {
+	d.mu.Lock()
+	v, ok = d.conditions[conditionKey{e, f}]
+	d.mu.Unlock()
+	return v, ok
+}
+
+// KeepCondition keeps the value of e for f (arbiter.ConditionMemo).
+func (d *derived) KeepCondition(e *policy.Expr, f core.Field, v bool) {
+	d.mu.Lock()
+	if d.conditions == nil {
+		d.conditions = map[conditionKey]bool{}
+	}
+	if len(d.conditions) < maxCurrentMemo {
+		d.conditions[conditionKey{e, f}] = v
+	}
+	d.mu.Unlock()
 }
 
 // decide is arbiter.Decide(p, in) on an arbiter kept for this commit.
