@@ -270,3 +270,42 @@ func TestServeRefusesDriftEventsOutsideTheFreshnessWindow(t *testing.T) {
 		t.Errorf("an event a minute old: %d %s; want 202", code, rep)
 	}
 }
+
+// TestServeProfilesOnlyWhenAskedAndApart: with pprof_listen unset no listener serves Go's
+// profiles (not listen, not metrics_listen); set, its own listener serves them, and listen still
+// does not.
+func TestServeProfilesOnlyWhenAskedAndApart(t *testing.T) {
+	get := func(url string) int {
+		t.Helper()
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return resp.StatusCode
+	}
+	off, addr := serveIntake(t, nil)
+	if off.PprofAddr() != "" {
+		t.Fatalf("pprof listening at %s with pprof_listen unset", off.PprofAddr())
+	}
+	for _, base := range []string{"http://" + addr, "http://" + off.MetricsAddr()} {
+		if code := get(base + "/debug/pprof/goroutine?debug=1"); code != http.StatusNotFound {
+			t.Errorf("%s/debug/pprof/goroutine with pprof_listen unset: %d, want 404", base, code)
+		}
+	}
+
+	on, addr := serveIntake(t, map[string]string{"PARLEY_PPROF_LISTEN": "127.0.0.1:0"})
+	if on.PprofAddr() == "" {
+		t.Fatal("pprof_listen set and no listener")
+	}
+	if code := get("http://" + on.PprofAddr() + "/debug/pprof/goroutine?debug=1"); code != http.StatusOK {
+		t.Errorf("goroutine profile on pprof_listen: %d, want 200", code)
+	}
+	if code := get("http://" + on.PprofAddr() + "/debug/pprof/profile?seconds=1"); code != http.StatusOK {
+		t.Errorf("CPU profile on pprof_listen: %d, want 200", code)
+	}
+	if code := get("http://" + addr + "/debug/pprof/goroutine?debug=1"); code != http.StatusNotFound {
+		t.Errorf("goroutine profile on listen with pprof_listen set: %d, want 404", code)
+	}
+}

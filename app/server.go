@@ -11,6 +11,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"net/mail"
 	"net/url"
 	"path/filepath"
@@ -113,6 +114,7 @@ type Server struct {
 	// admission is the admission webhook (/admission/<cluster>); nil without admission blocks.
 	admission     *Admission
 	admissionAddr atomic.Value // string: the admission listener's address, once listening
+	pprofAddr     atomic.Value // string: the profiles' listener's address, once listening
 	draining      atomic.Bool
 	// shared is the PostgreSQL pool the live state, agent store and drift states share (the
 	// delivery queue has its own); nil with SQLite.
@@ -684,6 +686,20 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 		s.operations(mux)
 		msrv = guard.Server(mux, guard.Limits{ReadHeaderTimeout: limits.ReadHeaderTimeout, WriteTimeout: limits.WriteTimeout, IdleTimeout: limits.IdleTimeout})
 	}
+	var psrv *http.Server
+	var pln net.Listener
+	if s.cfg.PprofListen != "" {
+		if pln, err = net.Listen("tcp", s.cfg.PprofListen); err != nil {
+			ln.Close()
+			if mln != nil {
+				mln.Close()
+			}
+			s.closeStores()
+			return fmt.Errorf("pprof listener %s: %w", s.cfg.PprofListen, err)
+		}
+		// A CPU profile takes as long as the operator asks (?seconds=): no write timeout.
+		psrv = guard.Server(pprofMux(), guard.Limits{ReadHeaderTimeout: limits.ReadHeaderTimeout, IdleTimeout: limits.IdleTimeout})
+	}
 	var asrv *http.Server
 	var aln net.Listener
 	if s.admission != nil && s.cfg.AdmissionListen != "" {
@@ -694,6 +710,9 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 			ln.Close()
 			if mln != nil {
 				mln.Close()
+			}
+			if pln != nil {
+				pln.Close()
 			}
 			s.closeStores()
 			return fmt.Errorf("admission listener %s: %w", s.cfg.AdmissionListen, err)
@@ -739,6 +758,12 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 		wg.Add(1)
 		go serve(msrv, mln)
 	}
+	if psrv != nil {
+		wg.Add(1)
+		go serve(psrv, pln)
+		s.pprofAddr.Store(pln.Addr().String())
+		s.log.Info("profiles serving", "addr", pln.Addr().String())
+	}
 	if s.admission != nil {
 		wg.Add(1)
 		go func() { // owned by Run; ends with the pool's context
@@ -779,6 +804,9 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 	if msrv != nil {
 		_ = msrv.Shutdown(shutCtx)
 	}
+	if psrv != nil {
+		_ = psrv.Close() // a CPU profile in progress is cut short: nothing durable depends on it
+	}
 	if asrv != nil {
 		_ = asrv.Shutdown(shutCtx)
 	}
@@ -796,6 +824,24 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 func (s *Server) MetricsAddr() string {
 	a, _ := s.metricsAddr.Load().(string)
 	return a
+}
+
+// PprofAddr is the address pprof_listen is bound to once Run listens; "" without one.
+func (s *Server) PprofAddr() string {
+	a, _ := s.pprofAddr.Load().(string)
+	return a
+}
+
+// pprofMux serves net/http/pprof's handlers on a mux of their own: the package's init registers
+// them on http.DefaultServeMux, which no listener of serve uses, so they are reachable only here.
+func pprofMux() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index) // heap, goroutine, allocs, block, mutex by name
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
 }
 
 // AdmissionAddr is the address admission_listen listens on, once Run listens; "" without one.

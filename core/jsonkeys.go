@@ -32,7 +32,21 @@ const maxJSONDepth = 10000
 //
 // Written here because encoding/json (v1) accepts duplicates and offers no option against them;
 // encoding/json/v2 refuses them but is still an experiment behind GOEXPERIMENT.
+//
+// Every admission review and drift event passes here, so the common answer (a well-formed object
+// or array naming each key once) comes from uniqueKeysFast, one pass over the bytes that
+// allocates only for a large object's keys; anything it is not sure of (a syntax error, a
+// duplicate, a top-level scalar, nesting past the limit) is read again by uniqueKeysTokens, whose
+// answer is the one returned. json.Decoder's tokens cost several times the decode itself.
 func UniqueKeys(data []byte) error {
+	if uniqueKeysFast(data) {
+		return nil
+	}
+	return uniqueKeysTokens(data)
+}
+
+// uniqueKeysTokens is UniqueKeys on encoding/json's tokens: exact errors, built only when needed.
+func uniqueKeysTokens(data []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber() // numbers are skipped; no float parsing
 	type frame struct {

@@ -3,6 +3,7 @@ package core
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"runtime"
 	"strings"
 	"testing"
@@ -55,10 +56,17 @@ func TestClaimWithDuplicateKeyIsRefused(t *testing.T) {
 // it accepts decodes, and an object it accepts decodes into a map with as many keys as it names
 // (checked for objects of scalars, where the count is easy to know).
 func FuzzUniqueKeys(f *testing.F) {
-	for _, s := range []string{`{"a":1,"b":[1,{"c":2}]}`, `{"a":1,"a":2}`, `[{"x":{}},{"x":{"y":1,"y":2}}]`, `{"\u0061":1,"a":2}`, `"s"`, `{`} {
+	for _, s := range []string{`{"a":1,"b":[1,{"c":2}]}`, `{"a":1,"a":2}`, `[{"x":{}},{"x":{"y":1,"y":2}}]`, `{"\u0061":1,"a":2}`, `"s"`, `{`,
+		`{"k:{\"a\":1}":1,"k:{\u0022a\u0022:1}":2}`, "{\"a\xff\":1,\"a\xfe\":2}", `[-0.5e+3,1E9,0,{"a":{"b":[]}}]`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
+		// The one-pass reader may say "clean" only where encoding/json's tokens do.
+		if uniqueKeysFast(data) {
+			if err := uniqueKeysTokens(data); err != nil {
+				t.Fatalf("the fast reader accepted %q, which the token reader refuses: %v", data, err)
+			}
+		}
 		err := UniqueKeys(data)
 		if err != nil {
 			return
@@ -90,5 +98,54 @@ func TestUniqueKeysDeepNestingIsLinear(t *testing.T) {
 	var dup *DuplicateKeyError
 	if !errors.As(err, &dup) || dup.Path != "$"+strings.Repeat(".a[0]", depth) {
 		t.Fatalf("err = %.200v", err)
+	}
+}
+
+// TestUniqueKeysFastAgreesWithTokens: the one-pass reader answers "clean" for the documents
+// serve reads on every request (so they skip encoding/json's tokens), and never for a document
+// the token reader refuses: keys compared as decoded (escapes, invalid UTF-8 as U+FFFD), large
+// objects through their map, syntax errors anywhere.
+func TestUniqueKeysFastAgreesWithTokens(t *testing.T) {
+	many := func(dup bool) string {
+		var b strings.Builder
+		b.WriteString("{")
+		for i := range 40 {
+			fmt.Fprintf(&b, `"k%d":[%d,-1.5e+3,true,false,null,"x\"y"],`, i, i)
+		}
+		if dup {
+			b.WriteString(`"k\u0037":0,`)
+		}
+		b.WriteString(`"last":{}}`)
+		return b.String()
+	}
+	for _, c := range []struct {
+		in    string
+		clean bool // what both readers must say
+	}{
+		{`{"a":1,"b":{"a":2},"c":[{"a":1},{"a":2}]}`, true},
+		{` [1,"x",null,true,{"k":[{}]},[],{}] trailing is not read`, true},
+		{`{"f:metadata":{"k:{\"type\":\"Ready\"}":{},"k:{\"type\":\"Synced\"}":{}}}`, true},
+		{`{"é":1,"e":2,"\u00e9x":3}`, true},
+		{many(false), true},
+		{many(true), false},
+		{`{"a":1,"\u0061":2}`, false},
+		{"{\"a\xff\":1,\"a\xfe\":2}", false}, // both decode to "a\uFFFD"
+		{`{"k:{\"a\":1}":1,"k:{\u0022a\u0022:1}":2}`, false},
+		{`{"a":1,}`, false},
+		{`{"a":01}`, false},
+		{`{"a":1.}`, false},
+		{`{"a":-}`, false},
+		{`{"a":tru}`, false},
+		{`{"a":"\x"}`, false},
+		{"{\"a\":\"\x01\"}", false},
+		{`{"a":[1 2]}`, false},
+		{`{"a"`, false},
+		{`[`, false},
+	} {
+		fast := uniqueKeysFast([]byte(c.in))
+		tokens := uniqueKeysTokens([]byte(c.in)) == nil
+		if fast != c.clean || tokens != c.clean {
+			t.Errorf("%.80q: fast reader %v, token reader %v; want %v", c.in, fast, tokens, c.clean)
+		}
 	}
 }

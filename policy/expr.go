@@ -77,6 +77,11 @@ type GitBinding struct {
 	funcs  map[string]function.Function
 }
 
+// ReadsOnlyFieldAndGit reports whether e reads nothing but the field and Git (not claim, other or
+// now): its value for a field then stays the same while Git answers the same, so a caller that
+// knows when that is (one commit) may keep it.
+func (e *Expr) ReadsOnlyFieldAndGit() bool { return !e.usesClaim && !e.usesOther && !e.usesNow }
+
 // NewGitBinding returns a binding with no lookup (git() then returns unknown).
 func NewGitBinding() *GitBinding {
 	b := &GitBinding{}

@@ -403,6 +403,9 @@ func (r *Reconciler) judgeOn(ctx context.Context, snap Snapshot, f core.Field, f
 	live := latestPerActor(append(standing, fresh...))
 	in := arbiter.Input{Field: f, Live: live, Now: now, Lookup: gitLookup{g: snap.Git, d: snap.derive}, Dependents: snap.dependents(f),
 		Owners: func() arbiter.Owners { return snap.owners(f) }}
+	if snap.derive != nil {
+		in.Conditions = snap.derive // the derived state is the commit's: Lookup reads the same commit
+	}
 	if c, ok, err := snap.gitClaim(f); err != nil {
 		return core.Verdict{}, fmt.Errorf("Git's claim on %s: %w", f, err)
 	} else if ok {
@@ -423,7 +426,7 @@ func (r *Reconciler) judgeOn(ctx context.Context, snap Snapshot, f core.Field, f
 	hist = append(hist, fresh...)
 	sort.SliceStable(hist, func(i, j int) bool { return hist[i].At.Before(hist[j].At) })
 	in.History = hist
-	return arbiter.Decide(snap.Policy, in), nil
+	return snap.derive.decide(snap.Policy, in), nil
 }
 
 // latestPerActor keeps each actor's latest claim: a new scale by the HPA replaces its previous one.

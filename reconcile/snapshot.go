@@ -282,6 +282,59 @@ type derived struct {
 	gitFields  map[string][]core.Field         // GitFields by pattern, as asked
 	current    map[core.Field]gitAnswer        // Git's claim on a field, as asked (at most maxCurrentMemo)
 	history    map[core.Field][]core.Claim     // Git's history of a field, as asked (at most maxCurrentMemo)
+
+	// arbiters are *arbiter.Arbiter kept between judgements at this commit: an arbiter keeps
+	// what repeats between fields (resolved actors, the blocks matching an object, the outcome of
+	// the rules per pair of claim profiles), none of it read from Git, so a new one per review
+	// (as before) threw that away and evaluated every rule again. An arbiter serves one policy
+	// and one goroutine at a time, hence the pool, and the policy is checked on the way out (a
+	// snapshot given its policy shares the commit's derived state with the branch's own).
+	arbiters sync.Pool
+
+	// conditions are the values of owner_when conditions (they read only the field and Git, whose
+	// answers do not change within a commit), per condition and field: evaluating the demo's
+	// contains(git_values(...), field.name) in HCL was a third of a judgement's arbitration. The
+	// condition's pointer names its policy's parse, so another policy's condition is its own entry.
+	conditions map[conditionKey]bool // at most maxCurrentMemo
+}
+
+type conditionKey struct {
+	e *policy.Expr
+	f core.Field
+}
+
+// Condition is the kept value of e for f (arbiter.ConditionMemo).
+func (d *derived) Condition(e *policy.Expr, f core.Field) (v, ok bool) {
+	d.mu.Lock()
+	v, ok = d.conditions[conditionKey{e, f}]
+	d.mu.Unlock()
+	return v, ok
+}
+
+// KeepCondition keeps the value of e for f (arbiter.ConditionMemo).
+func (d *derived) KeepCondition(e *policy.Expr, f core.Field, v bool) {
+	d.mu.Lock()
+	if d.conditions == nil {
+		d.conditions = map[conditionKey]bool{}
+	}
+	if len(d.conditions) < maxCurrentMemo {
+		d.conditions[conditionKey{e, f}] = v
+	}
+	d.mu.Unlock()
+}
+
+// decide is arbiter.Decide(p, in) on an arbiter kept for this commit.
+func (d *derived) decide(p *policy.Policy, in arbiter.Input) core.Verdict {
+	if d == nil {
+		return arbiter.Decide(p, in)
+	}
+	a, _ := d.arbiters.Get().(*arbiter.Arbiter)
+	if a == nil || a.Policy() != p {
+		a = arbiter.New(p)
+	}
+	v := a.Decide(in)
+	d.arbiters.Put(a)
+	return v
 }
 
 // gitHistory is g.History(f), kept per commit like gitCurrent (the oscillation check asks it on

@@ -68,6 +68,10 @@ type Config struct {
 	AppKeyCheckInterval time.Duration
 	Listen              string // webhook and API listener
 	MetricsListen       string // Prometheus /metrics listener ("" = on Listen)
+	// PprofListen serves Go's CPU and heap profiles (net/http/pprof) on a listener of its own, for
+	// an operator measuring serve under load; "" (the default) serves them nowhere. Never on
+	// Listen or the admission listener: a profile is an operator's tool, not the internet's.
+	PprofListen string
 	// Store is where serve keeps its durable state: a SQLite file, created on first start (the
 	// other SQLite files go beside it), or a postgres:// URL shared by every replica.
 	Store string
@@ -245,6 +249,7 @@ func Keys() []Key {
 		{"app_key_check_interval", "PARLEY_APP_KEY_CHECK_INTERVAL", "5m", "how often serve asks GitHub (GET /app) whether it accepts the App's key, and at start; /readyz fails while GitHub rejects it (GitHub not answering leaves it ready, and says so); 0: never"},
 		{"listen", "PARLEY_LISTEN", ":8080", "address for webhooks, event endpoints, /healthz and /readyz"},
 		{"metrics_listen", "PARLEY_METRICS_LISTEN", "(same as listen)", "separate address for /metrics, /healthz and /readyz, held to none of listen's connection caps: point probes here so they answer under a flood"},
+		{"pprof_listen", "PARLEY_PPROF_LISTEN", "(none: off)", "address serving Go's profiles (/debug/pprof/: CPU, heap, goroutines) on a listener of its own, never on listen or admission_listen; unauthenticated, so bind it to loopback (127.0.0.1:6060) and reach it with kubectl port-forward (docs/security.md)"},
 		{"store", "PARLEY_STORE", "parley.db", "SQLite database file, created on first start, or a postgres:// URL for several replicas (put its password in the environment from a Secret, or use PGPASSWORD)"},
 		{"data_dir", "PARLEY_DATA_DIR", "(beside store; $TMPDIR/parley with PostgreSQL)", "directory for what each replica derives from Git: the clone cache"},
 		{"github_url", "PARLEY_GITHUB_URL", "https://api.github.com/", "GitHub REST API base URL (GitHub Enterprise Server: https://HOST/api/v3/)"},
@@ -346,6 +351,7 @@ type file struct {
 	AppKeyCheckInterval        *string          `hcl:"app_key_check_interval,optional"`
 	Listen                     *string          `hcl:"listen,optional"`
 	MetricsListen              *string          `hcl:"metrics_listen,optional"`
+	PprofListen                *string          `hcl:"pprof_listen,optional"`
 	Store                      *string          `hcl:"store,optional"`
 	DataDir                    *string          `hcl:"data_dir,optional"`
 	GitHubURL                  *string          `hcl:"github_url,optional"`
@@ -588,6 +594,7 @@ func Load(path string, getenv func(string) string) (Config, error) {
 		}
 		setP(&c.Listen, f.Listen)
 		setP(&c.MetricsListen, f.MetricsListen)
+		setP(&c.PprofListen, f.PprofListen)
 		setP(&c.Store, f.Store)
 		setP(&c.DataDir, f.DataDir)
 		setP(&c.GitHubURL, f.GitHubURL)
@@ -724,6 +731,7 @@ func Load(path string, getenv func(string) string) (Config, error) {
 	})
 	env("PARLEY_LISTEN", str(&c.Listen))
 	env("PARLEY_METRICS_LISTEN", str(&c.MetricsListen))
+	env("PARLEY_PPROF_LISTEN", str(&c.PprofListen))
 	env("PARLEY_STORE", str(&c.Store))
 	env("PARLEY_DATA_DIR", str(&c.DataDir))
 	env("PARLEY_GITHUB_URL", str(&c.GitHubURL))

@@ -33,6 +33,17 @@ type Input struct {
 	// to people) and the policy names nobody: the code owners of the file that defines the field.
 	// Called only then. nil: not known.
 	Owners func() Owners
+	// Conditions, when not nil, keeps the value of field conditions that read only the field and
+	// Git (owner_when) between calls: the caller promises that Lookup answers the same for as long
+	// as Conditions keeps them (reconcile keeps one per commit). nil: evaluated every time.
+	Conditions ConditionMemo
+}
+
+// ConditionMemo keeps the values of conditions that read only the field and Git, per condition
+// (an expression of one parsed policy) and field. Safe for concurrent use.
+type ConditionMemo interface {
+	Condition(e *policy.Expr, f core.Field) (v, ok bool)
+	KeepCondition(e *policy.Expr, f core.Field, v bool)
 }
 
 // Owners are the people asked when the policy names nobody: the CODEOWNERS of the file that
@@ -772,6 +783,23 @@ func (d *decision) activeLive() []*view {
 // changes reports whether v would change Git's value.
 func (d *decision) changes(v *view) bool {
 	return d.git == nil || !v.Claim.Value.Equal(d.git.Claim.Value)
+}
+
+// fieldCondition is e (owner_when) for the field, from Input.Conditions when it keeps it. Errors
+// are not kept: they are explained each time.
+func (d *decision) fieldCondition(e *policy.Expr) (bool, error) {
+	m := d.in.Conditions
+	if m == nil || !e.ReadsOnlyFieldAndGit() {
+		return e.Bool(d.p, d.env(nil, nil))
+	}
+	if v, ok := m.Condition(e, d.in.Field); ok {
+		return v, nil
+	}
+	v, err := e.Bool(d.p, d.env(nil, nil))
+	if err == nil {
+		m.KeepCondition(e, d.in.Field, v)
+	}
+	return v, err
 }
 
 func (d *decision) env(c, o *view) policy.Env {

@@ -23,7 +23,7 @@ func (d *decision) owner() (core.Verdict, bool) {
 	}
 	rule := "owner." + fr.Name
 	if fr.OwnerWhen != nil {
-		ok, err := fr.OwnerWhen.Bool(d.p, d.env(nil, nil))
+		ok, err := d.fieldCondition(fr.OwnerWhen)
 		if err != nil {
 			d.step(rule, "error", "owner_when could not be evaluated ("+err.Error()+"): "+fr.Owner+" does not own the field")
 			return core.Verdict{}, false
