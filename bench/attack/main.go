@@ -39,6 +39,10 @@
 //	go build -o /tmp/parley ./cmd/parley
 //	go run ./bench/attack -parley /tmp/parley -rate 100 -admission-rate 100 -duration 60s -each
 //
+// The attackers run in a process of their own at nice 19 (child.go): on one machine they stand
+// for clients elsewhere, whose CPU is not the server's; the valid senders, the proxy and parley
+// serve run at the normal priority.
+//
 // Each holding attacker pauses 100 ms before it reconnects, so that on one machine the load
 // generator does not take the CPU the server needs; the wrong-signature and wrong-token senders
 // do not pause.
@@ -87,6 +91,13 @@ import (
 var attacks = []string{"wrongsig", "sameaddr", "proxied", "bigbody", "huge", "slow", "idle", "tokens", "bigmap", "bigplan", "admtokens"}
 
 func main() {
+	if os.Getenv(childEnv) != "" {
+		if err := childMain(); err != nil {
+			fmt.Fprintln(os.Stderr, "attack (attackers):", err)
+			os.Exit(1)
+		}
+		return
+	}
 	parley := flag.String("parley", "", "the parley binary to run (go build -o /tmp/parley ./cmd/parley)")
 	rate := flag.Int("rate", 100, "valid deliveries per second")
 	duration := flag.Duration("duration", 60*time.Second, "length of each run (at most 10m)")
@@ -232,7 +243,6 @@ func run(parley string, cl *cluster, rate int, duration, settle time.Duration, k
 	if err := warmUp(admClient, admURL, sf.admissionToken, time.Minute); err != nil {
 		return nil, err
 	}
-	tg := targets{addr: addr, proxy: "", admURL: admURL, admToken: sf.admissionToken, pool: sf.pool, agentToken: sf.agentToken}
 	// The reverse proxy in front of parley, as an Ingress controller: it appends the client's
 	// address to X-Forwarded-For and connects from the address parley trusts.
 	target, _ := url.Parse("http://" + addr)
@@ -253,13 +263,22 @@ func run(parley string, cl *cluster, rate int, duration, settle time.Duration, k
 	var wg sync.WaitGroup
 	wg.Go(func() { res.peakRSS = watchRSS(ctx, cmd.Process.Pid) })
 	wg.Go(func() { probe(ctx, "http://"+opsAddr+"/healthz", res) })
-	tg.proxy = pln.Addr().String()
-	for _, k := range kinds {
-		attack(ctx, &wg, k, tg, res)
+	var waitAttackers func() error
+	if len(kinds) > 0 {
+		waitAttackers, err = attackers(orders{Kinds: kinds, Addr: addr, Proxy: pln.Addr().String(), AdmURL: admURL, AdmToken: sf.admissionToken,
+			CAFile: filepath.Join(dir, "ca.crt"), AgentToken: sf.agentToken, Until: time.Now().Add(duration), BigMapKeys: sizes.bigMapKeys, PlanResources: sizes.planResources}, res)
+		if err != nil {
+			return nil, err
+		}
 	}
 	wg.Go(func() { res.admission = admissions(ctx, admClient, admURL, sf.admissionToken, sizes.admissionRate) })
 	ids := valid(ctx, addr, pln.Addr().String(), rate, duration, res)
 	wg.Wait()
+	if waitAttackers != nil {
+		if err := waitAttackers(); err != nil {
+			return nil, err
+		}
+	}
 	res.peakRSS = max(res.peakRSS, vmHWM(cmd.Process.Pid))
 	// The load has stopped: what the server holds once it settles, with /healthz still polled.
 	settled, stopSettle := context.WithTimeout(context.Background(), settle)

@@ -29,7 +29,8 @@ import (
 )
 
 // WriteTLS writes a CA and a serving certificate for 127.0.0.1 it signed (dir/tls.crt, tls.key), as
-// the chart's genCA and genSignedCert do, and returns the pool holding the CA (the caBundle).
+// the chart's genCA and genSignedCert do, and the CA (dir/ca.crt, for another process), and returns
+// the pool holding the CA (the caBundle).
 func WriteTLS(dir string) (*x509.CertPool, error) {
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -65,6 +66,9 @@ func WriteTLS(dir string) (*x509.CertPool, error) {
 		return nil, err
 	}
 	if err := os.WriteFile(filepath.Join(dir, "tls.key"), pemBlock("EC PRIVATE KEY", kder), 0o600); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "ca.crt"), pemBlock("CERTIFICATE", caDER), 0o600); err != nil {
 		return nil, err
 	}
 	pool := x509.NewCertPool()
