@@ -27,6 +27,7 @@ import (
 	"github.com/parleyhq/parley/bench/internal/admissionrig"
 	"github.com/parleyhq/parley/internal/busycluster"
 	"github.com/parleyhq/parley/internal/fakegithub"
+	"github.com/parleyhq/parley/internal/npmdata"
 )
 
 // cluster is what every run shares: the busy repository, hosted by the fake GitHub with the App
@@ -34,7 +35,16 @@ import (
 type cluster struct {
 	gh     *fakegithub.Server
 	appKey *rsa.PrivateKey
+	// deepHead is the head of pull request #1, which adds deepTFFile (the deeptf attack), and
+	// pullRequest GitHub's pull_request delivery of it.
+	deepHead    string
+	pullRequest []byte
 }
+
+// deepTFFile is where the deeptf attack's pull request adds 200,000 nested blocks (1.2 MB), next
+// to the demo's Kafka Terraform: issue 34's file that ended parley review with Go's fatal stack
+// overflow before the nesting was checked ahead of the parser.
+const deepTFFile = "infra/kafka/deep.tf"
 
 // newCluster builds the busy repository once, in dir, and serves it from the fake GitHub.
 func newCluster(dir string) (*cluster, error) {
@@ -46,6 +56,25 @@ func newCluster(dir string) (*cluster, error) {
 	clone.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null")
 	if out, err := clone.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("git clone --bare: %w: %s", err, out)
+	}
+	deepHead, err := pushDeepTF(work, bare)
+	if err != nil {
+		return nil, err
+	}
+	pr, err := npmdata.PatchedWebhookExample("pull_request", "synchronize", func(ev map[string]any) {
+		ev["number"] = 1
+		ev["installation"] = map[string]any{"id": 5, "node_id": "x"}
+		r := ev["repository"].(map[string]any)
+		r["full_name"], r["name"], r["clone_url"], r["default_branch"] = "acme/infra", "infra", bare, "main"
+		r["owner"].(map[string]any)["login"] = "acme"
+		p := ev["pull_request"].(map[string]any)
+		p["number"] = 1
+		p["head"].(map[string]any)["sha"], p["head"].(map[string]any)["ref"] = deepHead, "deep"
+		p["base"].(map[string]any)["ref"] = "main"
+		p["user"].(map[string]any)["login"] = "mallory"
+	})
+	if err != nil {
+		return nil, fmt.Errorf("GitHub's pull_request example (npm data: ./scripts/fetch-testdata.sh): %w", err)
 	}
 	gh, err := fakegithub.Start()
 	if err != nil {
@@ -59,7 +88,45 @@ func newCluster(dir string) (*cluster, error) {
 	gh.AppPublicKey, gh.AppID = &key.PublicKey, 99
 	gh.SetInstallation("acme/infra", 5)
 	gh.SetRepository("acme/infra", map[string]any{"clone_url": bare, "default_branch": "main"})
-	return &cluster{gh: gh, appKey: key}, nil
+	gh.SetCommit("acme/infra", deepHead, fakegithub.Commit{AuthorLogin: "mallory", CommitterLogin: "mallory"})
+	return &cluster{gh: gh, appKey: key, deepHead: deepHead, pullRequest: pr}, nil
+}
+
+// pushDeepTF commits deepTFFile on a branch of the work tree and pushes it to the bare
+// repository as pull request #1's head (refs/pull/1/head, where GitHub keeps it), returning it.
+func pushDeepTF(work, bare string) (string, error) {
+	git := func(args ...string) (string, error) {
+		cmd := exec.Command("git", append([]string{"-C", work}, args...)...)
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
+			"GIT_AUTHOR_NAME=mallory", "GIT_AUTHOR_EMAIL=mallory@example.com", "GIT_COMMITTER_NAME=mallory", "GIT_COMMITTER_EMAIL=mallory@example.com")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return "", fmt.Errorf("git %s: %w: %s", strings.Join(args, " "), err, out)
+		}
+		return strings.TrimSpace(string(out)), nil
+	}
+	if _, err := git("switch", "-q", "-c", "deep"); err != nil {
+		return "", err
+	}
+	deep := strings.Repeat("b {\n", 200_000) + strings.Repeat("}\n", 200_000)
+	if err := os.WriteFile(filepath.Join(work, deepTFFile), []byte(deep), 0o644); err != nil {
+		return "", err
+	}
+	if _, err := git("add", deepTFFile); err != nil {
+		return "", err
+	}
+	if _, err := git("commit", "-q", "-m", "Nest the Kafka module"); err != nil {
+		return "", err
+	}
+	head, err := git("rev-parse", "HEAD")
+	if err != nil {
+		return "", err
+	}
+	if _, err := git("push", "-q", bare, "HEAD:refs/pull/1/head"); err != nil {
+		return "", err
+	}
+	_, err = git("switch", "-q", "main")
+	return head, err
 }
 
 func (c *cluster) close() { c.gh.Close() }
@@ -97,7 +164,7 @@ github_url              = %q
 store                   = %q
 listen                  = %q
 metrics_listen          = %q
-log_level               = "error"
+log_level               = %q
 write_mode              = "direct"
 trusted_proxies         = ["127.0.0.%d/32"]
 admission_listen        = %q
@@ -110,7 +177,7 @@ admission "prod" {
   mode       = "deny"
   token_file = %q
 }
-`, c.gh.URL+"/api/v3/", f.store, addr, opsAddr, proxyAddr, f.admissionAddr, filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"), tokenFile)
+`, c.gh.URL+"/api/v3/", f.store, addr, opsAddr, logLevel, proxyAddr, f.admissionAddr, filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"), tokenFile)
 	if err := os.WriteFile(f.config, []byte(config), 0o600); err != nil {
 		return nil, err
 	}

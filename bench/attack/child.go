@@ -32,6 +32,7 @@ type orders struct {
 	AdmToken      string
 	CAFile        string // the CA the admission listener's certificate chains to
 	AgentToken    string
+	PullRequest   []byte    // GitHub's pull_request delivery of the deep Terraform (deeptf)
 	Until         time.Time // when the attack ends (the run's end, whenever the child is ready)
 	BigMapKeys    int
 	PlanResources int
@@ -98,7 +99,7 @@ func childMain() error {
 	if !pool.AppendCertsFromPEM(pem) {
 		return errors.New("no CA certificate in " + filepath.Base(o.CAFile))
 	}
-	tg := targets{addr: o.Addr, proxy: o.Proxy, admURL: o.AdmURL, admToken: o.AdmToken, pool: pool, agentToken: o.AgentToken}
+	tg := targets{addr: o.Addr, proxy: o.Proxy, admURL: o.AdmURL, admToken: o.AdmToken, pool: pool, agentToken: o.AgentToken, pullRequest: o.PullRequest}
 	res := &result{answers: map[string]map[int]int{}}
 	for _, k := range o.Kinds { // the bodies are built before the attack starts
 		switch k {

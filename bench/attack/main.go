@@ -20,7 +20,10 @@
 //     back to back;
 //   - bigplan: plans of -plan-resources resources on /v1/plans with a valid agent token (issue 34:
 //     300,000 resources peaked at 1.2 GiB), one connection back to back;
-//   - admtokens: wrong bearer tokens on the admission listener, 4 connections.
+//   - admtokens: wrong bearer tokens on the admission listener, 4 connections;
+//   - deeptf: GitHub's signed pull_request deliveries, two a second, of a pull request adding a
+//     Terraform file of 200,000 nested blocks (issue 34: it ended the process with Go's fatal
+//     stack overflow); the report gives the check run serve concluded for it.
 //
 // Every run also sends the busy cluster's admission reviews (internal/busycluster: the demo
 // repository and 1,000 Deployments, served by the fake GitHub; half HPA scales, accepted and
@@ -88,7 +91,7 @@ import (
 )
 
 // attacks are the attacks -attacks may name, in the order they are reported.
-var attacks = []string{"wrongsig", "sameaddr", "proxied", "bigbody", "huge", "slow", "idle", "tokens", "bigmap", "bigplan", "admtokens"}
+var attacks = []string{"wrongsig", "sameaddr", "proxied", "bigbody", "huge", "slow", "idle", "tokens", "bigmap", "bigplan", "admtokens", "deeptf"}
 
 func main() {
 	if os.Getenv(childEnv) != "" {
@@ -104,6 +107,8 @@ func main() {
 	settle := flag.Duration("settle", 10*time.Second, "how long after a run's load stops its settled memory is read")
 	only := flag.String("attacks", "all", "comma-separated attacks of the attacked run: "+strings.Join(attacks, ", ")+", or all")
 	each := flag.Bool("each", false, "also run each attack alone")
+	serveLog = flag.String("serve-log", "", "append parley serve's log (at -log-level) to this file")
+	flag.StringVar(&logLevel, "log-level", "error", "parley serve's log_level")
 	flag.IntVar(&sizes.admissionRate, "admission-rate", 100, "valid admission reviews per second")
 	flag.IntVar(&sizes.bigMapKeys, "bigmap-keys", 90_000, "keys of the bigmap attack's nodeSelector")
 	flag.IntVar(&sizes.planResources, "plan-resources", 300_000, "resources of the bigplan attack's plan")
@@ -162,6 +167,12 @@ func main() {
 	report(os.Stdout, *rate, *duration, *settle, results)
 }
 
+// serveLog and logLevel are where parley serve's log goes, and how much of it.
+var (
+	serveLog *string
+	logLevel string
+)
+
 // sizes are the flags that size the load and the attacks.
 var sizes struct{ admissionRate, bigMapKeys, planResources int }
 
@@ -181,6 +192,7 @@ type result struct {
 	attackMu               sync.Mutex
 	admission              *admissionResult
 	slowest                map[string]time.Duration // by attack, its slowest answer
+	deepCheck              string                   // the deeptf pull request's check run, as serve left it
 }
 
 // noteSlowest keeps the slowest answer an attack got.
@@ -230,6 +242,15 @@ func run(parley string, cl *cluster, rate int, duration, settle time.Duration, k
 	cmd := exec.Command(parley, "serve", "--config", sf.config)
 	cmd.Env = append(os.Environ(), "PARLEY_PRIVATE_KEY_FILE="+sf.keyFile, "TMPDIR="+spool)
 	cmd.Stderr = io.Discard
+	if *serveLog != "" {
+		f, err := os.OpenFile(*serveLog, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		fmt.Fprintf(f, "\n== run %q\n", kinds)
+		cmd.Stdout, cmd.Stderr = f, f
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
@@ -266,7 +287,7 @@ func run(parley string, cl *cluster, rate int, duration, settle time.Duration, k
 	var waitAttackers func() error
 	if len(kinds) > 0 {
 		waitAttackers, err = attackers(orders{Kinds: kinds, Addr: addr, Proxy: pln.Addr().String(), AdmURL: admURL, AdmToken: sf.admissionToken,
-			CAFile: filepath.Join(dir, "ca.crt"), AgentToken: sf.agentToken, Until: time.Now().Add(duration), BigMapKeys: sizes.bigMapKeys, PlanResources: sizes.planResources}, res)
+			CAFile: filepath.Join(dir, "ca.crt"), AgentToken: sf.agentToken, PullRequest: cl.pullRequest, Until: time.Now().Add(duration), BigMapKeys: sizes.bigMapKeys, PlanResources: sizes.planResources}, res)
 		if err != nil {
 			return nil, err
 		}
@@ -285,6 +306,14 @@ func run(parley string, cl *cluster, rate int, duration, settle time.Duration, k
 	probe(settled, "http://"+opsAddr+"/healthz", res)
 	stopSettle()
 	res.settledRSS = procStatus(cmd.Process.Pid, "VmRSS:")
+	if slices.Contains(kinds, "deeptf") {
+		res.deepCheck = "no check run"
+		for _, c := range cl.gh.CheckRuns("acme/infra") {
+			if c.HeadSHA == cl.deepHead {
+				res.deepCheck = fmt.Sprintf("check run %s %s: %s", c.Status, c.Conclusion, c.Title)
+			}
+		}
+	}
 
 	// Stop the server (SIGTERM drains) and look every acknowledged delivery up in its store.
 	_ = cmd.Process.Signal(syscall.SIGTERM)
@@ -384,6 +413,7 @@ type targets struct {
 	admURL, admToken string // the admission webhook and the API server's token
 	pool             *x509.CertPool
 	agentToken       string // a valid agent token, for /v1/plans
+	pullRequest      []byte // GitHub's pull_request delivery of the deep Terraform
 }
 
 // attack starts the attacker kind; it stops when ctx ends.
@@ -489,6 +519,30 @@ func attack(ctx context.Context, wg *sync.WaitGroup, kind string, tg targets, re
 				req.Header.Set("Authorization", "Bearer "+tg.agentToken)
 				exchange(c, req)
 				res.noteSlowest(kind, time.Since(start))
+			}
+		})
+	case "deeptf":
+		secret, _ := webhooks.NewSecret("hook")
+		c := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DialContext: from(17).DialContext}}
+		wg.Go(func() {
+			defer c.CloseIdleConnections()
+			tick := time.NewTicker(500 * time.Millisecond)
+			defer tick.Stop()
+			for i := 0; ; i++ {
+				// Each delivery its own body, as each push to the branch makes one: the same body
+				// again would be stored once and judged once.
+				body := fmt.Appendf(slices.Clip(bytes.TrimSuffix(bytes.TrimSpace(tg.pullRequest), []byte("}"))), `,"bench_push":%d}`, i) // Clip: never into tg.pullRequest
+				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+webhooks.GitHubPath, bytes.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set(webhooks.HeaderEvent, "pull_request")
+				req.Header.Set(webhooks.HeaderDelivery, fmt.Sprintf("deeptf-%d", i))
+				req.Header.Set(webhooks.HeaderSignature, webhooks.Sign(secret, body))
+				exchange(c, req)
+				select {
+				case <-ctx.Done():
+					return
+				case <-tick.C:
+				}
 			}
 		})
 	case "admtokens":
@@ -701,6 +755,9 @@ func report(w io.Writer, rate int, duration, settle time.Duration, rs []*result)
 				fmt.Fprintf(w, "  %s answered %v (-1: connection closed while sending)", k, a)
 				if d, ok := r.slowest[k]; ok {
 					fmt.Fprintf(w, ", slowest %s", d.Round(time.Millisecond))
+				}
+				if k == "deeptf" {
+					fmt.Fprintf(w, "; %s", r.deepCheck)
 				}
 				fmt.Fprintln(w)
 			}
