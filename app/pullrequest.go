@@ -527,7 +527,7 @@ const maxCheckText = 65535
 func publish(ctx context.Context, gh *github.Client, login string, t Target, headSHA string, headTime time.Time, res review.Result, note string, gate *policyGate, detailsURL string) (int, error) {
 	writes := 0
 	concl := conclusion(res, note, gate)
-	title := strings.TrimPrefix(report.Headline(res.Verdicts), "### ")
+	title := strings.TrimPrefix(report.Headline(res.Verdicts, len(res.Problems)), "### ")
 	runs, _, err := gh.Checks.ListCheckRunsForRef(ctx, t.Owner, t.Repo, headSHA, &github.ListCheckRunsOptions{CheckName: github.String(CheckName)})
 	if err != nil {
 		return writes, fmt.Errorf("list check runs: %w", err)

@@ -99,7 +99,7 @@ func render(in Input, vs []core.Verdict, level detail) string {
 	var b strings.Builder
 	b.WriteString(Marker)
 	b.WriteString("\n")
-	b.WriteString(Headline(in.Verdicts)) // counts every verdict, also those a cut leaves out
+	b.WriteString(Headline(in.Verdicts, len(in.Problems))) // counts every verdict, also those a cut leaves out
 	b.WriteString("\n\n")
 	if len(vs) > 0 && in.Outcomes != nil {
 		b.WriteString("| field | pull request | decision | winner | rule | until |\n|---|---|---|---|---|---|\n")
@@ -172,9 +172,15 @@ func Explanation(v core.Verdict) string {
 	return b.String()
 }
 
-// Headline is one line that says what the verdicts amount to.
-func Headline(vs []core.Verdict) string {
+// Headline is one line that says what the verdicts amount to, and how many parts of the change
+// (files, documents, plans) could not be judged: a change Parley could not read is never headed
+// as one that changes nothing.
+func Headline(vs []core.Verdict, unjudged int) string {
+	notJudged := fmt.Sprintf("%d part%s not judged", unjudged, plural(unjudged))
 	if len(vs) == 0 {
+		if unjudged > 0 {
+			return "### Parley: nothing judged, " + notJudged
+		}
 		return "### Parley: no claimed fields change in this pull request"
 	}
 	counts := map[core.Decision]int{}
@@ -186,6 +192,9 @@ func Headline(vs []core.Verdict) string {
 		if counts[d] > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", counts[d], d))
 		}
+	}
+	if unjudged > 0 {
+		parts = append(parts, notJudged)
 	}
 	return "### Parley: " + strings.Join(parts, ", ")
 }

@@ -177,3 +177,23 @@ func TestExtractReadsV1AndV2(t *testing.T) {
 		t.Fatalf("v2 comment: schema %q, verdicts\n%+v\nwant\n%+v", cur.Schema, cur.Verdicts, want)
 	}
 }
+
+// TestHeadlineNeverCallsAnUnreadChangeEmpty: a pull request whose only file Parley could not read
+// (issue 34's 200,000 nested Terraform blocks) was headed "no claimed fields change", as if
+// nothing it changed were claimed; the headline now says what was not judged.
+func TestHeadlineNeverCallsAnUnreadChangeEmpty(t *testing.T) {
+	for _, c := range []struct {
+		verdicts []core.Verdict
+		unjudged int
+		want     string
+	}{
+		{nil, 0, "### Parley: no claimed fields change in this pull request"},
+		{nil, 1, "### Parley: nothing judged, 1 part not judged"},
+		{[]core.Verdict{{Decision: core.DecisionAdopt}}, 2, "### Parley: 1 field, 1 adopt, 2 parts not judged"},
+		{[]core.Verdict{{Decision: core.DecisionAdopt}}, 0, "### Parley: 1 field, 1 adopt"},
+	} {
+		if got := Headline(c.verdicts, c.unjudged); got != c.want {
+			t.Errorf("Headline(%d verdicts, %d unjudged) = %q, want %q", len(c.verdicts), c.unjudged, got, c.want)
+		}
+	}
+}

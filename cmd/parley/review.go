@@ -189,7 +189,7 @@ run; 2 for bad input (a missing or malformed plan, an unsupported format_version
 					return err
 				}
 			} else {
-				fmt.Fprintf(out, "%s (%s...%s)\n", report.Headline(res.Verdicts)[4:], short(pr.BaseSHA), short(pr.HeadSHA))
+				fmt.Fprintf(out, "%s (%s...%s)\n", report.Headline(res.Verdicts, len(res.Problems))[4:], short(pr.BaseSHA), short(pr.HeadSHA))
 				fmt.Fprintf(out, "  base: %s at %s (%s)\n", base, short(pr.BaseSHA), chosen.How)
 				for _, s := range res.Sources {
 					fmt.Fprintf(out, "  %s\n", s)
@@ -413,7 +413,7 @@ func reviewPlan(cmd *cobra.Command, dir, base, author string, pf planFlags, asJS
 		if res.TerraformVersion == "" {
 			version = "terraform version unknown"
 		}
-		fmt.Fprintf(out, "%s (plan by %s, %s, format %s)\n", report.Headline(verdicts)[4:], opts.Author, version, res.FormatVersion)
+		fmt.Fprintf(out, "%s (plan by %s, %s, format %s)\n", report.Headline(verdicts, len(res.Notes))[4:], opts.Author, version, res.FormatVersion)
 		if opts.Intent != "" || !opts.Motivation.IsZero() {
 			fmt.Fprintf(out, "  intent %s, motivation %s\n", orNoneText(string(opts.Intent)), orNoneText(opts.Motivation.String()))
 		}

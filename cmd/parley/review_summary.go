@@ -22,7 +22,7 @@ func planSummary(res tfplan.Result, js []tfplan.Judgement, author core.Identity,
 		verdicts[i] = j.Verdict
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s\n\n", report.Headline(verdicts))
+	fmt.Fprintf(&b, "%s\n\n", report.Headline(verdicts, len(res.Notes)))
 	tf := "terraform " + res.TerraformVersion
 	if res.TerraformVersion == "" {
 		tf = "terraform version unknown"
