@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -171,4 +172,55 @@ func FuzzDeepTF(f *testing.F) {
 		}
 		Parse("infra/main.tf", src) // an error is an answer; a crash ends the fuzzer
 	})
+}
+
+// fullNesting is CheckHCLNesting without its prefix: the whole file lexed.
+func fullNesting(src []byte) error {
+	toks, _ := hclsyntax.LexConfig(src, "infra/main.tf", hcl.InitialPos)
+	return nestingError(toks, true)
+}
+
+// FuzzHCLNestingPrefixAgrees: refusing from a file's first 64 KiB is only a shortcut: for any
+// file, CheckHCLNesting refuses exactly when lexing the whole file does, at the same place. The
+// files are built as prefix×n middle suffix×n, past the 64 KiB the shortcut looks at.
+func FuzzHCLNestingPrefixAgrees(f *testing.F) {
+	f.Add([]byte("b {\n"), []byte("x = 1\n"), []byte("}\n"), uint32(12_000))
+	f.Add([]byte("/* {\n"), []byte("*/"), []byte("}\n"), uint32(12_000))
+	f.Add([]byte("x = <<EOT\n{\n"), []byte("EOT\n"), []byte(""), uint32(12_000))
+	f.Add([]byte("x = \"${(\n"), []byte("1"), []byte(")}\"\n"), uint32(12_000))
+	f.Add([]byte("a = [\n"), []byte("1"), []byte("]\n"), uint32(12_000))
+	f.Fuzz(func(t *testing.T, prefix, middle, suffix []byte, n uint32) {
+		const fileCap = 160 << 10 // past the 64 KiB the shortcut looks at; lexing costs ~400 bytes a byte
+		unit := len(prefix) + len(suffix)
+		if unit > 0 && int(n) > (fileCap-len(middle))/unit {
+			n = uint32((fileCap - len(middle)) / unit)
+		}
+		src := append(append(bytes.Repeat(prefix, int(n)), middle...), bytes.Repeat(suffix, int(n))...)
+		got, want := CheckHCLNesting("infra/main.tf", src), fullNesting(src)
+		if (got == nil) != (want == nil) || (got != nil && got.Error() != want.Error()) {
+			t.Fatalf("with the prefix: %v; the whole file: %v", got, want)
+		}
+	})
+}
+
+// TestDeepHCLRefusedFromItsPrefix: issue 34's 1.2 MB of 200,000 nested blocks, which cost 467 MB
+// of hclsyntax tokens to refuse (and bench/attack's deeptf pull request serve's peak memory past
+// 500 MiB), is refused from its first 64 KiB.
+func TestDeepHCLRefusedFromItsPrefix(t *testing.T) {
+	src := []byte(strings.Repeat("b {\n", 200_000) + strings.Repeat("}\n", 200_000))
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	err := CheckHCLNesting("infra/deep.tf", src)
+	runtime.ReadMemStats(&after)
+	if err == nil || !strings.Contains(err.Error(), "infra/deep.tf:1001:") {
+		t.Fatalf("CheckHCLNesting = %v, want the refusal at line 1001", err)
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > 32<<20 {
+		t.Errorf("refusing 1.2 MB of nested blocks allocated %d MB, want under 32 MB", got>>20)
+	}
+	// A block comment before the point leaves the decision to the whole file.
+	commented := append([]byte("/* a comment */\n"), src...)
+	if err := CheckHCLNesting("infra/deep.tf", commented); err == nil || !strings.Contains(err.Error(), "infra/deep.tf:1002:") {
+		t.Fatalf("with a comment first: %v", err)
+	}
 }
