@@ -49,6 +49,33 @@ func ParseJSONValue(b []byte) (Value, error) {
 	return Value{json: string(out)}, nil
 }
 
+// ScalarJSONValue is JSONValue for a scalar as a JSON decoder with UseNumber gives it (nil, a bool
+// or a json.Number), without encoding it and decoding it again: the same Value, for the leaves of
+// decoded documents, which an admission review has dozens of. ok is false for anything else (a
+// string: StringValue; a number that is not a JSON number literal), which JSONValue then takes.
+func ScalarJSONValue(v any) (_ Value, ok bool) {
+	switch x := v.(type) {
+	case nil:
+		return Value{json: "null"}, true
+	case bool:
+		if x {
+			return Value{json: "true"}, true
+		}
+		return Value{json: "false"}, true
+	case json.Number:
+		// Marshal checks the literal as JSONValue's would; the normalising is ParseJSONValue's.
+		if _, err := json.Marshal(x); err != nil {
+			return Value{}, false
+		}
+		b, err := json.Marshal(normaliseNumbers(x))
+		if err != nil {
+			return Value{}, false
+		}
+		return Value{json: string(b)}, true
+	}
+	return Value{}, false
+}
+
 // StringValue returns a JSON string value.
 func StringValue(s string) Value {
 	b, _ := json.Marshal(s) // marshalling a string cannot fail

@@ -71,6 +71,9 @@ func treeValue(v any) core.Value {
 	if s, ok := v.(string); ok {
 		return core.StringValue(s)
 	}
+	if cv, ok := core.ScalarJSONValue(v); ok {
+		return cv
+	}
 	cv, err := core.JSONValue(v)
 	if err != nil {
 		// Trees come from the JSON decoder and always re-encode; keep the text form if not.
