@@ -32,6 +32,52 @@ func JSONValue(v any) (Value, error) {
 
 // ParseJSONValue canonicalises JSON text into a Value.
 func ParseJSONValue(b []byte) (Value, error) {
+	if canonicalScalar(b) {
+		return Value{json: string(b)}, nil
+	}
+	return parseJSONValue(b)
+}
+
+// canonicalScalar reports whether b is a scalar that parseJSONValue would give back unchanged: a
+// decimal integer without leading zeros that fits an int64 for sure (at most 18 digits, not "-0"),
+// true, false, null, or a string of printable ASCII that encoding/json writes as it is (no quote,
+// backslash or HTML character). Most values (replicas, images, flags) are one, and skip a decoder
+// and an encoder each time a claim is read.
+func canonicalScalar(b []byte) bool {
+	switch string(b) {
+	case "true", "false", "null":
+		return true
+	case "", "-", "-0":
+		return false
+	}
+	if b[0] == '"' {
+		if len(b) < 2 || b[len(b)-1] != '"' {
+			return false
+		}
+		for _, c := range b[1 : len(b)-1] {
+			if c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+				return false
+			}
+		}
+		return true
+	}
+	digits := b
+	if digits[0] == '-' {
+		digits = digits[1:]
+	}
+	if len(digits) == 0 || len(digits) > 18 || (digits[0] == '0' && len(digits) > 1) {
+		return false
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// parseJSONValue is ParseJSONValue without the shortcut for canonical scalars.
+func parseJSONValue(b []byte) (Value, error) {
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.UseNumber()
 	var v any
@@ -63,6 +109,9 @@ func ScalarJSONValue(v any) (_ Value, ok bool) {
 		}
 		return Value{json: "false"}, true
 	case json.Number:
+		if x != "" && (x[0] == '-' || x[0] >= '0' && x[0] <= '9') && canonicalScalar([]byte(x)) {
+			return Value{json: string(x)}, true // a plain integer: already what the rest would give
+		}
 		// Marshal checks the literal as JSONValue's would; the normalising is ParseJSONValue's.
 		if _, err := json.Marshal(x); err != nil {
 			return Value{}, false
