@@ -103,7 +103,8 @@ func (g *Group) write() {
 	}
 }
 
-// commit writes a group in one transaction, each batch under a savepoint, and answers each caller.
+// commit writes a group in one transaction, each batch under a savepoint (a lone batch needs
+// none), and answers each caller.
 func (g *Group) commit(group []groupReq) {
 	g.txs.Add(1)
 	errs := make([]error, len(group))
