@@ -32,6 +32,52 @@ func JSONValue(v any) (Value, error) {
 
 // ParseJSONValue canonicalises JSON text into a Value.
 func ParseJSONValue(b []byte) (Value, error) {
+	if canonicalScalar(b) {
+		return Value{json: string(b)}, nil
+	}
+	return parseJSONValue(b)
+}
+
+// canonicalScalar reports whether b is a scalar that parseJSONValue would give back unchanged: a
+// decimal integer without leading zeros that fits an int64 for sure (at most 18 digits, not "-0"),
+// true, false, null, or a string of printable ASCII that encoding/json writes as it is (no quote,
+// backslash or HTML character). Most values (replicas, images, flags) are one, and skip a decoder
+// and an encoder each time a claim is read.
+func canonicalScalar(b []byte) bool {
+	switch string(b) {
+	case "true", "false", "null":
+		return true
+	case "", "-", "-0":
+		return false
+	}
+	if b[0] == '"' {
+		if len(b) < 2 || b[len(b)-1] != '"' {
+			return false
+		}
+		for _, c := range b[1 : len(b)-1] {
+			if c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+				return false
+			}
+		}
+		return true
+	}
+	digits := b
+	if digits[0] == '-' {
+		digits = digits[1:]
+	}
+	if len(digits) == 0 || len(digits) > 18 || (digits[0] == '0' && len(digits) > 1) {
+		return false
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// parseJSONValue is ParseJSONValue without the shortcut for canonical scalars.
+func parseJSONValue(b []byte) (Value, error) {
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.UseNumber()
 	var v any
@@ -47,6 +93,36 @@ func ParseJSONValue(b []byte) (Value, error) {
 		return Value{}, fmt.Errorf("encode value: %w", err)
 	}
 	return Value{json: string(out)}, nil
+}
+
+// ScalarJSONValue is JSONValue for a scalar as a JSON decoder with UseNumber gives it (nil, a bool
+// or a json.Number), without encoding it and decoding it again: the same Value, for the leaves of
+// decoded documents, which an admission review has dozens of. ok is false for anything else (a
+// string: StringValue; a number that is not a JSON number literal), which JSONValue then takes.
+func ScalarJSONValue(v any) (_ Value, ok bool) {
+	switch x := v.(type) {
+	case nil:
+		return Value{json: "null"}, true
+	case bool:
+		if x {
+			return Value{json: "true"}, true
+		}
+		return Value{json: "false"}, true
+	case json.Number:
+		if x != "" && (x[0] == '-' || x[0] >= '0' && x[0] <= '9') && canonicalScalar([]byte(x)) {
+			return Value{json: string(x)}, true // a plain integer: already what the rest would give
+		}
+		// Marshal checks the literal as JSONValue's would; the normalising is ParseJSONValue's.
+		if _, err := json.Marshal(x); err != nil {
+			return Value{}, false
+		}
+		b, err := json.Marshal(normaliseNumbers(x))
+		if err != nil {
+			return Value{}, false
+		}
+		return Value{json: string(b)}, true
+	}
+	return Value{}, false
 }
 
 // StringValue returns a JSON string value.

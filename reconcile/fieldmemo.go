@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/parleyhq/parley/core"
 	"github.com/parleyhq/parley/reconcile/driftstate"
@@ -183,12 +184,9 @@ func (e *memoEntry) wrote(version int64, claims []core.Claim, since time.Time) (
 	n.open = slices.Clone(e.open)
 	for _, c := range claims {
 		// As stored and read back, so that a hit sees what a miss would.
-		js, err := json.Marshal(c)
-		if err != nil {
-			return nil, fmt.Errorf("memo: encode claim on %s: %w", c.Field, err)
-		}
-		if c, err = core.DecodeStoredClaim(js); err != nil {
-			return nil, fmt.Errorf("memo: decode claim on %s: %w", c.Field, err)
+		var err error
+		if c, err = asStored(c); err != nil {
+			return nil, err
 		}
 		if c.At.UnixNano() < n.since.UnixNano() {
 			return nil, nil // it would be the window's "before": keep nothing, read it next time
@@ -199,6 +197,57 @@ func (e *memoEntry) wrote(version int64, claims []core.Claim, since time.Time) (
 		n.history = slices.Insert(n.history, afterAt(n.history, c.At), c)
 	}
 	return n, nil
+}
+
+// asStored is c as the drift state stores it and reads it back (json.Marshal, then
+// core.DecodeStoredClaim), without the bytes between: the claim's JSON shape converted back
+// (core.ClaimJSON.Claim), which normalises exactly what the round trip does (the value through
+// core.ParseJSONValue, times to UTC, empty lists to nil, the field parsed again). The one thing
+// the bytes add is encoding/json's replacement of invalid UTF-8 in strings; a claim holding
+// such a string takes the round trip itself.
+func asStored(c core.Claim) (core.Claim, error) {
+	cj := c.JSON()
+	if !claimJSONValidUTF8(cj) {
+		js, err := json.Marshal(c)
+		if err != nil {
+			return core.Claim{}, fmt.Errorf("memo: encode claim on %s: %w", c.Field, err)
+		}
+		if c, err = core.DecodeStoredClaim(js); err != nil {
+			return core.Claim{}, fmt.Errorf("memo: decode claim on %s: %w", c.Field, err)
+		}
+		return c, nil
+	}
+	if len(cj.Value) > 0 && !json.Valid(cj.Value) {
+		return core.Claim{}, fmt.Errorf("memo: encode claim on %s: value %q is not JSON", c.Field, cj.Value)
+	}
+	out, err := cj.Claim(core.Field{}, time.Time{})
+	if err != nil {
+		return core.Claim{}, fmt.Errorf("memo: decode claim on %s: %w", c.Field, err)
+	}
+	return out, nil
+}
+
+// claimJSONValidUTF8 reports whether every string of cj is valid UTF-8 (encoding/json writes it
+// unchanged, up to escapes that read back the same).
+func claimJSONValidUTF8(cj core.ClaimJSON) bool {
+	ss := []string{cj.Field, cj.Actor.Source, cj.Actor.Name, cj.Actor.PolicyActor, cj.Expr, cj.Intent, cj.At, cj.Expires}
+	if cj.Actor.ID != nil {
+		ss = append(ss, *cj.Actor.ID)
+	}
+	ss = append(ss, cj.Actor.Groups...)
+	if m := cj.Motivation; m != nil {
+		ss = append(ss, m.Kind, m.Ref, m.Severity)
+	}
+	if e := cj.Evidence; e != nil {
+		ss = append(ss, e.Source, e.Commit, e.Proposal)
+		ss = append(ss, e.EventIDs...)
+	}
+	for _, s := range ss {
+		if !utf8.ValidString(s) {
+			return false
+		}
+	}
+	return true
 }
 
 // afterAt is the index after the last claim of cs made at or before at.

@@ -84,13 +84,13 @@ func (d *decision) flips() []flip {
 		c     core.Claim
 		actor string
 	}
-	seen := map[string]bool{}
+	seen := map[claimKey]bool{}
 	var seq []entry
 	add := func(c core.Claim) {
 		if c.Yield || c.Value.Absent() {
 			return
 		}
-		k := c.Actor.Identity.String() + "\x00" + c.Value.String() + "\x00" + strconv.FormatInt(c.At.UnixNano(), 10)
+		k := keyOf(c)
 		if seen[k] {
 			return
 		}
@@ -122,6 +122,26 @@ func (d *decision) flips() []flip {
 		out = append(out, flip{at: cur.c.At, actor: cur.actor, value: cur.c.Value, evidence: evidenceText(cur.c.Evidence)})
 	}
 	return out
+}
+
+// claimKey is what makes two claims one entry of the flips' sequence: the same identity
+// (Identity.String), value and time. Built without joining strings: a history of a few hundred
+// claims per judgement made it a large share of a judgement's allocations.
+type claimKey struct {
+	source, id, value string
+	at                int64
+}
+
+// keyOf is c's claimKey. Identities compare as Identity.String does (source ":" id): a source
+// holding a colon is split at the string's first colon, so that two identities whose strings are
+// equal share a key.
+func keyOf(c core.Claim) claimKey {
+	src, id := string(c.Actor.Identity.Source), c.Actor.Identity.ID
+	if i := strings.IndexByte(src, ':'); i >= 0 {
+		s := src + ":" + id
+		src, id = s[:i], s[i+1:]
+	}
+	return claimKey{source: src, id: id, value: c.Value.String(), at: c.At.UnixNano()}
 }
 
 func evidenceText(e core.Evidence) string {

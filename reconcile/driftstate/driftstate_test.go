@@ -59,7 +59,7 @@ func onEngines(t *testing.T, test func(t *testing.T, state func(repository strin
 	})
 }
 
-func open(t *testing.T, path string) *DB {
+func open(t testing.TB, path string) *DB {
 	t.Helper()
 	db, err := Open(context.Background(), path)
 	if err != nil {

@@ -189,3 +189,67 @@ func TestComparedAndSwappedAcrossReplicas(t *testing.T) {
 		}
 	})
 }
+
+// Every caller is answered only once its batch is committed, however the writer groups them
+// (alone in a transaction, or sharing one): the moment Apply
+// returns nil, another session (another replica, or the state opened again) reads the claim. A
+// batch alone in its transaction that is refused (ErrConflict) records nothing, its event stays
+// fresh, and the writer goes on.
+func TestGroupAnswersOnlyWhatIsCommitted(t *testing.T) {
+	onEngines(t, func(t *testing.T, state func(string) *DB) {
+		ctx := context.Background()
+		db := state("acme/infra")
+		reader := state("acme/infra")
+		g := NewGroup(db, 4)
+		defer g.Close()
+
+		lone := claim("hpa", 2, t0, "lone")
+		lone.Field = svcField(100)
+		err := g.Apply(ctx, Batch{Events: []string{"k8s-audit/lone"}, Claims: []core.Claim{lone}, At: t0,
+			Expect: map[core.Field]int64{lone.Field: 1}}) // never written: at 0
+		if !errors.Is(err, ErrConflict) {
+			t.Fatalf("a lone batch judged on a version the field never had: %v", err)
+		}
+		if fresh, err := reader.Fresh(ctx, []string{"k8s-audit/lone"}); err != nil || len(fresh) != 1 {
+			t.Fatalf("the refused lone batch's event was taken in: %v %v", fresh, err)
+		}
+		if v, err := reader.Version(ctx, lone.Field); err != nil || v != 0 {
+			t.Fatalf("the refused lone batch moved its field: %d %v", v, err)
+		}
+
+		const n = 24
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c := claim("hpa", i+1, t0, fmt.Sprintf("c%d", i))
+				c.Field = svcField(i)
+				if err := g.Apply(ctx, Batch{Events: []string{fmt.Sprintf("k8s-audit/c%d", i)}, Claims: []core.Claim{c}, At: t0,
+					Expect: map[core.Field]int64{c.Field: 0}}); err != nil {
+					errs[i] = err
+					return
+				}
+				st, err := reader.Standing(ctx, c.Field)
+				switch {
+				case err != nil:
+					errs[i] = err
+				case len(st) != 1 || st[0].Value.String() != fmt.Sprint(i+1):
+					errs[i] = fmt.Errorf("answered before its claim was committed: another session reads %+v", st)
+				}
+			}()
+		}
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				t.Fatalf("batch %d: %v", i, err)
+			}
+		}
+		if got := g.Transactions(); got > n+1 {
+			t.Fatalf("%d batches took %d transactions", n+1, got)
+		} else {
+			t.Logf("%d batches in %d transactions", n+1, got)
+		}
+	})
+}

@@ -78,9 +78,9 @@ func DecodeAdmissionReviewContext(ctx context.Context, body []byte, at time.Time
 	if len(body) > maxAdmissionBytes {
 		return Admission{}, fmt.Errorf("admission review: %d bytes, at most %d", len(body), maxAdmissionBytes)
 	}
-	var rev admissionv1.AdmissionReview
-	if err := json.Unmarshal(body, &rev); err != nil {
-		return Admission{}, fmt.Errorf("admission review: %w", jsonError(body, err))
+	rev, err := decodeReview(body)
+	if err != nil {
+		return Admission{}, err
 	}
 	if rev.Kind != "AdmissionReview" || rev.APIVersion != admissionv1.SchemeGroupVersion.String() {
 		return Admission{}, fmt.Errorf("admission review: body is kind %q, apiVersion %q: want an AdmissionReview of %s (admissionReviewVersions: [\"v1\"])",
@@ -93,7 +93,7 @@ func DecodeAdmissionReviewContext(ctx context.Context, body []byte, at time.Time
 	if req.UID == "" {
 		return Admission{}, errors.New("admission review: the request has no uid")
 	}
-	a := Admission{UID: string(req.UID), Operation: req.Operation, DryRun: req.DryRun != nil && *req.DryRun, Subresource: req.SubResource,
+	a := Admission{UID: req.UID, Operation: req.Operation, DryRun: req.DryRun != nil && *req.DryRun, Subresource: req.SubResource,
 		Identity: core.Identity{Source: core.SourceKubeUser, ID: req.UserInfo.Username, Groups: req.UserInfo.Groups}}
 	switch req.Operation {
 	case admissionv1.Create, admissionv1.Update:
@@ -117,18 +117,10 @@ func DecodeAdmissionReviewContext(ctx context.Context, body []byte, at time.Time
 		a.Skipped = ignSubresource
 		return a, nil
 	}
-	if len(bytes.TrimSpace(req.Object.Raw)) == 0 {
+	// The objects were decoded with the review, as trees (an absent or null one is nil).
+	obj, old := req.Object, req.OldObject
+	if obj == nil {
 		return Admission{}, fmt.Errorf("admission review %s: %s of %s %s/%s carries no object", a.UID, req.Operation, req.Resource.Resource, req.Namespace, req.Name)
-	}
-	obj, err := decodeTree(req.Object.Raw)
-	if err != nil {
-		return Admission{}, fmt.Errorf("admission review %s: object: %w", a.UID, err)
-	}
-	var old any
-	if len(bytes.TrimSpace(req.OldObject.Raw)) > 0 && !bytes.Equal(bytes.TrimSpace(req.OldObject.Raw), []byte("null")) {
-		if old, err = decodeTree(req.OldObject.Raw); err != nil {
-			return Admission{}, fmt.Errorf("admission review %s: oldObject: %w", a.UID, err)
-		}
 	}
 	if _, ok := obj.(map[string]any); !ok {
 		return Admission{}, fmt.Errorf("admission review %s: object is not a JSON object", a.UID)
@@ -206,7 +198,7 @@ func DecodeAdmissionReviewContext(ctx context.Context, body []byte, at time.Time
 		a.Old = nil
 		return a, nil
 	}
-	manager := fieldManager(req.Options.Raw)
+	manager := fieldManager(req.Options)
 	emit := func(p string, v core.Value) {
 		a.Changes = append(a.Changes, Observation{Field: withPath(a.Object, p), Value: v, Identity: a.Identity, Manager: manager, At: at,
 			Intent: intent, Motivation: mot, Expires: expires, Restated: req.Operation == admissionv1.Create, Problems: problems,
@@ -228,6 +220,60 @@ func DecodeAdmissionReviewContext(ctx context.Context, body []byte, at time.Time
 	return a, nil
 }
 
+// review is the part of an admission.k8s.io/v1 AdmissionReview Parley reads, with the API's JSON
+// names: the official types (k8s.io/api/admission/v1) cost a review's decoding the fields nobody
+// reads (the request's kinds and resources again, userInfo's extras) and a copy of each object
+// before it was decoded a second time as a tree. Here the objects are decoded once, as trees with
+// exact numbers, with the rest of the review. Fields Parley does not read are not type-checked.
+type review struct {
+	Kind       string         `json:"kind"`
+	APIVersion string         `json:"apiVersion"`
+	Request    *reviewRequest `json:"request"`
+}
+
+type reviewRequest struct {
+	UID      string `json:"uid"`
+	Resource struct {
+		Group    string `json:"group"`
+		Resource string `json:"resource"`
+	} `json:"resource"`
+	SubResource string                `json:"subResource"`
+	Name        string                `json:"name"`
+	Namespace   string                `json:"namespace"`
+	Operation   admissionv1.Operation `json:"operation"`
+	UserInfo    struct {
+		Username string   `json:"username"`
+		Groups   []string `json:"groups"`
+	} `json:"userInfo"`
+	Object    any             `json:"object"`    // a tree (decodeTree's), nil when absent or null
+	OldObject any             `json:"oldObject"` // likewise
+	DryRun    *bool           `json:"dryRun"`
+	Options   json.RawMessage `json:"options"`
+}
+
+// decodeReview decodes a review body in one pass, numbers kept exact as decodeTree keeps them. A
+// body that does not decode (or has anything after the review) is decoded again by json.Unmarshal,
+// whose error (a syntax error with its byte, a value of the wrong type with its key) names what is
+// wrong as it always did.
+func decodeReview(body []byte) (review, error) {
+	var rev review
+	d := json.NewDecoder(bytes.NewReader(body))
+	d.UseNumber()
+	err := d.Decode(&rev)
+	if err == nil && len(bytes.TrimSpace(body[d.InputOffset():])) == 0 {
+		return rev, nil
+	}
+	var again review
+	if uerr := json.Unmarshal(body, &again); uerr != nil {
+		err = uerr
+	} else if err == nil {
+		// Unreachable by what encoding/json promises (Unmarshal refuses what follows a value); kept
+		// so that a difference between the two refuses the review rather than judges part of it.
+		err = fmt.Errorf("data after the review at byte %d", d.InputOffset())
+	}
+	return review{}, fmt.Errorf("admission review: %w", jsonError(body, err))
+}
+
 // Batch is the review's changes as the drift loop takes in observations: one event, the review's
 // uid, at when it was admitted.
 func (a Admission) Batch(at time.Time) Batch {
@@ -246,7 +292,7 @@ func leaves(ctx context.Context, v any, keep func(string) bool) (map[string]core
 		return out, nil
 	}
 	n := 0
-	flattenTree(v, "", 0, func(p string, v any) bool {
+	flattenAnyOrder(v, func(p string, v any) bool { // into a map: the order is the map's
 		if n++; n%ctxEvery == 0 && ctx.Err() != nil {
 			return false
 		}

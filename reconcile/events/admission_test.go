@@ -150,6 +150,13 @@ func TestAdmissionReviewErrorsNameWhatIsWrong(t *testing.T) {
 		{strings.Replace(string(ok), `"oldObject": {`, `"oldObject": 7, "x": {`, 1), "oldObject is not a JSON object"},
 		{`{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{"uid":"u","operation":"UPDATE","resource":{"resource":"deployments"}}}`, "carries no object"},
 		{strings.Repeat(" ", maxAdmissionBytes+1), "bytes, at most"},
+		// Decoded in one pass, the review still refuses what json.Unmarshal refused, as it did.
+		{string(ok) + ` {}`, "admission review: invalid JSON at byte"},
+		{string(ok) + ` x`, "invalid character 'x' after top-level value"},
+		{string(ok[:len(ok)/2]), "admission review: invalid JSON at byte"},
+		{strings.Replace(string(ok), `"uid": "0df28fbd`, `"uid": 7, "x": "`, 1), "request.uid: want"},
+		{strings.Replace(string(ok), `"groups": [`, `"groups": "x", "x": [`, 1), "request.userInfo.groups: want []string, got JSON string"},
+		{strings.Replace(string(ok), `"object": {`, `"object": null, "x": {`, 1), "UPDATE of deployments prod/web carries no object"},
 	} {
 		a, err := DecodeAdmissionReview([]byte(tc.body), admissionAt)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

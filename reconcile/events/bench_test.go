@@ -2,6 +2,8 @@ package events
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -91,4 +93,26 @@ func BenchmarkIngestAudit(b *testing.B) {
 		d.Filter(batch)
 	}
 	b.ReportMetric(float64(b.N*perBatch)/b.Elapsed().Seconds(), "events/s")
+}
+
+// BenchmarkDecodeAdmissionReview is one review's decoding as the admission webhook does it on
+// every covered write (issue 37): each of the recorded reviews in testdata/admission per op.
+func BenchmarkDecodeAdmissionReview(b *testing.B) {
+	paths, _ := filepath.Glob(filepath.Join("testdata", "admission", "*.json"))
+	var bodies [][]byte
+	for _, p := range paths {
+		body, err := os.ReadFile(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		bodies = append(bodies, body)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, body := range bodies {
+			if _, err := DecodeAdmissionReview(body, admissionAt); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
 }

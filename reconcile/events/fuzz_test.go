@@ -1,9 +1,14 @@
 package events
 
 import (
+	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
+
+	admissionv1 "k8s.io/api/admission/v1"
 
 	"github.com/parleyhq/parley/core"
 )
@@ -141,6 +146,63 @@ func FuzzDecodeAdmissionReview(f *testing.F) {
 			}
 			if c.EventID != a.UID || c.Source != SourceAdmission || c.Field.Object() != a.Object {
 				t.Fatalf("change %+v of admission %s on %s", c, a.UID, a.Object)
+			}
+		}
+	})
+}
+
+// reviewOfficial is how a review was decoded before decodeReview: json.Unmarshal into the
+// official k8s.io/api/admission/v1 types, then each object decoded again as a tree.
+func reviewOfficial(body []byte) (review, error) {
+	var rev admissionv1.AdmissionReview
+	if err := json.Unmarshal(body, &rev); err != nil {
+		return review{}, err
+	}
+	out := review{Kind: rev.Kind, APIVersion: rev.APIVersion}
+	if r := rev.Request; r != nil {
+		q := &reviewRequest{UID: string(r.UID), SubResource: r.SubResource, Name: r.Name, Namespace: r.Namespace, Operation: r.Operation, DryRun: r.DryRun}
+		q.Resource.Group, q.Resource.Resource = r.Resource.Group, r.Resource.Resource
+		q.UserInfo.Username, q.UserInfo.Groups = r.UserInfo.Username, r.UserInfo.Groups
+		tree := func(raw []byte) (any, error) {
+			if t := bytes.TrimSpace(raw); len(t) == 0 || bytes.Equal(t, []byte("null")) {
+				return nil, nil
+			}
+			return decodeTree(raw)
+		}
+		var err error
+		if q.Object, err = tree(r.Object.Raw); err != nil {
+			return review{}, err
+		}
+		if q.OldObject, err = tree(r.OldObject.Raw); err != nil {
+			return review{}, err
+		}
+		if len(r.Options.Raw) > 0 {
+			q.Options = json.RawMessage(r.Options.Raw)
+		}
+		out.Request = q
+	}
+	return out, nil
+}
+
+// FuzzDecodeReviewMatchesOfficialTypes: the one-pass decoding reads every review the official
+// types read, to the same values (objects as the same trees, numbers exact); it refuses only what
+// they refuse. (The converse need not hold: a value of the wrong type in a field Parley never
+// reads, such as userInfo.extra, no longer refuses a review.)
+func FuzzDecodeReviewMatchesOfficialTypes(f *testing.F) {
+	seedFiles(f, "admission")
+	f.Add([]byte(`{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{"uid":"u","object":null,"oldObject":{"a":[1.50,2e0]},"options":null}}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		want, werr := reviewOfficial(body)
+		got, err := decodeReview(body)
+		switch {
+		case werr == nil && err != nil:
+			t.Fatalf("the official types read it, decodeReview refuses it: %v", err)
+		case werr == nil:
+			if got.Request != nil && got.Request.Options != nil && bytes.Equal(bytes.TrimSpace(got.Request.Options), []byte("null")) {
+				got.Request.Options = nil // RawExtension keeps no "null"; fieldManager reads both as none
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("decodeReview  %#v\nofficial types %#v", got, want)
 			}
 		}
 	})

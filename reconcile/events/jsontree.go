@@ -71,6 +71,9 @@ func treeValue(v any) core.Value {
 	if s, ok := v.(string); ok {
 		return core.StringValue(s)
 	}
+	if cv, ok := core.ScalarJSONValue(v); ok {
+		return cv
+	}
 	cv, err := core.JSONValue(v)
 	if err != nil {
 		// Trees come from the JSON decoder and always re-encode; keep the text form if not.
@@ -87,9 +90,19 @@ func isScalar(v any) bool {
 	return true
 }
 
-// flattenTree calls emit for each leaf of v found below pointer ptr, until emit returns false; it
-// returns false when it was stopped.
+// flattenTree calls emit for each leaf of v found below pointer ptr, in order (an object's keys
+// sorted), until emit returns false; it returns false when it was stopped.
 func flattenTree(v any, ptr string, depth int, emit func(ptr string, v any) bool) bool {
+	return flatten(v, ptr, depth, true, emit)
+}
+
+// flattenAnyOrder is flattenTree in no particular order, for a caller that only collects the
+// leaves into a map: sorting each object's keys was a tenth of decoding an admission review.
+func flattenAnyOrder(v any, emit func(ptr string, v any) bool) bool {
+	return flatten(v, "", 0, false, emit)
+}
+
+func flatten(v any, ptr string, depth int, sorted bool, emit func(ptr string, v any) bool) bool {
 	if depth > maxTreeDepth {
 		return emit(ptr, v) // deeper than any real object: keep the rest as one value
 	}
@@ -101,8 +114,16 @@ func flattenTree(v any, ptr string, depth int, emit func(ptr string, v any) bool
 			}
 			return true
 		}
+		if !sorted {
+			for k, c := range x {
+				if !flatten(c, ptr+"/"+core.EscapePointerToken(k), depth+1, false, emit) {
+					return false
+				}
+			}
+			return true
+		}
 		for _, k := range sortedKeys(x) {
-			if !flattenTree(x[k], ptr+"/"+core.EscapePointerToken(k), depth+1, emit) {
+			if !flatten(x[k], ptr+"/"+core.EscapePointerToken(k), depth+1, true, emit) {
 				return false
 			}
 		}
@@ -111,7 +132,7 @@ func flattenTree(v any, ptr string, depth int, emit func(ptr string, v any) bool
 		for _, c := range x {
 			if !isScalar(c) {
 				for i, c := range x {
-					if !flattenTree(c, ptr+"/"+strconv.Itoa(i), depth+1, emit) {
+					if !flatten(c, ptr+"/"+strconv.Itoa(i), depth+1, sorted, emit) {
 						return false
 					}
 				}
