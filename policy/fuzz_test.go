@@ -83,7 +83,7 @@ field "replicas" {
 // out, not a crash of whatever loads it.
 func TestDeepPolicyRefusedBeforeParsing(t *testing.T) {
 	for _, src := range []string{
-		strings.Repeat("rule {\n", 200_000) + strings.Repeat("}\n", 200_000),
+		strings.Repeat("rule {\n", 100_000) + strings.Repeat("}\n", 100_000),
 		"rule \"r\" {\n  when = " + strings.Repeat("(", 100_000) + "true" + strings.Repeat(")", 100_000) + "\n}\n",
 	} {
 		_, err := Parse([]byte(src), ".parley/policy.hcl")
@@ -92,6 +92,18 @@ func TestDeepPolicyRefusedBeforeParsing(t *testing.T) {
 			!strings.Contains(diags[0].Message, "nested deeper than 1000 levels") {
 			t.Fatalf("want one nesting diagnostic, got %v", err)
 		}
+	}
+}
+
+// TestLargePolicyRefusedUnparsed: a policy past fielddiff.MaxHCLBytes is one diagnostic naming the
+// file, not gigabytes of hclsyntax tokens.
+func TestLargePolicyRefusedUnparsed(t *testing.T) {
+	src := strings.Repeat("# padding\n", 120_000)
+	_, err := Parse([]byte(src), ".parley/policy.hcl")
+	var diags Diagnostics
+	if !errors.As(err, &diags) || len(diags) != 1 || !strings.HasPrefix(diags[0].String(), ".parley/policy.hcl:1:1:") ||
+		!strings.Contains(diags[0].Message, "above the 1 MiB Parley parses") {
+		t.Fatalf("want one size diagnostic, got %v", err)
 	}
 }
 

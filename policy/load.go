@@ -44,8 +44,13 @@ func Parse(src []byte, filename string) (*Policy, error) {
 	// The policy is HCL from the repository: refuse nesting hclsyntax would recurse on past Go's
 	// stack (a fatal error, not a panic) before it parses.
 	var deep *fielddiff.NestingError
-	if err := fielddiff.CheckHCLNesting(filename, src); errors.As(err, &deep) {
+	var big *fielddiff.SizeError
+	switch err := fielddiff.CheckHCLNesting(filename, src); {
+	case errors.As(err, &deep):
 		c.errorf(deep.Range, "%s", deep.Message())
+		return nil, c.diags
+	case errors.As(err, &big):
+		c.errorf(hcl.Range{Filename: filename, Start: hcl.InitialPos, End: hcl.InitialPos}, "%s", big.Message())
 		return nil, c.diags
 	}
 	file, diags := hclsyntax.ParseConfig(src, filename, hcl.Pos{Line: 1, Column: 1})

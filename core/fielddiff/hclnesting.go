@@ -6,6 +6,8 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
+
+	"github.com/parleyhq/parley/core"
 )
 
 // MaxHCLNesting is the deepest HCL CheckHCLNesting lets through to hclsyntax's parser. The parser
@@ -16,9 +18,31 @@ import (
 // nests a few dozen at most, and fielddiff refuses more than maxDepth (100) blocks and objects anyway.
 const MaxHCLNesting = 1000
 
+// MaxHCLBytes is the largest HCL source (a .tf file, a policy, an expression) CheckHCLNesting
+// lets through to hclsyntax. Its tokens and syntax tree hold 170 to 235 bytes of memory per byte
+// of source and allocate about 900 on the way (a 1 MiB file of one-line attributes: 963 MB
+// allocated, 235 MB live), so the 8 MiB any other file may be would take 2 GB, and four such pull
+// requests judged at once a pod's memory many times over. Real Terraform files are tens of
+// kilobytes; one past this is named as not judged, like any file past a budget.
+const MaxHCLBytes = 1 << 20
+
+// SizeError is CheckHCLNesting's refusal of a source past MaxHCLBytes.
+type SizeError struct {
+	Filename string
+	Size     int
+}
+
+func (e *SizeError) Error() string { return fmt.Sprintf("%s: %s", e.Filename, e.Message()) }
+
+// Message is the error without the file name.
+func (e *SizeError) Message() string {
+	return fmt.Sprintf("%s of HCL, above the %s Parley parses (hclsyntax holds about 200 bytes of memory per byte); not parsed",
+		core.Size(int64(e.Size)), core.Size(MaxHCLBytes))
+}
+
 // CheckHCLNesting refuses HCL native syntax (a .tf file, a policy) that hclsyntax.ParseConfig (or
 // hclwrite.ParseConfig, which uses it) would recurse on deeper than MaxHCLNesting, naming the file,
-// line and column where the budget ran out. It reads hclsyntax's own tokens, so strings, heredocs
+// line and column where the budget ran out, and a source past MaxHCLBytes (a *SizeError) unread. It reads hclsyntax's own tokens, so strings, heredocs
 // and comments are what the parser takes them for, and the lexer does not recurse.
 //
 // The count never under-counts the parser's recursion (FuzzHCLNestingBoundsParserDepth checks it
@@ -36,6 +60,9 @@ const MaxHCLNesting = 1000
 // the budget is refused from its first 64 KiB when that is where it goes too deep (see
 // prefixNesting): issue 34's 1.2 MB of nested blocks cost 467 MB to refuse, now under 30 MB.
 func CheckHCLNesting(filename string, src []byte) error {
+	if len(src) > MaxHCLBytes {
+		return &SizeError{Filename: filename, Size: len(src)}
+	}
 	if err, sure := prefixNesting(filename, src); sure {
 		return err
 	}
@@ -78,6 +105,9 @@ func prefixNesting(filename string, src []byte) (error, bool) {
 // CheckHCLExpressionNesting is CheckHCLNesting for a lone expression, as hclsyntax.ParseExpression
 // reads it (newlines skipped throughout).
 func CheckHCLExpressionNesting(filename string, src []byte) error {
+	if len(src) > MaxHCLBytes {
+		return &SizeError{Filename: filename, Size: len(src)}
+	}
 	toks, _ := hclsyntax.LexExpression(src, filename, hcl.InitialPos)
 	return nestingError(toks, false)
 }

@@ -86,7 +86,9 @@ func FuzzHCLNestingBoundsParserDepth(f *testing.F) {
 // check existed (a fatal error that kills the process, checked by running each: issue 34), all
 // within the 8 MiB a file may have.
 var deepHCL = []struct{ name, src string }{
-	{"200,000 nested blocks (1.2 MB)", strings.Repeat("a {\n", 200_000) + strings.Repeat("}\n", 200_000)},
+	// Issue 34's file was 200,000 (1.2 MB), now refused by its size (TestHCLPastItsSizeIsRefusedUnread)
+	// before its nesting is looked at; 170,000 are as deep and within MaxHCLBytes.
+	{"170,000 nested blocks (1.0 MB)", strings.Repeat("a {\n", 170_000) + strings.Repeat("}\n", 170_000)},
 	{"a locals expression nested 100,000 deep (200 kB)", "locals {\n  x = " + strings.Repeat("(", 100_000) + "1" + strings.Repeat(")", 100_000) + "\n}\n"},
 }
 
@@ -203,11 +205,11 @@ func FuzzHCLNestingPrefixAgrees(f *testing.F) {
 	})
 }
 
-// TestDeepHCLRefusedFromItsPrefix: issue 34's 1.2 MB of 200,000 nested blocks, which cost 467 MB
-// of hclsyntax tokens to refuse (and bench/attack's deeptf pull request serve's peak memory past
-// 500 MiB), is refused from its first 64 KiB.
+// TestDeepHCLRefusedFromItsPrefix: 150,000 nested blocks (900 kB, within MaxHCLBytes; issue 34's
+// 1.2 MB of 200,000 cost 467 MB of hclsyntax tokens to refuse, and bench/attack's deeptf pull
+// request held serve past 500 MiB) are refused from the file's first 64 KiB.
 func TestDeepHCLRefusedFromItsPrefix(t *testing.T) {
-	src := []byte(strings.Repeat("b {\n", 200_000) + strings.Repeat("}\n", 200_000))
+	src := []byte(strings.Repeat("b {\n", 150_000) + strings.Repeat("}\n", 150_000))
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	err := CheckHCLNesting("infra/deep.tf", src)
@@ -216,11 +218,35 @@ func TestDeepHCLRefusedFromItsPrefix(t *testing.T) {
 		t.Fatalf("CheckHCLNesting = %v, want the refusal at line 1001", err)
 	}
 	if got := after.TotalAlloc - before.TotalAlloc; got > 32<<20 {
-		t.Errorf("refusing 1.2 MB of nested blocks allocated %d MB, want under 32 MB", got>>20)
+		t.Errorf("refusing 900 kB of nested blocks allocated %d MB, want under 32 MB", got>>20)
 	}
 	// A block comment before the point leaves the decision to the whole file.
 	commented := append([]byte("/* a comment */\n"), src...)
 	if err := CheckHCLNesting("infra/deep.tf", commented); err == nil || !strings.Contains(err.Error(), "infra/deep.tf:1002:") {
 		t.Fatalf("with a comment first: %v", err)
+	}
+}
+
+// TestHCLPastItsSizeIsRefusedUnread: a 1 MiB Terraform file of one-line attributes cost hclsyntax
+// 963 MB of allocations and 235 MB live; the 8 MiB any file may be would take a pod down. HCL past
+// MaxHCLBytes is refused before a token is made, as the file it is, through every door's parse.
+func TestHCLPastItsSizeIsRefusedUnread(t *testing.T) {
+	src := []byte(strings.Repeat("a = 1\n", MaxHCLBytes/6+1))
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := Diff("infra/flat.tf", nil, src)
+	runtime.ReadMemStats(&after)
+	var big *SizeError
+	if !errors.As(err, &big) || !strings.Contains(err.Error(), "infra/flat.tf: 1.0 MB of HCL, above the 1 MiB Parley parses") {
+		t.Fatalf("Diff of %d bytes of HCL = %v, want the size refusal", len(src), err)
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > 1<<20 {
+		t.Errorf("refusing it allocated %d kB, want under 1 MiB", got>>10)
+	}
+	if err := CheckHCLExpressionNesting("x.tf", src); !errors.As(err, &big) {
+		t.Errorf("an expression past the size: %v", err)
+	}
+	if err := CheckHCLNesting("ok.tf", src[:MaxHCLBytes-1]); err != nil {
+		t.Errorf("HCL within the size: %v", err)
 	}
 }
