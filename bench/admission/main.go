@@ -56,7 +56,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -68,6 +67,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/parleyhq/parley/bench/internal/admissionrig"
+	"github.com/parleyhq/parley/bench/internal/procstat"
 	"github.com/parleyhq/parley/internal/busycluster"
 	"github.com/parleyhq/parley/internal/fakegithub"
 )
@@ -283,13 +283,13 @@ func run(o options, logw io.Writer) (*result, error) {
 		if before[i], err = scrape("http://" + r.ops + "/metrics"); err != nil {
 			return nil, err
 		}
-		cpu0[i] = cpuSeconds(r.cmd.Process.Pid)
+		cpu0[i] = procstat.CPUSeconds(r.cmd.Process.Pid)
 	}
-	acpu0, scpu0, pgcpu0 := cpuSeconds(allow.Process.Pid), cpuSeconds(os.Getpid()), math.NaN()
+	acpu0, scpu0, pgcpu0 := procstat.CPUSeconds(allow.Process.Pid), procstat.CPUSeconds(os.Getpid()), math.NaN()
 	if postgresPID != 0 {
-		pgcpu0 = treeCPUSeconds(postgresPID)
+		pgcpu0 = procstat.TreeCPUSeconds(postgresPID)
 	}
-	res.loadBefore = loadAverage()
+	res.loadBefore = procstat.LoadAverage()
 	fmt.Fprintf(logw, "sending %d reviews to each side at %d/s ...\n", res.reviews, o.rate)
 	// Every review is encoded (and its UID read back) before the load, so the load generator
 	// spends its CPU on sending.
@@ -327,16 +327,16 @@ func run(o options, logw io.Writer) (*result, error) {
 	}
 	sending.wait()
 	for i, r := range replicas {
-		res.cpu += cpuSeconds(r.cmd.Process.Pid) - cpu0[i]
+		res.cpu += procstat.CPUSeconds(r.cmd.Process.Pid) - cpu0[i]
 	}
-	res.allowAllCPU, res.senderCPU, res.postgresCPU = cpuSeconds(allow.Process.Pid)-acpu0, cpuSeconds(os.Getpid())-scpu0, math.NaN()
+	res.allowAllCPU, res.senderCPU, res.postgresCPU = procstat.CPUSeconds(allow.Process.Pid)-acpu0, procstat.CPUSeconds(os.Getpid())-scpu0, math.NaN()
 	if postgresPID != 0 {
-		res.postgresCPU = treeCPUSeconds(postgresPID) - pgcpu0
+		res.postgresCPU = procstat.TreeCPUSeconds(postgresPID) - pgcpu0
 	}
-	res.loadEnd = loadAverage()
+	res.loadEnd = procstat.LoadAverage()
 	res.decisions = map[string]float64{}
 	for i, r := range replicas {
-		res.peakRSS = append(res.peakRSS, procStatus(r.cmd.Process.Pid, "VmHWM:"))
+		res.peakRSS = append(res.peakRSS, procstat.Status(r.cmd.Process.Pid, "VmHWM:"))
 		after, err := scrape("http://" + r.ops + "/metrics")
 		if err != nil {
 			return nil, err
@@ -578,29 +578,6 @@ func freePort() string {
 	}
 	defer ln.Close()
 	return ln.Addr().String()
-}
-
-func procStatus(pid int, field string) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, field); ok {
-			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return n
-		}
-	}
-	return 0
-}
-
-// loadAverage is the 1-minute load average (/proc/loadavg's first field).
-func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	return strings.Fields(string(b))[0]
 }
 
 // pct is the nearest-rank percentile p (0 to 100) of sorted latencies.

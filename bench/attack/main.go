@@ -85,6 +85,7 @@ import (
 	"time"
 
 	"github.com/parleyhq/parley/bench/internal/admissionrig"
+	"github.com/parleyhq/parley/bench/internal/procstat"
 	"github.com/parleyhq/parley/internal/busycluster"
 	"github.com/parleyhq/parley/webhooks"
 	"github.com/parleyhq/parley/webhooks/store"
@@ -183,7 +184,8 @@ type result struct {
 	proxiedStored          int
 	other                  map[int]int
 	lat                    []time.Duration
-	peakRSS, settledRSS    int64 // KiB
+	peakRSS, settledRSS    int64   // KiB
+	cpu                    float64 // seconds of CPU serve used during the load
 	health, healthFail     int
 	healthMax              time.Duration
 	answers                map[string]map[int]int // by attack, the status codes its requests got
@@ -282,6 +284,7 @@ func run(parley string, cl *cluster, rate int, duration, settle time.Duration, k
 	ctx, stop := context.WithTimeout(context.Background(), duration)
 	defer stop()
 	var wg sync.WaitGroup
+	cpu0 := procstat.CPUSeconds(cmd.Process.Pid)
 	wg.Go(func() { res.peakRSS = watchRSS(ctx, cmd.Process.Pid) })
 	wg.Go(func() { probe(ctx, "http://"+opsAddr+"/healthz", res) })
 	var waitAttackers func() error
@@ -295,6 +298,7 @@ func run(parley string, cl *cluster, rate int, duration, settle time.Duration, k
 	wg.Go(func() { res.admission = admissions(ctx, admClient, admURL, sf.admissionToken, sizes.admissionRate) })
 	ids := valid(ctx, addr, pln.Addr().String(), rate, duration, res)
 	wg.Wait()
+	res.cpu = procstat.CPUSeconds(cmd.Process.Pid) - cpu0
 	if waitAttackers != nil {
 		if err := waitAttackers(); err != nil {
 			return nil, err
@@ -305,7 +309,7 @@ func run(parley string, cl *cluster, rate int, duration, settle time.Duration, k
 	settled, stopSettle := context.WithTimeout(context.Background(), settle)
 	probe(settled, "http://"+opsAddr+"/healthz", res)
 	stopSettle()
-	res.settledRSS = procStatus(cmd.Process.Pid, "VmRSS:")
+	res.settledRSS = procstat.Status(cmd.Process.Pid, "VmRSS:")
 	if slices.Contains(kinds, "deeptf") {
 		res.deepCheck = "no check run"
 		for _, c := range cl.gh.CheckRuns("acme/infra") {
@@ -666,7 +670,7 @@ func watchRSS(ctx context.Context, pid int) int64 {
 	t := time.NewTicker(250 * time.Millisecond)
 	defer t.Stop()
 	for {
-		peak = max(peak, procStatus(pid, "VmRSS:"))
+		peak = max(peak, procstat.Status(pid, "VmRSS:"))
 		select {
 		case <-ctx.Done():
 			return peak
@@ -675,21 +679,7 @@ func watchRSS(ctx context.Context, pid int) int64 {
 	}
 }
 
-func vmHWM(pid int) int64 { return procStatus(pid, "VmHWM:") }
-
-func procStatus(pid int, field string) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, field); ok {
-			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return n
-		}
-	}
-	return 0
-}
+func vmHWM(pid int) int64 { return procstat.Status(pid, "VmHWM:") }
 
 func freePort() string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -724,11 +714,11 @@ func pct(lat []time.Duration, p float64) time.Duration {
 func report(w io.Writer, rate int, duration, settle time.Duration, rs []*result) {
 	fmt.Fprintf(w, "valid GitHub deliveries at %d/s for %s (every other one through a trusted reverse proxy), 25 KB bodies, SQLite store (fsync on commit); settled RSS read %s after the load stopped\n\n", rate, duration, settle)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "run\tsent\tacked 202\tstored\tvia proxy stored\tother\tack p50\tack p99\tack max\tpeak RSS\tsettled RSS\t/healthz ok\t/healthz max")
+	fmt.Fprintln(tw, "run\tsent\tacked 202\tstored\tvia proxy stored\tother\tack p50\tack p99\tack max\tpeak RSS\tsettled RSS\t/healthz ok\t/healthz max\tserve CPU s")
 	for _, r := range rs {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d/%d\t%v\t%s\t%s\t%s\t%d MiB\t%d MiB\t%d/%d\t%s\n", r.name(), r.sent, r.accepted, r.stored, r.proxiedStored, r.proxiedSent, r.other,
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d/%d\t%v\t%s\t%s\t%s\t%d MiB\t%d MiB\t%d/%d\t%s\t%.1f\n", r.name(), r.sent, r.accepted, r.stored, r.proxiedStored, r.proxiedSent, r.other,
 			pct(r.lat, .50).Round(100*time.Microsecond), pct(r.lat, .99).Round(100*time.Microsecond), pct(r.lat, 1).Round(100*time.Microsecond),
-			r.peakRSS/1024, r.settledRSS/1024, r.health-r.healthFail, r.health, r.healthMax.Round(100*time.Microsecond))
+			r.peakRSS/1024, r.settledRSS/1024, r.health-r.healthFail, r.health, r.healthMax.Round(100*time.Microsecond), r.cpu)
 	}
 	_ = tw.Flush()
 	fmt.Fprintf(w, "\nadmission reviews at %d/s (the busy cluster's mix, deny mode, one HTTP/2 connection), answers checked against the policy's decisions:\n\n", sizes.admissionRate)

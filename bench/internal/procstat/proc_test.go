@@ -1,4 +1,4 @@
-package main
+package procstat
 
 import (
 	"os"
@@ -21,16 +21,16 @@ func TestTreeCPUCountsLivingChildren(t *testing.T) {
 	// Wait for the loop to end: the child is then asleep with its CPU spent.
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		if f := procStat(child.Process.Pid); len(f) > 0 && f[0] == "S" && cpuSeconds(child.Process.Pid) > 0 {
+		if f := Stat(child.Process.Pid); len(f) > 0 && f[0] == "S" && CPUSeconds(child.Process.Pid) > 0 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the child did not burn CPU and sleep within 20 s: %v", procStat(child.Process.Pid))
+			t.Fatalf("the child did not burn CPU and sleep within 20 s: %v", Stat(child.Process.Pid))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	self, childCPU := os.Getpid(), cpuSeconds(child.Process.Pid)
-	own, tree := cpuSeconds(self), treeCPUSeconds(self)
+	self, childCPU := os.Getpid(), CPUSeconds(child.Process.Pid)
+	own, tree := CPUSeconds(self), TreeCPUSeconds(self)
 	if tree < own+childCPU {
 		t.Fatalf("tree CPU %.2f s, less than this process's %.2f s and its child's %.2f s", tree, own, childCPU)
 	}
