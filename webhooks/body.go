@@ -8,6 +8,8 @@ import (
 	"os"
 	"sync"
 
+	"golang.org/x/time/rate"
+
 	"github.com/parleyhq/parley/webhooks/guard"
 )
 
@@ -55,6 +57,9 @@ type intake struct {
 	// every body in memory (one already authenticated, by a bearer token).
 	spoolDir string
 	noSpool  bool
+	// pace, when set, holds the reading to its rate (guard.Failures.Pace: a client over its
+	// failed-authentication budget).
+	pace *rate.Limiter
 }
 
 // readPending reads req's body, at most limit bytes (the caller has refused a larger declared
@@ -82,6 +87,11 @@ func readPending(w http.ResponseWriter, req *http.Request, limit int64, in intak
 	buf := *bufp
 	for {
 		n, err := rd.Read(buf)
+		if n > 0 && in.pace != nil {
+			if werr := in.pace.WaitN(req.Context(), n); werr != nil { // n <= 32 KiB <= guard.PaceBurst
+				return p, werr
+			}
+		}
 		if n > 0 {
 			chunk := buf[:n]
 			if werr := p.add(chunk); werr != nil {

@@ -3,6 +3,7 @@ package webhooks
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -14,6 +15,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/time/rate"
 
 	"github.com/parleyhq/parley/webhooks/guard"
 	"github.com/parleyhq/parley/webhooks/store"
@@ -296,3 +299,28 @@ func TestPendingBodySpoolsPastThreshold(t *testing.T) {
 		})
 	}
 }
+
+// TestPacedBodyIsReadAtItsRate: the body of a client over its failed-authentication budget is
+// read no faster than its pace, so a flood of 24 MiB bodies under wrong signatures is no longer
+// spooled and hashed at the network's speed; when the request's time runs out first, the read
+// stops there.
+func TestPacedBodyIsReadAtItsRate(t *testing.T) {
+	body := bytes.Repeat([]byte("x"), 1<<20)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	req := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(body)).WithContext(ctx)
+	counted := &countingWriter{}
+	pace := rate.NewLimiter(64<<10, 32<<10) // 64 KiB a second: the 1 MiB would take 16 s
+	p, err := readPending(httptest.NewRecorder(), req, 25<<20, intake{endpoint: "test", spoolDir: t.TempDir(), pace: pace}, counted)
+	defer p.Close()
+	if err == nil {
+		t.Fatalf("the paced read of 1 MiB finished in 300 ms, having hashed %d bytes", counted.n)
+	}
+	if counted.n > 128<<10 {
+		t.Errorf("%d bytes read and hashed in 300 ms at 64 KiB a second", counted.n)
+	}
+}
+
+type countingWriter struct{ n int }
+
+func (c *countingWriter) Write(b []byte) (int, error) { c.n += len(b); return len(b), nil }

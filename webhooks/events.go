@@ -430,7 +430,7 @@ func (r *EventReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	in := intake{endpoint: source, noSpool: true}
 	var hmacs macs
 	if sig != nil {
-		in = intake{budget: r.bodies, endpoint: source, spoolDir: r.spoolDir}
+		in = intake{budget: r.bodies, endpoint: source, spoolDir: r.spoolDir, pace: r.failures.Pace(req)}
 		// The source-wide secrets first, then each credential's, in r.creds's order.
 		all := append([]Secret{}, secrets...)
 		for _, c := range r.creds {

@@ -197,7 +197,7 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	// in the unauthenticated body budget, so that a wrong signature costs one pass over what
 	// was sent and holds nothing once it is answered.
 	hmacs := newMACs(sha256.New, *r.secrets.Load())
-	pending, err := readPending(w, req, r.maxBody, intake{budget: r.bodies, endpoint: source, spoolDir: r.spoolDir}, hmacs.writers()...)
+	pending, err := readPending(w, req, r.maxBody, intake{budget: r.bodies, endpoint: source, spoolDir: r.spoolDir, pace: r.failures.Pace(req)}, hmacs.writers()...)
 	defer pending.Close()
 	if pending.spoolErr != nil {
 		log.Warn("webhook body kept in memory: no spool file", slog.String(LogKeyError, pending.spoolErr.Error()))

@@ -28,6 +28,8 @@ type Failures struct {
 
 	mu      sync.Mutex
 	clients map[string]*rate.Limiter
+	// paces are the read rates of the clients over their budget (Pace), forgotten with them.
+	paces map[string]*rate.Limiter
 	// overflow is shared by the clients that arrive while clients is full, so that an
 	// attacker rotating addresses cannot grow the map without bound.
 	overflow *rate.Limiter
@@ -62,7 +64,44 @@ func NewFailures(cfg FailuresConfig) *Failures {
 		now = time.Now
 	}
 	return &Failures{every: every, burst: burst, metrics: cfg.Metrics, now: now, proxies: cfg.Proxies,
-		clients: map[string]*rate.Limiter{}, overflow: rate.NewLimiter(every, burst)}
+		clients: map[string]*rate.Limiter{}, paces: map[string]*rate.Limiter{}, overflow: rate.NewLimiter(every, burst)}
+}
+
+// PaceBytesPerSecond is how fast the unsigned body of a client over its failed-authentication
+// budget is read (PaceBurst at once). Its requests are still read and checked, so a valid
+// signature from that address still gets through (a 25 kB GitHub delivery waits a few
+// milliseconds behind the flood), but a client sending 24 MiB bodies under wrong signatures as
+// fast as it can no longer has each read, spooled and hashed at the speed of the network: four
+// such addresses held a core of parley serve's two before.
+const (
+	PaceBytesPerSecond = 4 << 20
+	PaceBurst          = 256 << 10
+)
+
+// Pace returns the read rate r's body is held to, or nil when its client is within its
+// failed-authentication budget (nothing is counted). The rate is the client's, shared by all
+// its requests; the overflow's clients share one.
+func (f *Failures) Pace(r *http.Request) *rate.Limiter {
+	if f == nil {
+		return nil
+	}
+	now := f.now()
+	client := f.proxies.Client(r)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	lim := f.limiter(client, now, false)
+	if lim == nil || lim.TokensAt(now) >= 1 {
+		return nil
+	}
+	if lim == f.overflow {
+		client = "" // the clients that share the overflow budget share one rate
+	}
+	pace := f.paces[client]
+	if pace == nil {
+		pace = rate.NewLimiter(PaceBytesPerSecond, PaceBurst)
+		f.paces[client] = pace
+	}
+	return pace
 }
 
 // Failed counts a failed authentication of r's client and reports whether the client is over
@@ -110,6 +149,7 @@ func (f *Failures) limiter(client string, now time.Time, create bool) *rate.Limi
 		for k, lim := range f.clients {
 			if lim.TokensAt(now) >= float64(f.burst) {
 				delete(f.clients, k)
+				delete(f.paces, k)
 			}
 		}
 		if len(f.clients) >= maxClients {

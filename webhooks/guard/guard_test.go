@@ -101,3 +101,38 @@ func TestBodiesReleaseMemoryAfterABurst(t *testing.T) {
 		t.Fatal("101 bytes fit a budget of 100")
 	}
 }
+
+// TestPaceOnlyOverTheBudget: a client's body is held to a read rate only once the client is over
+// its failed-authentication budget, the rate is the client's own, and nothing is counted by
+// asking.
+func TestPaceOnlyOverTheBudget(t *testing.T) {
+	now := time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)
+	f := NewFailures(FailuresConfig{PerMinute: 1, Burst: 2, Now: func() time.Time { return now }})
+	flood, other := httptest.NewRequest("POST", "/", nil), httptest.NewRequest("POST", "/", nil)
+	flood.RemoteAddr, other.RemoteAddr = "192.0.2.7:4000", "192.0.2.8:4000"
+	for range 5 {
+		if f.Pace(flood) != nil {
+			t.Fatal("a client within its budget is paced")
+		}
+	}
+	f.Failed(flood, "test")
+	if f.Pace(flood) != nil {
+		t.Fatal("a client with failures left in its burst is paced")
+	}
+	f.Failed(flood, "test") // its next failure would be answered 429
+	p := f.Pace(flood)
+	if p == nil || p != f.Pace(flood) || p.Limit() != PaceBytesPerSecond || p.Burst() != PaceBurst {
+		t.Fatalf("an address over its budget: pace %v, want its own of %d bytes a second", p, PaceBytesPerSecond)
+	}
+	if f.Pace(other) != nil {
+		t.Fatal("another address is paced for the flood's failures")
+	}
+	now = now.Add(5 * time.Minute) // the budget refills
+	if f.Pace(flood) != nil {
+		t.Fatal("an address whose budget refilled is still paced")
+	}
+	var none *Failures
+	if none.Pace(flood) != nil {
+		t.Fatal("a nil Failures paces")
+	}
+}
