@@ -3,15 +3,11 @@ package app
 import (
 	"context"
 	"encoding/json"
-	"html"
-	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
-	"regexp"
 	"strings"
 	"testing"
 
@@ -41,36 +37,16 @@ func TestParleyManifestIsAppYML(t *testing.T) {
 	}
 }
 
-var (
-	formAction   = regexp.MustCompile(`<form id="register" action="([^"]+)" method="post">`)
-	formManifest = regexp.MustCompile(`name="manifest" value="([^"]+)"`)
-)
-
 // registerThroughSetup walks the manifest flow as a browser does: open /setup with the token,
 // submit its form to GitHub (the fake), follow GitHub's redirect back to /setup. It returns the
 // last answer's status and body.
 func registerThroughSetup(t *testing.T, client *http.Client, setupURL string) (int, string) {
 	t.Helper()
-	resp, err := client.Get(setupURL)
+	code, body, err := fakegithub.RegisterThroughSetup(client, setupURL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	page, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %d %s", setupURL, resp.StatusCode, page)
-	}
-	a, m := formAction.FindSubmatch(page), formManifest.FindSubmatch(page)
-	if a == nil || m == nil {
-		t.Fatalf("no registration form in /setup's page:\n%s", page)
-	}
-	resp, err = client.PostForm(html.UnescapeString(string(a[1])), url.Values{"manifest": {html.UnescapeString(string(m[1]))}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	return resp.StatusCode, string(body)
+	return code, body
 }
 
 // TestSetupRegistersTheApp runs the whole flow against the fake GitHub: the form, GitHub's

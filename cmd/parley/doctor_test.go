@@ -8,8 +8,6 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
-	"html"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -46,36 +44,21 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-var (
-	setupOpen    = regexp.MustCompile(`Open (http://\S+) in a browser`)
-	formAction   = regexp.MustCompile(`<form id="register" action="([^"]+)" method="post">`)
-	formManifest = regexp.MustCompile(`name="manifest" value="([^"]+)"`)
-)
+// setupOpen is where parley app create prints the address to open.
+var setupOpen = regexp.MustCompile(`Open (http://\S+) in a browser`)
 
 // browseSetup does what the user's browser does with the /setup address: open it, submit its
 // form to GitHub, follow GitHub's redirect back. It returns the final page.
 func browseSetup(t *testing.T, setupURL string) string {
 	t.Helper()
-	resp, err := http.Get(setupURL)
+	code, body, err := fakegithub.RegisterThroughSetup(http.DefaultClient, setupURL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	page, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	a, m := formAction.FindSubmatch(page), formManifest.FindSubmatch(page)
-	if resp.StatusCode != http.StatusOK || a == nil || m == nil {
-		t.Fatalf("GET %s: %d, no registration form:\n%s", setupURL, resp.StatusCode, page)
+	if code != http.StatusOK {
+		t.Fatalf("back from GitHub: %d\n%s", code, body)
 	}
-	resp, err = http.PostForm(html.UnescapeString(string(a[1])), url.Values{"manifest": {html.UnescapeString(string(m[1]))}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("back from GitHub: %d\n%s", resp.StatusCode, body)
-	}
-	return string(body)
+	return body
 }
 
 // demoInstallation puts the demo repository's files on the fake's acme/demo default branch and

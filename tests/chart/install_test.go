@@ -8,12 +8,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"html"
 	"io"
 	"maps"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -428,11 +426,8 @@ type machine struct {
 	env      []string
 }
 
-var (
-	setupOpen    = regexp.MustCompile(`Open (http://\S+) in a browser`)
-	formAction   = regexp.MustCompile(`<form id="register" action="([^"]+)" method="post">`)
-	formManifest = regexp.MustCompile(`name="manifest" value="([^"]+)"`)
-)
+// setupOpen is where parley app create prints the address to open.
+var setupOpen = regexp.MustCompile(`Open (http://\S+) in a browser`)
 
 // appCreate runs `parley app create` and does what the user's browser does with the address it
 // prints: open it, submit its form to GitHub, follow GitHub's redirect back with the code.
@@ -454,26 +449,12 @@ func (m *machine) appCreate(t *testing.T, args []string) (string, int) {
 			t.Fatalf("app create printed no address:\n%s", out.String())
 		}
 	}
-	resp, err := http.Get(setupURL)
-	if err != nil {
+	if code, back, err := fakegithub.RegisterThroughSetup(http.DefaultClient, setupURL); err != nil {
 		t.Fatal(err)
+	} else if code != http.StatusOK {
+		t.Fatalf("back from GitHub: %d\n%s", code, back)
 	}
-	page, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	a, mf := formAction.FindSubmatch(page), formManifest.FindSubmatch(page)
-	if resp.StatusCode != http.StatusOK || a == nil || mf == nil {
-		t.Fatalf("GET %s: %d, no registration form:\n%s", setupURL, resp.StatusCode, page)
-	}
-	resp, err = http.PostForm(html.UnescapeString(string(a[1])), url.Values{"manifest": {html.UnescapeString(string(mf[1]))}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	back, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("back from GitHub: %d\n%s", resp.StatusCode, back)
-	}
-	err = cmd.Wait()
+	err := cmd.Wait()
 	var exit *exec.ExitError
 	if errors.As(err, &exit) {
 		return out.String(), exit.ExitCode()
