@@ -95,6 +95,19 @@ func TestDeepPolicyRefusedBeforeParsing(t *testing.T) {
 	}
 }
 
+// TestUnclosedCommentsInPolicyRefusedUnlexed: a policy of block comments left open made hclsyntax's
+// lexer read to the end of the file once per comment (85 kB: about 20 s of CPU in every process
+// that loads the policy); it is one diagnostic at the first, before the lexer sees it.
+func TestUnclosedCommentsInPolicyRefusedUnlexed(t *testing.T) {
+	src := "version = 1\n" + strings.Repeat("/* x\n", 17_000)
+	_, err := Parse([]byte(src), ".parley/policy.hcl")
+	var diags Diagnostics
+	if !errors.As(err, &diags) || len(diags) != 1 || !strings.Contains(diags[0].String(), ".parley/policy.hcl:2:1:") ||
+		!strings.Contains(diags[0].Message, "a /* comment that no */ closes") {
+		t.Fatalf("want one unclosed-comment diagnostic at line 2, got %v", err)
+	}
+}
+
 // TestLargePolicyRefusedUnparsed: a policy past fielddiff.MaxHCLBytes is one diagnostic naming the
 // file, not gigabytes of hclsyntax tokens.
 func TestLargePolicyRefusedUnparsed(t *testing.T) {

@@ -42,15 +42,24 @@ func Parse(src []byte, filename string) (*Policy, error) {
 		base:         &hcl.EvalContext{Functions: stdFunctions()},
 	}}
 	// The policy is HCL from the repository: refuse nesting hclsyntax would recurse on past Go's
-	// stack (a fatal error, not a panic) before it parses.
+	// stack (a fatal error, not a panic), and unclosed comments its lexer would rescan the rest of
+	// the file for, before it parses.
 	var deep *fielddiff.NestingError
 	var big *fielddiff.SizeError
+	var unclosed *fielddiff.UnclosedCommentError
 	switch err := fielddiff.CheckHCLNesting(filename, src); {
 	case errors.As(err, &deep):
 		c.errorf(deep.Range, "%s", deep.Message())
 		return nil, c.diags
+	case errors.As(err, &unclosed):
+		c.errorf(unclosed.Range, "%s", unclosed.Message())
+		return nil, c.diags
 	case errors.As(err, &big):
 		c.errorf(hcl.Range{Filename: filename, Start: hcl.InitialPos, End: hcl.InitialPos}, "%s", big.Message())
+		return nil, c.diags
+	case err != nil:
+		// A refusal of a kind this switch does not know yet still stops the parse: failing closed.
+		c.errorf(hcl.Range{Filename: filename, Start: hcl.InitialPos, End: hcl.InitialPos}, "%v", err)
 		return nil, c.diags
 	}
 	file, diags := hclsyntax.ParseConfig(src, filename, hcl.Pos{Line: 1, Column: 1})

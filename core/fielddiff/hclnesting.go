@@ -45,6 +45,11 @@ func (e *SizeError) Message() string {
 // line and column where the budget ran out, and a source past MaxHCLBytes (a *SizeError) unread. It reads hclsyntax's own tokens, so strings, heredocs
 // and comments are what the parser takes them for, and the lexer does not recurse.
 //
+// It also refuses (an *UnclosedCommentError) a `/*` where hclsyntax would start a block comment
+// that no `*/` closes: the lexer then reads to the end of the file for each such `/*` before it
+// gives up on it, so a file of them costs the square of its length (84 kB of "/* {" lines took 23
+// s of CPU, in every parse of it). Such a file is a syntax error to the parser anyway.
+//
 // The count never under-counts the parser's recursion (FuzzHCLNestingBoundsParserDepth checks it
 // against the parsed tree): each open block, bracket, parenthesis, string or heredoc, template
 // sequence is a level; so is each operator, each index bracket, and each template if or for,
@@ -66,8 +71,11 @@ func CheckHCLNesting(filename string, src []byte) error {
 	if err, sure := prefixNesting(filename, src); sure {
 		return err
 	}
-	toks, _ := hclsyntax.LexConfig(src, filename, hcl.InitialPos)
-	return nestingError(toks, true)
+	toks, unclosed := lexDisarmed(src, filename, hclsyntax.LexConfig)
+	if err := nestingError(toks, true); err != nil {
+		return err
+	}
+	return unclosed
 }
 
 // nestingPrefix is how much of a larger file prefixNesting lexes first.
@@ -88,7 +96,7 @@ func prefixNesting(filename string, src []byte) (error, bool) {
 	if cut < 0 {
 		return nil, false
 	}
-	toks, _ := hclsyntax.LexConfig(src[:cut+1], filename, hcl.InitialPos)
+	toks, _ := lexDisarmed(src[:cut+1], filename, hclsyntax.LexConfig)
 	deepest, at := nesting(toks, true, MaxHCLNesting)
 	if deepest <= MaxHCLNesting {
 		return nil, false
@@ -108,8 +116,88 @@ func CheckHCLExpressionNesting(filename string, src []byte) error {
 	if len(src) > MaxHCLBytes {
 		return &SizeError{Filename: filename, Size: len(src)}
 	}
-	toks, _ := hclsyntax.LexExpression(src, filename, hcl.InitialPos)
-	return nestingError(toks, false)
+	toks, unclosed := lexDisarmed(src, filename, hclsyntax.LexExpression)
+	if err := nestingError(toks, false); err != nil {
+		return err
+	}
+	return unclosed
+}
+
+// commentSentinel stands in for the `*` of each `/*` that no later `*/` can close, in the copy of
+// the source the checks lex (disarmUnclosedComments); lexDisarmed knows its own by their offsets,
+// so a 0x01 already in the source stays what it is. In code the lexer makes it a token of its own
+// (TokenInvalid), as hclsyntax's scanner does with any character it has no rule for; in a quoted
+// string, a heredoc, a template or a line comment it is one more literal character, as the `*` was.
+// It is the same length as `*`, so every token keeps its position.
+const commentSentinel = 0x01
+
+// disarmUnclosedComments returns src with the `*` of each `/*` after the last `*/` replaced by
+// commentSentinel, and the offsets replaced, in order; src itself when there is none. The copy
+// lexes in time linear in its length: the only pattern of hclsyntax's scanner that reads ahead
+// without bound and then backs off is an unclosed block comment (scan_tokens.rl: "/*" any* :>>
+// "*/"), and a `/*` after the last `*/` can never be closed; one before it is read once, to its
+// `*/`, and becomes one token. (The two `/*` that share a character with the last `*/`, as in `/*/`
+// and `*/*`, are left as they are: replacing the first's `*` would unmake that `*/`, and the
+// second's `/` is usually that comment's end; each costs at most one scan to the end, which is
+// linear.) Written by hand because hclsyntax offers no bound on the scan.
+func disarmUnclosedComments(src []byte) ([]byte, []int) {
+	from := 0
+	if last := bytes.LastIndex(src, []byte("*/")); last >= 0 {
+		from = last + 2
+	}
+	i := bytes.Index(src[from:], []byte("/*"))
+	if i < 0 {
+		return src, nil
+	}
+	out := bytes.Clone(src)
+	var replaced []int
+	for p := from + i; p+1 < len(out); p++ {
+		if out[p] == '/' && out[p+1] == '*' {
+			out[p+1] = commentSentinel
+			replaced = append(replaced, p+1)
+		}
+	}
+	return out, replaced
+}
+
+// lexDisarmed lexes src's disarmed copy (disarmUnclosedComments) with lex and gives back the
+// tokens src has: a replaced `*` the lexer made a token of its own (TokenInvalid) is given back as
+// the TokenStar the lexer makes of a `*` it does not read as a comment's. It also returns the
+// first unclosed comment, if any: a `/` the lexer read as code, right before such a token.
+func lexDisarmed(src []byte, filename string, lex func([]byte, string, hcl.Pos) (hclsyntax.Tokens, hcl.Diagnostics)) (hclsyntax.Tokens, error) {
+	lexed, replaced := disarmUnclosedComments(src)
+	toks, _ := lex(lexed, filename, hcl.InitialPos)
+	var unclosed error
+	for i := 0; i < len(toks) && len(replaced) > 0; i++ {
+		tok := &toks[i]
+		for len(replaced) > 0 && replaced[0] < tok.Range.Start.Byte {
+			replaced = replaced[1:] // inside a longer token: a string, a heredoc, a comment
+		}
+		if len(replaced) == 0 || replaced[0] != tok.Range.Start.Byte || tok.Type != hclsyntax.TokenInvalid || len(tok.Bytes) != 1 {
+			continue
+		}
+		if i > 0 && unclosed == nil && toks[i-1].Type == hclsyntax.TokenSlash && toks[i-1].Range.End.Byte == tok.Range.Start.Byte {
+			unclosed = &UnclosedCommentError{Range: toks[i-1].Range}
+		}
+		tok.Type, tok.Bytes = hclsyntax.TokenStar, star
+	}
+	return toks, unclosed
+}
+
+var star = []byte("*")
+
+// UnclosedCommentError is CheckHCLNesting's refusal of a `/*` that no `*/` closes.
+type UnclosedCommentError struct {
+	Range hcl.Range // the comment's `/`
+}
+
+func (e *UnclosedCommentError) Error() string {
+	return fmt.Sprintf("%s: %s", pos(e.Range), e.Message())
+}
+
+// Message is the error without its position.
+func (e *UnclosedCommentError) Message() string {
+	return "a /* comment that no */ closes; not parsed"
 }
 
 // NestingError is CheckHCLNesting's refusal: where the budget ran out.

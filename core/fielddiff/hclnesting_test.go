@@ -178,8 +178,11 @@ func FuzzDeepTF(f *testing.F) {
 
 // fullNesting is CheckHCLNesting without its prefix: the whole file lexed.
 func fullNesting(src []byte) error {
-	toks, _ := hclsyntax.LexConfig(src, "infra/main.tf", hcl.InitialPos)
-	return nestingError(toks, true)
+	toks, unclosed := lexDisarmed(src, "infra/main.tf", hclsyntax.LexConfig)
+	if err := nestingError(toks, true); err != nil {
+		return err
+	}
+	return unclosed
 }
 
 // FuzzHCLNestingPrefixAgrees: refusing from a file's first 64 KiB is only a shortcut: for any
