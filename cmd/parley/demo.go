@@ -69,7 +69,7 @@ The temporary directory is removed afterwards unless --keep is given; a --dir is
 			}
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "Parley demo: an infrastructure repository with %d commits by five writers.\n\n", res.Commits)
-			if err := writeLedgerText(cmd.Context(), out, b, head, core.FieldPattern{}, all); err != nil {
+			if err := writeLedgerText(cmd.Context(), out, b, head, core.FieldPattern{}, all, ledgerPolicy(l, stats.Branch)); err != nil {
 				return err
 			}
 			if dir != "" || keep {

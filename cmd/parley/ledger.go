@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/parleyhq/parley/core"
 	"github.com/parleyhq/parley/internal/gitcatfile"
 	"github.com/parleyhq/parley/internal/gitlog"
+	"github.com/parleyhq/parley/policy"
 	"github.com/parleyhq/parley/reconcile"
 	"github.com/parleyhq/parley/trailers/ledger"
 )
@@ -33,7 +35,8 @@ func newLedgerCmd() *cobra.Command {
 		Short: "Show every field's claim history and the claim Git holds now",
 		Long: `Update the repository's ledger index (<git dir>/parley/ledger.db; only commits after the last update
 are read) and print, for each field, its claim history on the branch's first-parent history: commit,
-time, author (marked "(unverified)" when no signature proves it), value, intent, motivation, whether
+time, author (marked "(unverified)" when no signature by a key the branch's policy lists for that email
+proves it, as arbitration counts it), value, intent, motivation, whether
 the claim was implicit (the commit changed the field) or explicit (a Claim trailer), expiry and pull
 request; then the claim Git holds now.
 
@@ -102,7 +105,7 @@ func runLedger(cmd *cobra.Command, fl ledgerFlags, out io.Writer) error {
 	if fl.json {
 		return writeLedgerJSON(cmd.Context(), out, b, head, pattern)
 	}
-	return writeLedgerText(cmd.Context(), out, b, head, pattern, fl.all || fl.field != "")
+	return writeLedgerText(cmd.Context(), out, b, head, pattern, fl.all || fl.field != "", ledgerPolicy(l, stats.Branch))
 }
 
 // progressLine shows a long ledger update's progress on one line of a terminal, redrawn at most
@@ -365,7 +368,7 @@ func (c claimReport) intent() string {
 
 const timeLayout = "2006-01-02 15:04"
 
-func writeLedgerText(ctx context.Context, out io.Writer, b *ledger.Branch, head ledgerHead, pattern core.FieldPattern, all bool) error {
+func writeLedgerText(ctx context.Context, out io.Writer, b *ledger.Branch, head ledgerHead, pattern core.FieldPattern, all bool, pol *policy.Policy) error {
 	total, err := b.CountFields(ctx, pattern)
 	if err != nil {
 		return err
@@ -388,7 +391,7 @@ func writeLedgerText(ctx context.Context, out io.Writer, b *ledger.Branch, head 
 			hidden++
 			return nil
 		}
-		writeFieldText(w, fieldOf(h))
+		writeFieldText(w, fieldOf(h), pol)
 		return nil
 	})
 	if err != nil {
@@ -423,17 +426,38 @@ func writeLedgerText(ctx context.Context, out io.Writer, b *ledger.Branch, head 
 	return w.Flush()
 }
 
-// authorText is a commit's author email, marked when the commit's signature proves nothing: such a
-// commit counts as no actor (docs/policy.md, "Commits prove who made them").
-func authorText(id core.Identity) string {
-	if id.Source == core.SourceGitAuthor && !id.Proof.Proven() {
-		return id.ID + " (unverified)"
+// authorText is a commit's author email, marked when the commit proves nothing under pol, the
+// branch's policy: unsigned, or signed by a key no actor lists for that email (a valid SSH
+// signature carries its own key, so it verifies whoever made it). Such a commit counts as no actor
+// (docs/policy.md, "Commits prove who made them"), and the table says so rather than show a name
+// arbitration would not accept. Without a policy no key is listed, so only a vouched identity is
+// proven.
+func authorText(id core.Identity, pol *policy.Policy) string {
+	if id.Source != core.SourceGitAuthor || id.Proof.Vouched != "" {
+		return id.ID
 	}
-	return id.ID
+	if pol != nil && (pol.TrustUnsignedGitAuthors || id.Proof.Key != "" && slices.ContainsFunc(pol.Actors, func(a *policy.Actor) bool { return a.KeySignsAs(id.Proof.Key, id.ID) })) {
+		return id.ID
+	}
+	return id.ID + " (unverified)"
+}
+
+// ledgerPolicy is the policy on branch that proves authors (authorText), or nil when the branch
+// has none or it does not parse: then nothing is proven by a key.
+func ledgerPolicy(l *ledger.Ledger, branch string) *policy.Policy {
+	src, ok, err := l.FileAt(branch, policy.DefaultFile)
+	if err != nil || !ok {
+		return nil
+	}
+	pol, err := policy.Parse(src, policy.DefaultFile)
+	if err != nil {
+		return nil
+	}
+	return pol
 }
 
 // writeFieldText writes one field's history as a table and the claim Git holds now.
-func writeFieldText(out io.Writer, fr fieldReport) {
+func writeFieldText(out io.Writer, fr fieldReport, pol *policy.Policy) {
 	fmt.Fprintf(out, "\n%s\n", fr.Field)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  COMMIT\tTIME\tAUTHOR\tVALUE\tINTENT\tMOTIVATION\tCLAIM\tEXPIRES\tPR")
@@ -445,7 +469,7 @@ func writeFieldText(out io.Writer, fr fieldReport) {
 		if c.Claim.Evidence.PR != 0 {
 			pr = fmt.Sprintf("#%d", c.Claim.Evidence.PR)
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", short(c.Claim.Evidence.Commit), c.Claim.At.Format(timeLayout), authorText(c.Claim.Actor.Identity),
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", short(c.Claim.Evidence.Commit), c.Claim.At.Format(timeLayout), authorText(c.Claim.Actor.Identity, pol),
 			c.value(), c.intent(), orDash(c.Claim.Motivation.String()), c.kind(), exp, pr)
 	}
 	tw.Flush()

@@ -137,13 +137,16 @@ func TestReviewJudgesACommitsAuthorOnWhatItTouched(t *testing.T) {
 
 // aliceKeyFile writes on-call Alice's demo signing key (listed in the demo policy) to a file git's
 // user.signingkey can name.
-func aliceKeyFile(t *testing.T) string {
+func aliceKeyFile(t *testing.T) string { return demoKeyFile(t, "alice@parley.example") }
+
+// demoKeyFile writes the demo's private SSH key for email to a file, for git's user.signingkey.
+func demoKeyFile(t *testing.T, email string) string {
 	t.Helper()
-	key, err := demo.PrivateKey("alice@parley.example")
+	key, err := demo.PrivateKey(email)
 	if err != nil {
 		t.Fatal(err)
 	}
-	keyFile := filepath.Join(t.TempDir(), "alice")
+	keyFile := filepath.Join(t.TempDir(), "key")
 	if err := os.WriteFile(keyFile, key, 0o600); err != nil {
 		t.Fatal(err)
 	}
