@@ -98,7 +98,7 @@ func BenchmarkDiffSnapshots(b *testing.B) {
 func BenchmarkReadYAML(b *testing.B) {
 	for _, name := range []string{"helmrelease-anchors", "crd-multiline-descriptions", "json-object-and-swagger"} {
 		src := fuzzSeed(b, "FuzzFastReaderMatchesYAMLv3", name)
-		if _, ok := fastParseObjects("apps/x/manifest.yaml", src); !ok {
+		if _, ok, _ := fastParseObjects("apps/x/manifest.yaml", src); !ok {
 			b.Fatalf("%s: the fast reader declines it", name)
 		}
 		for _, reader := range []struct {
@@ -106,7 +106,7 @@ func BenchmarkReadYAML(b *testing.B) {
 			read func(p string, content []byte) (*yamlParser, error)
 		}{
 			{"fast", func(p string, content []byte) (*yamlParser, error) {
-				y, _ := fastParseObjects(p, content)
+				y, _, _ := fastParseObjects(p, content)
 				return y, nil
 			}},
 			{"yamlv3", parseYAMLv3},

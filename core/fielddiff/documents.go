@@ -30,11 +30,12 @@ type Document struct {
 	runs    []int // start of each object's leaves; an object's leaves are contiguous when sorted
 	objects []objectKey
 	visits  int // nodes visited, counted against the whole file's alias budget
+	json    int // bytes of JSON its lists were written as, against the whole file's listJSONBudget
 	bytes   int
 }
 
-func newDocument(y *yamlParser, visits int) *Document {
-	d := &Document{leaves: y.leaves, objects: y.objects, visits: visits, bytes: leavesBytes(y.leaves)}
+func newDocument(y *yamlParser, text []byte, visits int) *Document {
+	d := &Document{leaves: y.leaves, objects: y.objects, visits: visits, json: listJSONBudget(len(text)) - y.json, bytes: leavesBytes(y.leaves)}
 	slices.SortFunc(d.leaves, func(a, b leaf) int { return strings.Compare(a.key, b.key) })
 	for i, l := range d.leaves {
 		if i == 0 || !sameObject(l.obj, d.leaves[i-1].obj) {
@@ -72,7 +73,7 @@ func ParseCached(p string, content []byte, cache DocCache) (*Snapshot, error) {
 	}
 	dir := moduleDir(p)
 	parsed := make([]*Document, len(docs))
-	n, visits := 0, 0
+	n, visits, json := 0, 0, 0
 	for i, text := range docs {
 		key := DocKey{Sum: sha256.Sum256(text)}
 		if bytes.Contains(text, []byte(kustomizeGroup)) {
@@ -84,15 +85,16 @@ func ParseCached(p string, content []byte, cache DocCache) (*Snapshot, error) {
 			if err != nil {
 				return Parse(p, content)
 			}
-			d = newDocument(y, nodeBudget(text)-y.budget)
+			d = newDocument(y, text, nodeBudget(text)-y.budget)
 			cache.AddDocument(key, d)
 		}
 		parsed[i] = d
 		n += len(d.leaves)
 		visits += d.visits
+		json += d.json
 	}
-	if visits > nodeBudget(content) {
-		return Parse(p, content) // the whole file's alias budget is spent: Parse says where
+	if visits > nodeBudget(content) || n > MaxYAMLFields || json > listJSONBudget(len(content)) {
+		return Parse(p, content) // a budget of the whole file is spent: Parse says where
 	}
 	// Each object's leaves are one sorted run, and two objects' runs never interleave (an address
 	// is its object's prefix, ending in "#", then the pointer): sorting the runs by their first

@@ -1,6 +1,7 @@
 package fielddiff
 
 import (
+	"errors"
 	"strings"
 	"unicode/utf8"
 
@@ -39,54 +40,62 @@ const fastMaxKey = 1000
 
 // fastParseObjects reads content as parseYAMLObjects does, or returns ok=false when the stream is not
 // one the fast reader reads, or reading it would fail.
-func fastParseObjects(p string, content []byte) (*yamlParser, bool) {
-	roots, ok := fastDocuments(content)
+// A stream past the YAML budgets is refused here (err, a *YAMLBudgetError) rather than declined:
+// yaml.v3 would build the same trees, and more.
+func fastParseObjects(p string, content []byte) (*yamlParser, bool, error) {
+	roots, ok, over := fastDocuments(content)
+	if over {
+		return nil, false, tooManyNodes(p)
+	}
 	if !ok {
-		return nil, false
+		return nil, false, nil
 	}
 	y := newYAMLParser(p, content)
 	seen := map[objectKey]int{}
 	for i, root := range roots {
 		if err := y.readDocument(i+1, root, seen); err != nil {
-			return nil, false // yaml.v3's path gives the error, with its line numbers
+			var budget *YAMLBudgetError
+			if errors.As(err, &budget) {
+				return nil, false, err
+			}
+			return nil, false, nil // yaml.v3's path gives the error, with its line numbers
 		}
 	}
-	return y, true
+	return y, true, nil
 }
 
 // fastDocuments returns the root node of each document of the stream, as yaml.v3's Decoder returns
-// them (an empty document is a null scalar), or ok=false.
-func fastDocuments(content []byte) ([]*yaml.Node, bool) {
+// them (an empty document is a null scalar), or ok=false; over when it stopped at MaxYAMLNodes.
+func fastDocuments(content []byte) (roots []*yaml.Node, ok, over bool) {
 	if !fastReadable(content) {
-		return nil, false
+		return nil, false, false
 	}
 	r := &fastReader{src: string(content)}
 	r.nextLine()
-	var roots []*yaml.Node
 	if r.col >= 0 { // content before any "---": an implicit document
 		root := r.root()
 		if root == nil {
-			return nil, false
+			return nil, false, r.over
 		}
 		roots = append(roots, root)
 	}
 	for r.docStart {
 		r.docStart = false
 		if !r.endLine(r.i + 3) { // nothing but a comment may follow "---" here
-			return nil, false
+			return nil, false, r.over
 		}
 		root := r.null()
 		if r.col >= 0 {
 			if root = r.root(); root == nil {
-				return nil, false
+				return nil, false, r.over
 			}
 		}
 		roots = append(roots, root)
 	}
 	if r.bad || r.i < len(r.src) {
-		return nil, false
+		return nil, false, r.over
 	}
-	return roots, true
+	return roots, true, false
 }
 
 // fastReadable reports whether every character is one the reader handles as yaml.v3 does: printable
@@ -125,6 +134,8 @@ type fastReader struct {
 	docStart bool
 	bad      bool
 	depth    int
+	made     int  // nodes made, against MaxYAMLNodes
+	over     bool // bad because made passed MaxYAMLNodes
 
 	anchor  string                // an anchor read, for the next node made
 	anchors map[string]*yaml.Node // the stream's anchors (yaml.v3 keeps them across documents)
@@ -216,6 +227,11 @@ func (r *fastReader) endLine(j int) bool {
 // Fields are set one by one into the zeroed chunk: copying a whole yaml.Node costs write barriers
 // for all its pointers.
 func (r *fastReader) node(kind yaml.Kind, style yaml.Style, tag, value string) *yaml.Node {
+	if r.made++; r.made > MaxYAMLNodes {
+		// Declined from here on, and refused by fastParseObjects: the nodes made so far are
+		// what yaml.v3 would make of the same text.
+		r.bad, r.over = true, true
+	}
 	if len(r.nodes) == cap(r.nodes) {
 		r.nodes = make([]yaml.Node, 0, r.chunk())
 	}
@@ -441,6 +457,9 @@ func (r *fastReader) mapping(col int, key *yaml.Node, after int) *yaml.Node {
 			return nil
 		}
 		r.stack = append(r.stack, key, value)
+		if r.over {
+			return nil
+		}
 		if r.col != col {
 			break
 		}
@@ -491,6 +510,9 @@ func (r *fastReader) sequence(col int) *yaml.Node {
 			return nil
 		}
 		r.stack = append(r.stack, item)
+		if r.over {
+			return nil
+		}
 		if r.col != col || !r.dashAt(r.line+col) {
 			break
 		}
@@ -1001,6 +1023,9 @@ func (r *fastReader) flow(t int) (n *yaml.Node, end int) {
 			return nil, -1
 		}
 		r.stack = append(r.stack, item)
+		if r.over {
+			return nil, -1
+		}
 		if j = r.flowSpace(after); j < 0 {
 			return nil, -1
 		}

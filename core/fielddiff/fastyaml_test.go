@@ -17,7 +17,7 @@ import (
 // fast reader read the stream.
 func checkFastMatchesV3(t testing.TB, p string, content []byte) bool {
 	t.Helper()
-	roots, ok := fastDocuments(content)
+	roots, ok, _ := fastDocuments(content)
 	if !ok {
 		return false
 	}
@@ -34,7 +34,7 @@ func checkFastMatchesV3(t testing.TB, p string, content []byte) bool {
 			t.Fatalf("document %d: %s:\n%s", i+1, d, content)
 		}
 	}
-	fast, ok := fastParseObjects(p, content)
+	fast, ok, _ := fastParseObjects(p, content)
 	slow, err := parseYAMLv3(p, content)
 	if !ok {
 		if err == nil {
@@ -116,12 +116,12 @@ func TestFastReaderReadsManifests(t *testing.T) {
 	for _, name := range []string{"helmrelease-anchors", "helmrelease-values-block-scalars", "crd-multiline-descriptions",
 		"json-object-and-swagger", "indentation-edges", "multi-document-stream", "scalar-types"} {
 		src := fuzzSeed(t, "FuzzFastReaderMatchesYAMLv3", name)
-		if _, ok := fastParseObjects("apps/x/manifest.yaml", src); !ok || !checkFastMatchesV3(t, "apps/x/manifest.yaml", src) {
+		if _, ok, _ := fastParseObjects("apps/x/manifest.yaml", src); !ok || !checkFastMatchesV3(t, "apps/x/manifest.yaml", src) {
 			t.Errorf("the fast reader declines the seed %s", name)
 		}
 	}
 	for _, name := range []string{"declined-shapes", "errors-yaml-refuses"} {
-		if _, ok := fastParseObjects("apps/x/manifest.yaml", fuzzSeed(t, "FuzzFastReaderMatchesYAMLv3", name)); ok {
+		if _, ok, _ := fastParseObjects("apps/x/manifest.yaml", fuzzSeed(t, "FuzzFastReaderMatchesYAMLv3", name)); ok {
 			t.Errorf("the fast reader reads the seed %s", name)
 		}
 	}

@@ -57,6 +57,51 @@ const maxDepth = 100
 // real file, however large.
 func nodeBudget(content []byte) int { return 1<<16 + 8*len(content) }
 
+// The YAML budgets: what one file may make the readers build before they refuse it. Without them
+// an 8 MiB file (the largest read) held 500 to 850 MB live and allocated 1 to 2 GB: 650,000
+// one-line keys of a ConfigMap, or a sequence of small mappings, in any pull request; and 8 MiB of
+// aliases, each expanding a thousand values, 17 s of CPU and 1.4 GB before the alias budget
+// refused them. Real manifests stay far below: a 1.3 MB install.yaml with its CRDs has about
+// 35,000 fields, and 99.8% of the bytes of the repositories measured read through the fast reader.
+const (
+	// MaxYAMLFields is the most fields (leaves) one YAML file is flattened into.
+	MaxYAMLFields = 100_000
+	// MaxYAMLNodes is the most nodes the fast reader builds for one file (a field takes two or
+	// three: its key, its value, its share of a mapping).
+	MaxYAMLNodes = 4 * MaxYAMLFields
+	// MaxYAMLv3Document is the largest document read by go.yaml.in/yaml/v3, for what the fast
+	// reader declines (tabs, tags, complex keys, directives, ...): yaml.v3 builds its whole tree,
+	// about 150 bytes of memory per byte of text, before anything can count it.
+	MaxYAMLv3Document = 1 << 20
+)
+
+// YAMLBudgetError is the refusal of a YAML file past one of the budgets above.
+type YAMLBudgetError struct {
+	Filename string
+	Reason   string // what is past which budget
+}
+
+func (e *YAMLBudgetError) Error() string {
+	if e.Filename == "" { // found while flattening: the error that wraps it names the file
+		return e.Reason + "; not parsed"
+	}
+	return e.Filename + ": " + e.Reason + "; not parsed"
+}
+
+// listJSONBudget is how many bytes of JSON the lists of a file of size bytes may be written as
+// (a list of scalars is one field, its value the list's JSON). Without aliases a list's JSON is at
+// most a few times its text (quotes and escapes); aliases of long lists multiply it, and the alias
+// budget alone let 2 MB of them write 250 MB of values.
+func listJSONBudget(size int) int { return 4*size + 1<<20 }
+
+func tooMuchListJSON() *YAMLBudgetError {
+	return &YAMLBudgetError{Reason: "lists (aliases of lists, most likely) written as more than 4 bytes of JSON per byte of the file"}
+}
+
+func tooManyFields() *YAMLBudgetError {
+	return &YAMLBudgetError{Reason: fmt.Sprintf("more than %d fields in one YAML file, the most Parley reads from one", MaxYAMLFields)}
+}
+
 // kustomizeGroup's Kustomization and Component are usually written without metadata.name; kustomize
 // identifies them by their directory, and so does fielddiff.
 const kustomizeGroup = "kustomize.config.k8s.io"
@@ -66,6 +111,7 @@ type yamlParser struct {
 	leaves  []leaf
 	objects []objectKey // the objects read, in order
 	budget  int         // nodes still allowed to be visited
+	json    int         // bytes of JSON the lists may still be written as (listJSONBudget)
 
 	object  *core.Field // the object being flattened (its Path empty), shared by its leaves
 	prefix  string      // object.String() + "#": a leaf's key is prefix + its encoded pointer
@@ -99,7 +145,8 @@ func mayHoldObjects(content []byte) bool {
 
 func newYAMLParser(p string, content []byte) *yamlParser {
 	// Leaves: roughly one per 30 bytes of a typical manifest.
-	return &yamlParser{path: p, budget: nodeBudget(content), leaves: make([]leaf, 0, len(content)/30+1)}
+	return &yamlParser{path: p, budget: nodeBudget(content), json: listJSONBudget(len(content)),
+		leaves: make([]leaf, 0, min(len(content)/30, MaxYAMLFields)+1)}
 }
 
 // readDocument reads the objects of one document (its root node) into the parser; seen maps each
@@ -139,14 +186,17 @@ func (y *yamlParser) readDocument(doc int, root *yaml.Node, seen map[objectKey]i
 // parseYAMLObjects reads a YAML stream into the parser's leaves and objects: through the fast
 // reader when it reads the stream (fastyaml.go), else through go.yaml.in/yaml/v3.
 func parseYAMLObjects(p string, content []byte) (*yamlParser, error) {
-	if y, ok := fastParseObjects(p, content); ok {
-		return y, nil
+	if y, ok, err := fastParseObjects(p, content); ok || err != nil {
+		return y, err
 	}
 	return parseYAMLv3(p, content)
 }
 
 // parseYAMLv3 reads a YAML stream with go.yaml.in/yaml/v3: every stream the fast reader declines.
 func parseYAMLv3(p string, content []byte) (*yamlParser, error) {
+	if err := v3Budget(p, content); err != nil {
+		return nil, err
+	}
 	y := newYAMLParser(p, content)
 	template := bytes.Contains(content, []byte("{{"))
 	dec := yaml.NewDecoder(bytes.NewReader(content))
@@ -178,6 +228,46 @@ func parseYAMLv3(p string, content []byte) (*yamlParser, error) {
 		}
 	}
 	return y, nil
+}
+
+// v3Budget refuses a stream with a document past MaxYAMLv3Document before yaml.v3 reads it. yaml.v3
+// holds one document's tree at a time: the stream is cut where it would cut it, and refused unread
+// when a document is past the budget or the stream cannot be cut.
+func v3Budget(p string, content []byte) error {
+	if len(content) <= MaxYAMLv3Document {
+		return nil
+	}
+	docs := splitDocuments(content)
+	if docs == nil {
+		return &YAMLBudgetError{Filename: p, Reason: fmt.Sprintf("%s of YAML with directives or in UTF-16, above the %s Parley reads in that form",
+			core.Size(int64(len(content))), core.Size(MaxYAMLv3Document))}
+	}
+	for i, d := range docs {
+		if len(d) > MaxYAMLv3Document {
+			return &YAMLBudgetError{Filename: p, Reason: fmt.Sprintf("document %d: %s of YAML in a form only the full YAML parser reads (tabs, tags, complex keys, ...), above the %s it reads (about 150 bytes of memory per byte)",
+				i+1, core.Size(int64(len(d))), core.Size(MaxYAMLv3Document))}
+		}
+	}
+	return nil
+}
+
+// CheckYAMLBudgets refuses a YAML stream past the budgets above (a *YAMLBudgetError) before a
+// reader that builds whole trees, yaml.v3 or kyaml, reads it: more than MaxYAMLNodes nodes, or a
+// document past MaxYAMLv3Document that the fast reader declines. It costs a read by the fast
+// reader, bounded by MaxYAMLNodes. The fields and list budgets are the flattening's, not checked here.
+func CheckYAMLBudgets(p string, content []byte) error {
+	_, ok, over := fastDocuments(content)
+	switch {
+	case over:
+		return tooManyNodes(p)
+	case !ok:
+		return v3Budget(p, content)
+	}
+	return nil
+}
+
+func tooManyNodes(p string) *YAMLBudgetError {
+	return &YAMLBudgetError{Filename: p, Reason: fmt.Sprintf("more than %d YAML nodes in one file (%d fields or more), the most Parley reads from one", MaxYAMLNodes, MaxYAMLFields)}
 }
 
 func qualifiedName(k objectKey) string {
@@ -292,6 +382,9 @@ func (y *yamlParser) flatten(n *yaml.Node, depth int) error {
 	if y.budget--; y.budget < 0 {
 		return errAliasBudget(n)
 	}
+	if len(y.leaves) > MaxYAMLFields {
+		return tooManyFields()
+	}
 	if depth <= 2 && ignoredPaths[string(y.ptr)] { // every ignored path is one or two tokens long
 		return nil
 	}
@@ -326,6 +419,7 @@ func (y *yamlParser) flatten(n *yaml.Node, depth int) error {
 			if err := y.writeJSON(&b, n, depth); err != nil {
 				return err
 			}
+			y.json -= b.Len()
 			y.add(core.CanonicalJSONValue(b.String()))
 			return nil
 		}
@@ -573,6 +667,9 @@ func (y *yamlParser) writeJSON(b *strings.Builder, n *yaml.Node, depth int) erro
 	}
 	if y.budget--; y.budget < 0 {
 		return errAliasBudget(n)
+	}
+	if b.Len() > y.json {
+		return tooMuchListJSON()
 	}
 	n = resolve(n)
 	switch n.Kind {

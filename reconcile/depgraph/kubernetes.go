@@ -12,6 +12,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/parleyhq/parley/core"
+	"github.com/parleyhq/parley/core/fielddiff"
 )
 
 // k8sObject is a manifest's object as far as dependencies go.
@@ -42,6 +43,13 @@ func (b *builder) readManifests(p string, content []byte) {
 			b.errs = append(b.errs, fmt.Errorf("%s: parsing failed: %v", p, r))
 		}
 	}()
+	// yaml.v3 builds each document whole, about 150 bytes of memory per byte: a file past the
+	// budgets fielddiff refuses it under (an 8 MiB file of small keys held 500 MB and more) is not
+	// read here either.
+	if err := fielddiff.CheckYAMLBudgets(p, content); err != nil {
+		b.errs = append(b.errs, err)
+		return
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(content))
 	var objs []k8sObject
 	for doc := 1; ; doc++ {
