@@ -208,6 +208,10 @@ func Open(ctx context.Context, path string) (*DB, error) {
 			return nil, fmt.Errorf("open drift state %s for reading: %w", path, err)
 		}
 		read.SetMaxOpenConns(4)
+		// Kept open, all four: database/sql keeps two idle by default, so at admission rates the
+		// others were closed and opened again (each open setting the file's pragmas and preparing
+		// the reads anew).
+		read.SetMaxIdleConns(4)
 	}
 	return &DB{db: db, read: read, path: path, engine: sqldb.SQLite, tables: sqliteTables, owned: true}, nil
 }
