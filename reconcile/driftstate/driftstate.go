@@ -531,7 +531,7 @@ func (d *DB) applyTx(ctx context.Context, tx *sql.Tx, b Batch, tv *txVerdicts) e
 			continue
 		}
 		written[c.Field.String()] = true
-		js, err := json.Marshal(c)
+		js, err := encodeClaim(c)
 		if err != nil {
 			return fmt.Errorf("drift state: encode claim on %s: %w", c.Field, err)
 		}
@@ -679,7 +679,7 @@ const maxEvidence = 64
 func (d *DB) saveVerdict(ctx context.Context, tx *sql.Tx, r Record, tv *txVerdicts) error {
 	field := r.Verdict.Field.String()
 	sig := Signature(r.Verdict)
-	vj, err := json.Marshal(r.Verdict)
+	vj, err := encodeVerdict(r.Verdict)
 	if err != nil {
 		return fmt.Errorf("drift state: encode verdict on %s: %w", field, err)
 	}
