@@ -461,7 +461,7 @@ func gitOpsUser(globs []string, username string) bool {
 // decide may be asked more than once, each time on what stands then.
 func (d *Drift) admit(ctx context.Context, repository string, maxAge time.Duration, id string,
 	pick func(reconcile.Snapshot) []core.Claim, decide func([]reconcile.Proposed) (record bool)) error {
-	recorded := false
+	var timers []time.Time // when the timers the record set come due
 	_, err := d.withRepoView(ctx, repository, maxAge, func(rd *repoDrift, snap reconcile.Snapshot) error {
 		if snap.Policy == nil {
 			return reconcile.ErrNoPolicy
@@ -470,12 +470,22 @@ func (d *Drift) admit(ctx context.Context, repository string, maxAge time.Durati
 		if len(claims) == 0 {
 			return nil
 		}
-		var err error
-		_, recorded, err = rd.rec.ProposeIf(ctx, snap, id, claims, decide)
+		judged, recorded, err := rd.rec.ProposeIf(ctx, snap, id, claims, decide)
+		for _, p := range judged {
+			if due, ok := reconcile.TimerDue(p.Verdict); recorded && p.Accepted && ok {
+				timers = append(timers, due)
+			}
+		}
 		return err
 	})
-	if err == nil && recorded {
-		d.poke() // an accepted change sets a timer
+	if err == nil {
+		// An accepted change whose verdict ends (a declared expiry, a recheck) sets a timer the
+		// loop may have to wake earlier for; only then. At admission rates a wake for every
+		// record (the HPA's, rechecked an hour on, where the loop already waits for an earlier
+		// timer) was a read of the drift state for nothing.
+		for _, due := range timers {
+			d.pokeFor(due)
+		}
 	}
 	return err
 }

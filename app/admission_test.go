@@ -715,3 +715,49 @@ func TestAdmissionLogsRefusalsAtInfoAndRoutineAnswersAtDebug(t *testing.T) {
 		})
 	}
 }
+
+// An accepted review wakes the timer loop when the timer its verdict sets comes due before the
+// loop wakes by itself, or while the loop is not waiting (it may have read the timers before the
+// record): the HPA's scale sets a recheck an hour on. Otherwise it does not: at admission rates
+// each wake was a read of the drift state for nothing.
+func TestAdmissionWakesTheTimerLoopOnlyForAnEarlierTimer(t *testing.T) {
+	srv, _, d := admissionSetup(t, "deny")
+	d.init()
+	woken := func() bool {
+		select {
+		case <-d.wake:
+			return true
+		default:
+			return false
+		}
+	}
+	// A first review serves the repository, which wakes the loop for the timers it holds.
+	if _, resp, raw := admit(t, srv, admissionToken, scaleReview("cost-1", costSA, 3, 2, false)); resp == nil || resp.Allowed {
+		t.Fatalf("cost optimizer: %s", raw)
+	}
+	woken()
+	for i, c := range []struct {
+		loopWakes time.Time // zero: the loop is not waiting
+		want      bool
+	}{
+		{time.Time{}, true},
+		{clockStart.Add(30 * time.Minute), false},
+		{clockStart.Add(90 * time.Minute), true},
+	} {
+		d.nextWake.Store(0)
+		if !c.loopWakes.IsZero() {
+			d.nextWake.Store(c.loopWakes.UnixNano())
+		}
+		if _, resp, raw := admit(t, srv, admissionToken, scaleReview(fmt.Sprintf("hpa-%d", i), hpaSA, 3+i, 4+i, false)); resp == nil || !resp.Allowed {
+			t.Fatalf("hpa: %s", raw)
+		}
+		if got := woken(); got != c.want {
+			ts, _ := d.served()[0].state.Timers(context.Background())
+			t.Fatalf("the loop waiting until %v: woken %v, want %v (timers %+v)", c.loopWakes, got, c.want, ts)
+		}
+	}
+	due, ok, err := d.served()[0].state.Next(context.Background())
+	if err != nil || !ok || !due.Equal(clockStart.Add(time.Hour)) {
+		t.Fatalf("the timer the HPA's scale set: %v %v %v", due, ok, err)
+	}
+}
