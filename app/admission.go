@@ -234,14 +234,31 @@ func (h *Admission) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if observe && (decision == admAllowed || decision == admWarned) {
 		h.hold(cluster, adm, body, h.now())
 	}
-	if decision != admSkipped && decision != admUncovered {
-		h.log().Info("admission review", "cluster", cluster, "uid", adm.UID, "object", adm.Object.String(), "user", adm.Identity.ID,
+	if level, ok := reviewLogLevel(decision); ok && h.log().Enabled(ctx, level) {
+		h.log().Log(ctx, level, "admission review", "cluster", cluster, "uid", adm.UID, "object", adm.Object.String(), "user", adm.Identity.ID,
 			"decision", decision, "dry_run", adm.DryRun, "fields", len(adm.Changes))
 	}
 	writeJSON(w, http.StatusOK, admissionv1.AdmissionReview{
 		TypeMeta: metav1.TypeMeta{Kind: "AdmissionReview", APIVersion: admissionv1.SchemeGroupVersion.String()},
 		Response: resp,
 	})
+}
+
+// reviewLogLevel is the level of a judged review's log line, by its decision: a refusal (denied,
+// or warned in warn mode) and a review allowed unjudged at info, since someone's change was
+// stopped, flagged or let through unjudged and the line says whose (a fail-open has its error line
+// too, from failOpen); a change that went through as the policy expects (allowed, a GitOps
+// controller's own write) at debug, since at an HPA's pace those lines were a twentieth of serve's
+// CPU and say nothing the counters do not (parley_admission_reviews_total). Uncovered and skipped
+// reviews log nothing.
+func reviewLogLevel(decision string) (slog.Level, bool) {
+	switch decision {
+	case admDenied, admWarned, admFailOpen:
+		return slog.LevelInfo, true
+	case admAllowed, admGitOps:
+		return slog.LevelDebug, true
+	}
+	return 0, false
 }
 
 // authenticate checks the API server's credentials for the cluster: its bearer token, or a client
@@ -444,7 +461,7 @@ func gitOpsUser(globs []string, username string) bool {
 // decide may be asked more than once, each time on what stands then.
 func (d *Drift) admit(ctx context.Context, repository string, maxAge time.Duration, id string,
 	pick func(reconcile.Snapshot) []core.Claim, decide func([]reconcile.Proposed) (record bool)) error {
-	recorded := false
+	var timers []time.Time // when the timers the record set come due
 	_, err := d.withRepoView(ctx, repository, maxAge, func(rd *repoDrift, snap reconcile.Snapshot) error {
 		if snap.Policy == nil {
 			return reconcile.ErrNoPolicy
@@ -453,12 +470,22 @@ func (d *Drift) admit(ctx context.Context, repository string, maxAge time.Durati
 		if len(claims) == 0 {
 			return nil
 		}
-		var err error
-		_, recorded, err = rd.rec.ProposeIf(ctx, snap, id, claims, decide)
+		judged, recorded, err := rd.rec.ProposeIf(ctx, snap, id, claims, decide)
+		for _, p := range judged {
+			if due, ok := reconcile.TimerDue(p.Verdict); recorded && p.Accepted && ok {
+				timers = append(timers, due)
+			}
+		}
 		return err
 	})
-	if err == nil && recorded {
-		d.poke() // an accepted change sets a timer
+	if err == nil {
+		// An accepted change whose verdict ends (a declared expiry, a recheck) sets a timer the
+		// loop may have to wake earlier for; only then. At admission rates a wake for every
+		// record (the HPA's, rechecked an hour on, where the loop already waits for an earlier
+		// timer) was a read of the drift state for nothing.
+		for _, due := range timers {
+			d.pokeFor(due)
+		}
 	}
 	return err
 }

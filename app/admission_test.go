@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -671,5 +672,92 @@ func TestAdmissionLargeReviewsTakeOneLane(t *testing.T) {
 	h.Budget = time.Minute
 	if code, resp, raw := admit(t, srv, admissionToken, big); code != http.StatusOK || string(resp.UID) != "uid-large" {
 		t.Fatalf("a large review with the lane free: %d %.300s", code, raw)
+	}
+}
+
+// A judged review's log line is at info when a change was refused (denied, or warned) and at debug
+// when it went through as the policy expects: at an HPA's pace the allowed lines were a twentieth
+// of serve's CPU. At debug both are written, with the same attributes.
+func TestAdmissionLogsRefusalsAtInfoAndRoutineAnswersAtDebug(t *testing.T) {
+	for _, level := range []slog.Level{slog.LevelInfo, slog.LevelDebug} {
+		t.Run(level.String(), func(t *testing.T) {
+			srv, h, _ := admissionSetup(t, "deny")
+			var logs bytes.Buffer
+			h.Log = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: level}))
+			if _, resp, raw := admit(t, srv, admissionToken, scaleReview("hpa-1", hpaSA, 3, 7, false)); resp == nil || !resp.Allowed {
+				t.Fatalf("hpa: %s", raw)
+			}
+			if _, resp, raw := admit(t, srv, admissionToken, scaleReview("cost-1", costSA, 7, 2, false)); resp == nil || resp.Allowed {
+				t.Fatalf("cost optimizer: %s", raw)
+			}
+			lines := map[string]map[string]any{} // by uid
+			dec := json.NewDecoder(&logs)
+			for dec.More() {
+				var l map[string]any
+				if err := dec.Decode(&l); err != nil {
+					t.Fatal(err)
+				}
+				if l["msg"] == "admission review" {
+					lines[fmt.Sprint(l["uid"])] = l
+				}
+			}
+			denied, ok := lines["uid-cost-1"]
+			if !ok || denied["level"] != "INFO" || denied["decision"] != admDenied || denied["user"] != costSA || denied["object"] != "k8s:apps/Deployment/prod/web" {
+				t.Fatalf("the denied review's line: %v", denied)
+			}
+			allowed, ok := lines["uid-hpa-1"]
+			if level == slog.LevelInfo && ok {
+				t.Fatalf("an allowed review logged at info: %v", allowed)
+			}
+			if level == slog.LevelDebug && (!ok || allowed["level"] != "DEBUG" || allowed["decision"] != admAllowed || allowed["user"] != hpaSA) {
+				t.Fatalf("the allowed review's line at debug: %v", allowed)
+			}
+		})
+	}
+}
+
+// An accepted review wakes the timer loop when the timer its verdict sets comes due before the
+// loop wakes by itself, or while the loop is not waiting (it may have read the timers before the
+// record): the HPA's scale sets a recheck an hour on. Otherwise it does not: at admission rates
+// each wake was a read of the drift state for nothing.
+func TestAdmissionWakesTheTimerLoopOnlyForAnEarlierTimer(t *testing.T) {
+	srv, _, d := admissionSetup(t, "deny")
+	d.init()
+	woken := func() bool {
+		select {
+		case <-d.wake:
+			return true
+		default:
+			return false
+		}
+	}
+	// A first review serves the repository, which wakes the loop for the timers it holds.
+	if _, resp, raw := admit(t, srv, admissionToken, scaleReview("cost-1", costSA, 3, 2, false)); resp == nil || resp.Allowed {
+		t.Fatalf("cost optimizer: %s", raw)
+	}
+	woken()
+	for i, c := range []struct {
+		loopWakes time.Time // zero: the loop is not waiting
+		want      bool
+	}{
+		{time.Time{}, true},
+		{clockStart.Add(30 * time.Minute), false},
+		{clockStart.Add(90 * time.Minute), true},
+	} {
+		d.nextWake.Store(0)
+		if !c.loopWakes.IsZero() {
+			d.nextWake.Store(c.loopWakes.UnixNano())
+		}
+		if _, resp, raw := admit(t, srv, admissionToken, scaleReview(fmt.Sprintf("hpa-%d", i), hpaSA, 3+i, 4+i, false)); resp == nil || !resp.Allowed {
+			t.Fatalf("hpa: %s", raw)
+		}
+		if got := woken(); got != c.want {
+			ts, _ := d.served()[0].state.Timers(context.Background())
+			t.Fatalf("the loop waiting until %v: woken %v, want %v (timers %+v)", c.loopWakes, got, c.want, ts)
+		}
+	}
+	due, ok, err := d.served()[0].state.Next(context.Background())
+	if err != nil || !ok || !due.Equal(clockStart.Add(time.Hour)) {
+		t.Fatalf("the timer the HPA's scale set: %v %v %v", due, ok, err)
 	}
 }

@@ -97,6 +97,11 @@ type Drift struct {
 	targets map[string]driftTarget // installations found, by lower-cased name
 	absent  map[string]time.Time   // repositories the App is not installed on, until when to believe it
 	wake    chan struct{}
+	// nextWake is when the timer loop, waiting, wakes by itself (Unix nanoseconds on Now's clock),
+	// or 0 while it is not waiting (reading the timers, firing them): a timer set for no earlier
+	// needs no poke (pokeFor). The loop clears it before it reads the next timer, so a timer
+	// committed after that read is always either seen by the read or poked for.
+	nextWake atomic.Int64
 }
 
 // repoDrift is the drift loop of one repository.
@@ -468,6 +473,14 @@ func (d *Drift) observe(rep reconcile.Report) {
 	}
 }
 
+// pokeFor wakes the timer loop for a timer set to come due at due, unless the loop is waiting
+// and wakes by then anyway (and reads the timers again).
+func (d *Drift) pokeFor(due time.Time) {
+	if next := d.nextWake.Load(); next == 0 || due.UnixNano() < next {
+		d.poke()
+	}
+}
+
 // poke wakes the timer loop: a verdict may have set an earlier timer.
 func (d *Drift) poke() {
 	select {
@@ -760,6 +773,7 @@ func (d *Drift) RunTimers(ctx context.Context) {
 		}
 	}
 	for {
+		d.nextWake.Store(0) // not waiting: every timer set from now on pokes
 		d.discover(ctx)
 		wait := idle
 		for _, rd := range d.served() {
@@ -772,6 +786,7 @@ func (d *Drift) RunTimers(ctx context.Context) {
 			}
 		}
 		if wait > 0 {
+			d.nextWake.Store(d.now().Add(wait).UnixNano())
 			t := time.NewTimer(wait)
 			select {
 			case <-ctx.Done():

@@ -577,6 +577,15 @@ func record(res Result, now time.Time) driftstate.Record {
 // recheck time (a claim expiring, an escalation falling back); zero clears the timer. A time that
 // is not after now (which the arbiter should never give) is put a minute ahead, so that a timer
 // loop can never spin on a field that stays due.
+// TimerDue is when the timer recording v sets on its field comes due, as the verdict says (a
+// yield's or hold's end, a recheck); ok is false when it sets none (it clears the field's timer).
+// A time already past when it is recorded is set a minute on, so it comes due no earlier than
+// this says.
+func TimerDue(v core.Verdict) (due time.Time, ok bool) {
+	t := timerFor(v, time.Time{})
+	return t.Due, !t.Due.IsZero()
+}
+
 func timerFor(v core.Verdict, now time.Time) driftstate.Timer {
 	due := v.Recheck
 	if !v.Until.IsZero() && (due.IsZero() || v.Until.Before(due)) {

@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -42,6 +43,9 @@ type DB struct {
 	// readStmts and writeStmts keep the statements prepared, by query text, on read and db: at
 	// admission rates parsing the same SQL again was most of a judgement's CPU.
 	readStmts, writeStmts sync.Map
+	// last keeps each field's newest verdict record as written, for the next record on the field
+	// to update without reading it (lastverdict.go).
+	last lastVerdicts
 
 	path   string // for errors: the SQLite file, or the PostgreSQL schema and database
 	engine sqldb.Engine
@@ -204,6 +208,10 @@ func Open(ctx context.Context, path string) (*DB, error) {
 			return nil, fmt.Errorf("open drift state %s for reading: %w", path, err)
 		}
 		read.SetMaxOpenConns(4)
+		// Kept open, all four: database/sql keeps two idle by default, so at admission rates the
+		// others were closed and opened again (each open setting the file's pragmas and preparing
+		// the reads anew).
+		read.SetMaxIdleConns(4)
 	}
 	return &DB{db: db, read: read, path: path, engine: sqldb.SQLite, tables: sqliteTables, owned: true}, nil
 }
@@ -461,20 +469,23 @@ func (d *DB) Apply(ctx context.Context, b Batch) error {
 		return fmt.Errorf("drift state: begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	if err := d.applyTx(ctx, tx, b); err != nil {
+	var tv txVerdicts
+	if err := d.applyTx(ctx, tx, b, &tv); err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("drift state: commit: %w", err)
 	}
+	d.last.keep(tv.written)
 	d.prepareWrites(ctx)
 	return nil
 }
 
 // applyTx writes a batch in tx: the versions it expects first (so that, on PostgreSQL, the rows
 // they lock are taken before anything else is written, in the fields' order), then the batch, then
-// the versions of the other fields it wrote.
-func (d *DB) applyTx(ctx context.Context, tx *sql.Tx, b Batch) error {
+// the versions of the other fields it wrote. tv receives the verdict records it wrote, for the
+// caller to keep (d.last) once the transaction commits, and only then.
+func (d *DB) applyTx(ctx context.Context, tx *sql.Tx, b Batch, tv *txVerdicts) error {
 	expected := make([]core.Field, 0, len(b.Expect))
 	for f := range b.Expect {
 		expected = append(expected, f)
@@ -496,6 +507,10 @@ func (d *DB) applyTx(ctx context.Context, tx *sql.Tx, b Batch) error {
 	if len(moved) > 0 {
 		return fmt.Errorf("%w: %s", ErrConflict, strings.Join(moved, ", "))
 	}
+	*tv = txVerdicts{swapped: make(map[string]int64, len(expected)), written: map[string]lastVerdict{}}
+	for _, f := range expected {
+		tv.swapped[f.String()] = b.Expect[f]
+	}
 	written := map[string]bool{}
 	at := b.At.UnixNano()
 	fresh := map[string]bool{}
@@ -516,7 +531,7 @@ func (d *DB) applyTx(ctx context.Context, tx *sql.Tx, b Batch) error {
 			continue
 		}
 		written[c.Field.String()] = true
-		js, err := json.Marshal(c)
+		js, err := encodeClaim(c)
 		if err != nil {
 			return fmt.Errorf("drift state: encode claim on %s: %w", c.Field, err)
 		}
@@ -538,7 +553,7 @@ func (d *DB) applyTx(ctx context.Context, tx *sql.Tx, b Batch) error {
 		}
 	}
 	for _, r := range b.Verdicts {
-		if err := d.saveVerdict(ctx, tx, r); err != nil {
+		if err := d.saveVerdict(ctx, tx, r, tv); err != nil {
 			return err
 		}
 		written[r.Verdict.Field.String()] = true
@@ -657,61 +672,88 @@ func likePrefix(s string) string {
 // the same verdict keeps its newest 64 events, not every one since the verdict began.
 const maxEvidence = 64
 
-func (d *DB) saveVerdict(ctx context.Context, tx *sql.Tx, r Record) error {
+// saveVerdict records r: a verdict with the signature of the field's newest record (and no commit
+// of its own) updates that record, extending its evidence; any other is a record of its own. The
+// newest record is read, unless the batch swapped the field's version and the record is kept at
+// the version it swapped from (lastverdict.go); what it writes goes into tv.
+func (d *DB) saveVerdict(ctx context.Context, tx *sql.Tx, r Record, tv *txVerdicts) error {
 	field := r.Verdict.Field.String()
 	sig := Signature(r.Verdict)
-	vj, err := json.Marshal(r.Verdict)
+	vj, err := encodeVerdict(r.Verdict)
 	if err != nil {
 		return fmt.Errorf("drift state: encode verdict on %s: %w", field, err)
 	}
-	var seq int64
-	var lastSig, evJSON, action, commit string
-	err = d.txQueryRow(ctx, tx, `SELECT seq, signature, evidence, action, commit_hash FROM {verdicts} WHERE field = ? ORDER BY seq DESC LIMIT 1`, field).
-		Scan(&seq, &lastSig, &evJSON, &action, &commit)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("drift state: last verdict on %s: %w", field, err)
+	before, swapped := tv.swapped[field]
+	last, found := tv.written[field] // a verdict on the field earlier in this batch
+	if !found && swapped {
+		last, found = d.last.get(field, before)
 	}
-	if err == nil && lastSig == sig && r.Commit == "" {
+	if !found {
+		var evJSON, action, commit string
+		err = d.txQueryRow(ctx, tx, `SELECT seq, signature, evidence, action, commit_hash FROM {verdicts} WHERE field = ? ORDER BY seq DESC LIMIT 1`, field).
+			Scan(&last.seq, &last.sig, &evJSON, &action, &commit)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("drift state: last verdict on %s: %w", field, err)
+		}
+		if found = err == nil; found {
+			_ = json.Unmarshal([]byte(evJSON), &last.evidence)
+		}
+	}
+	// What the field's newest record is once this verdict is written, kept for the next batch when
+	// the field's version after this batch is known (it swapped it) and the record's row is.
+	wrote := func(seq int64, evidence []string) {
+		if swapped && seq > 0 {
+			tv.written[field] = lastVerdict{version: before + 1, seq: seq, sig: sig, evidence: evidence}
+		} else {
+			delete(tv.written, field)
+		}
+	}
+	if found && last.sig == sig && r.Commit == "" {
 		// The same verdict again: keep its record (and the commit it carried), refresh the verdict
 		// text and add the new evidence.
-		var ev []string
-		_ = json.Unmarshal([]byte(evJSON), &ev)
-		ev = appendEvidence(ev, r.Evidence)
+		ev := appendEvidence(last.evidence, r.Evidence)
 		ej, _ := json.Marshal(ev)
 		_, err = d.exec(ctx, tx, `UPDATE {verdicts} SET verdict = ?, evidence = ?, at = ?, note = CASE WHEN ? = '' THEN note ELSE ? END WHERE seq = ?`,
-			string(vj), string(ej), r.At.UnixNano(), r.Note, r.Note, seq)
+			string(vj), string(ej), r.At.UnixNano(), r.Note, r.Note, last.seq)
 		if err != nil {
 			return fmt.Errorf("drift state: update verdict on %s: %w", field, err)
 		}
+		wrote(last.seq, ev)
 		return nil
 	}
-	ej, _ := json.Marshal(appendEvidence(nil, r.Evidence))
-	_, err = d.exec(ctx, tx, `INSERT INTO {verdicts} (field, signature, at, verdict, evidence, action, commit_hash, branch, pull_request, note)
+	ev := appendEvidence(nil, r.Evidence)
+	ej, _ := json.Marshal(ev)
+	res, err := d.exec(ctx, tx, `INSERT INTO {verdicts} (field, signature, at, verdict, evidence, action, commit_hash, branch, pull_request, note)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, field, sig, r.At.UnixNano(), string(vj), string(ej), r.Action, r.Commit, r.Branch, r.PR, r.Note)
 	if err != nil {
 		return fmt.Errorf("drift state: record verdict on %s: %w", field, err)
 	}
+	// SQLite reports the new record's seq; PostgreSQL's driver does not (the next batch reads it).
+	seq, err := res.LastInsertId()
+	if err != nil {
+		seq = 0
+	}
+	wrote(seq, ev)
 	return nil
 }
 
+// appendEvidence is have with add's events not in it yet, the newest maxEvidence kept. It never
+// writes into have's array (a kept record's evidence is shared).
 func appendEvidence(have, add []string) []string {
-	seen := map[string]bool{}
-	for _, e := range have {
-		seen[e] = true
-	}
+	out := slices.Clip(have)
 	for _, e := range add {
-		if !seen[e] {
-			seen[e] = true
-			have = append(have, e)
+		// A linear scan: at most maxEvidence events, and a review adds one.
+		if !slices.Contains(out, e) {
+			out = append(out, e)
 		}
 	}
-	if len(have) > maxEvidence {
-		have = have[len(have)-maxEvidence:]
+	if len(out) > maxEvidence {
+		out = out[len(out)-maxEvidence:]
 	}
-	if have == nil {
-		have = []string{}
+	if out == nil {
+		out = []string{}
 	}
-	return have
+	return out
 }
 
 // Claims returns the claims recorded on f, oldest first: open ones, and with all=true closed ones

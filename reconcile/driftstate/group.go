@@ -125,19 +125,20 @@ func (g *Group) commit(group []groupReq) {
 		return
 	}
 	defer func() { _ = tx.Rollback() }()
+	tvs := make([]txVerdicts, len(group))
 	if len(group) == 1 {
 		// A batch alone is its transaction: its failure rolls the transaction back, so it needs no
 		// savepoint (two statements fewer for the commonest group).
 		r := group[0]
 		if errs[0] = r.ctx.Err(); errs[0] == nil {
-			errs[0] = g.applyTx(ctx, tx, r.batch)
+			errs[0] = g.applyTx(ctx, tx, r.batch, &tvs[0])
 		}
 		if errs[0] != nil {
 			_ = tx.Rollback()
 			answer(nil) // the batch's own error
 			return
 		}
-	} else if err := g.applyEach(ctx, tx, group, errs); err != nil {
+	} else if err := g.applyEach(ctx, tx, group, errs, tvs); err != nil {
 		answer(err)
 		return
 	}
@@ -145,13 +146,19 @@ func (g *Group) commit(group []groupReq) {
 		answer(fmt.Errorf("drift state: commit: %w", err))
 		return
 	}
+	for i := range group {
+		if errs[i] == nil { // a batch undone under its savepoint wrote nothing to keep
+			g.last.keep(tvs[i].written)
+		}
+	}
 	answer(nil)
 	g.prepareWrites(ctx)
 }
 
 // applyEach writes each batch of a group under its own savepoint, so that one batch's failure
-// (its error in errs) undoes it alone; an error returned is the transaction's.
-func (g *Group) applyEach(ctx context.Context, tx *sql.Tx, group []groupReq, errs []error) error {
+// (its error in errs) undoes it alone; an error returned is the transaction's. tvs receive what
+// each batch wrote (applyTx).
+func (g *Group) applyEach(ctx context.Context, tx *sql.Tx, group []groupReq, errs []error, tvs []txVerdicts) error {
 	for i, r := range group {
 		if err := r.ctx.Err(); err != nil {
 			errs[i] = err
@@ -160,7 +167,7 @@ func (g *Group) applyEach(ctx context.Context, tx *sql.Tx, group []groupReq, err
 		if _, err := tx.ExecContext(ctx, `SAVEPOINT batch`); err != nil {
 			return fmt.Errorf("drift state: savepoint: %w", err)
 		}
-		errs[i] = g.applyTx(ctx, tx, r.batch)
+		errs[i] = g.applyTx(ctx, tx, r.batch, &tvs[i])
 		steps := []string{`RELEASE SAVEPOINT batch`}
 		if errs[i] != nil {
 			// Undo this batch alone; ROLLBACK TO keeps the savepoint, so release it after.
