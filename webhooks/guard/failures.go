@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"context"
 	"math"
 	"net"
 	"net/http"
@@ -19,12 +20,23 @@ import (
 // address, and refusing that address would let anyone silence GitHub. The receivers make
 // checking cheap (the body is hashed as it streams, under the Bodies budget). A nil *Failures
 // limits nothing.
+//
+// A failure over the budget is answered only after a hold (Hold): an attacker sending wrong
+// credentials as fast as its connections go then gets one answer a second per connection instead
+// of thousands, so it cannot buy the server's CPU with its own (14,500 wrong signatures a second
+// from 8 connections took a core of parley serve before). Only failures are held, once their
+// credentials have been checked, so a valid request from the same address is never held.
 type Failures struct {
 	every   rate.Limit
 	burst   int
 	metrics *Metrics
 	now     func() time.Time
 	proxies *Proxies
+	hold    time.Duration
+	sleep   func(context.Context, time.Duration)
+	// held is a semaphore of the requests being held at once (MaxHeld): past it a failure is
+	// answered at once, as before holds, rather than holding another goroutine.
+	held chan struct{}
 
 	mu      sync.Mutex
 	clients map[string]*rate.Limiter
@@ -49,7 +61,28 @@ type FailuresConfig struct {
 	Now     func() time.Time
 	// Proxies are the proxies whose forwarding headers name the client; nil trusts none.
 	Proxies *Proxies
+	// Hold is the longest a failure over the budget is held before its 429 (Failures.Hold);
+	// 0 means DefaultHold, a negative value holds nothing. MaxHeld bounds the requests held at
+	// once; 0 means DefaultMaxHeld.
+	Hold    time.Duration
+	MaxHeld int
+	// Sleep waits d or until ctx ends; nil is a timer. Tests replace it to see the holds.
+	Sleep func(ctx context.Context, d time.Duration)
 }
+
+// DefaultHold is how long a failed authentication over its client's budget is held before it is
+// answered: the Retry-After it is answered with, at most a second. A sender that waits for each
+// answer before the next request (every HTTP/1.1 connection, and a well-behaved client) then
+// fails once a second per connection.
+const DefaultHold = time.Second
+
+// DefaultMaxHeld bounds the requests held at once. Each holds its goroutine and its connection
+// (some 10 KiB together) and no body: a signed body has been read and released, a bearer token's
+// is unread. The intake listener's connection caps (max_connections, 1,024 by default; 64 per
+// client) bound its holds below this already, one request per HTTP/1.1 connection; the admission
+// listener has no connection cap and HTTP/2 runs 250 requests per connection, so this is the
+// bound there. Past it failures are answered at once, as they were before holds.
+const DefaultMaxHeld = 2048
 
 // NewFailures returns the limiter cfg describes, or nil (which limits nothing) when
 // cfg.PerMinute <= 0.
@@ -63,8 +96,50 @@ func NewFailures(cfg FailuresConfig) *Failures {
 	if now == nil {
 		now = time.Now
 	}
-	return &Failures{every: every, burst: burst, metrics: cfg.Metrics, now: now, proxies: cfg.Proxies,
-		clients: map[string]*rate.Limiter{}, paces: map[string]*rate.Limiter{}, overflow: rate.NewLimiter(every, burst)}
+	hold := cfg.Hold
+	if hold == 0 {
+		hold = DefaultHold
+	}
+	maxHeld := cfg.MaxHeld
+	if maxHeld <= 0 {
+		maxHeld = DefaultMaxHeld
+	}
+	sleep := cfg.Sleep
+	if sleep == nil {
+		sleep = sleepContext
+	}
+	return &Failures{every: every, burst: burst, metrics: cfg.Metrics, now: now, proxies: cfg.Proxies, hold: hold, sleep: sleep,
+		held: make(chan struct{}, maxHeld), clients: map[string]*rate.Limiter{}, paces: map[string]*rate.Limiter{}, overflow: rate.NewLimiter(every, burst)}
+}
+
+// Hold holds a request Failed answered over the budget before it is answered: for retryAfter
+// (what Failed returned) but at most the configured hold, and no longer than r's context (a
+// client that hangs up, a server that shuts down). It returns at once when MaxHeld requests are
+// held already. Call it only for a request whose credentials failed and Failed throttled, just
+// before writing its 429: the client then waits for that answer before it can send the next
+// request on the connection.
+func (f *Failures) Hold(r *http.Request, retryAfter time.Duration) {
+	if f == nil || f.hold <= 0 || retryAfter <= 0 {
+		return
+	}
+	select {
+	case f.held <- struct{}{}:
+	default:
+		f.metrics.authHoldFull()
+		return
+	}
+	defer func() { <-f.held }()
+	f.sleep(r.Context(), min(retryAfter, f.hold))
+}
+
+// sleepContext waits d or until ctx ends.
+func sleepContext(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }
 
 // PaceBytesPerSecond is how fast the unsigned body of a client over its failed-authentication
