@@ -216,6 +216,98 @@ func TestThrottledFailureHeldValidAnsweredAtOnce(t *testing.T) {
 	}
 }
 
+// TestBigFailedBodiesSpendTheBudget: a body read and hashed under a wrong signature counts one
+// failure more for each MiB, so an address cannot have its whole budget of failures (30) read
+// as 24 MiB bodies at the speed of the network (issue 34's bigbody: 2.3 GB hashed in 10 s from
+// 4 addresses). Before, the second 2 MiB failure below was a 401 like a small one, the budget
+// of 3 not spent. A valid big body from the address is still stored.
+func TestBigFailedBodiesSpendTheBudget(t *testing.T) {
+	st := openStore(t, store.Options{})
+	secret := mustSecret(t, "hook")
+	failures := guard.NewFailures(guard.FailuresConfig{PerMinute: 3, Burst: 3, Sleep: func(context.Context, time.Duration) {}})
+	gh, err := NewReceiver(ReceiverConfig{Store: st, Secrets: []Secret{secret}, Failures: failures})
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := []byte(`{"zen":"` + strings.Repeat("x", 2<<20) + `"}`)
+	send := func(id, sig string, body []byte) int {
+		req := httptest.NewRequest(http.MethodPost, GitHubPath, bytes.NewReader(body))
+		req.RemoteAddr = "192.0.2.8:4000"
+		req.Header.Set(HeaderEvent, "ping")
+		req.Header.Set(HeaderDelivery, id)
+		req.Header.Set(HeaderSignature, sig)
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		gh.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	wrong := "sha256=" + strings.Repeat("0", 64)
+	if code := send("w-1", wrong, big); code != http.StatusUnauthorized {
+		t.Fatalf("the first 2 MiB failure: %d, want 401", code)
+	}
+	if code := send("w-2", wrong, big); code != http.StatusTooManyRequests {
+		t.Fatalf("the second 2 MiB failure: %d, want 429 (each counts 3 failures of a budget of 3)", code)
+	}
+	if code := send("v-1", Sign(secret, big), big); code != http.StatusAccepted {
+		t.Fatalf("a valid 2 MiB delivery from the address: %d, want 202", code)
+	}
+}
+
+// TestBodyWaitsForRoomFromItsAddress: a declared body that does not fit its address's share of
+// the unauthenticated body budget waits for the body holding it to be checked, and is then read
+// and stored, instead of being answered 503 at once (before, the second delivery below was a
+// 503, and an attacker's refused big bodies reconnected as fast as they were refused).
+func TestBodyWaitsForRoomFromItsAddress(t *testing.T) {
+	st := openStore(t, store.Options{})
+	secret := mustSecret(t, "hook")
+	bodies := guard.NewBodies(guard.BodiesConfig{Total: 1 << 20, PerClient: 48 << 10})
+	gh, err := NewReceiver(ReceiverConfig{Store: st, Secrets: []Secret{secret}, Bodies: bodies})
+	if err != nil {
+		t.Fatal(err)
+	}
+	delivery := func(id string) []byte { return []byte(`{"zen":"` + id + strings.Repeat("x", 32<<10) + `"}`) }
+	serve := func(id string, body io.Reader, n int, sig string) <-chan int {
+		req := httptest.NewRequest(http.MethodPost, GitHubPath, body)
+		req.ContentLength = int64(n)
+		req.RemoteAddr = "192.0.2.9:4000"
+		req.Header.Set(HeaderEvent, "ping")
+		req.Header.Set(HeaderDelivery, id)
+		req.Header.Set(HeaderSignature, sig)
+		req.Header.Set("Content-Type", "application/json")
+		code := make(chan int, 1)
+		go func() {
+			rec := httptest.NewRecorder()
+			gh.ServeHTTP(rec, req)
+			code <- rec.Code
+		}()
+		return code
+	}
+	// The first body is declared, its share reserved, and sent slowly.
+	first := delivery("first")
+	pr, pw := io.Pipe()
+	firstCode := serve("first", pr, len(first), Sign(secret, first))
+	for bodies.Held() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	second := delivery("second")
+	secondCode := serve("second", bytes.NewReader(second), len(second), Sign(secret, second))
+	select {
+	case code := <-secondCode:
+		t.Fatalf("the second body, while the first held its address's share: %d, want it waiting for room", code)
+	case <-time.After(50 * time.Millisecond):
+	}
+	if _, err := pw.Write(first); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	if code := <-firstCode; code != http.StatusAccepted {
+		t.Fatalf("the first delivery: %d, want 202", code)
+	}
+	if code := <-secondCode; code != http.StatusAccepted {
+		t.Fatalf("the second delivery, once the first was checked: %d, want 202", code)
+	}
+}
+
 // TestReplayedBodyUnderAnotherDeliveryIsADuplicate: GitHub signs only the body, so a captured
 // delivery can be sent again under a new X-GitHub-Delivery or relabelled with another
 // X-GitHub-Event and still verify. The body gives it away: answered 200 "duplicate", naming the

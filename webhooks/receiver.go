@@ -213,6 +213,7 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	ok := slices.Contains(hmacs.match(mac), true)
 	if !ok {
+		r.failures.ChargeBody(req, pending.size)
 		r.signatureFailure(w, req, log, source, errSignatureMismatch)
 		return
 	}

@@ -199,6 +199,33 @@ func (f *Failures) Failed(r *http.Request, endpoint string) (retryAfter time.Dur
 	return time.Duration(math.Ceil((1-tokens)/float64(f.every)) * float64(time.Second)), true
 }
 
+// FailureBytes is how much of a body read under a wrong signature counts as one more failure
+// (ChargeBody): a failure is one request, whatever its size, only up to this size. Without it,
+// an address's first 30 failures could each be a 24 MiB body read, spooled and hashed at the
+// speed of the network (issue 34's bigbody: 4 addresses had 2.3 GB hashed in 10 s, a core of
+// parley serve's); with it, one such body spends most of the address's budget, and its next
+// bodies are read at PaceBytesPerSecond. GitHub's deliveries are typically some 25 kB (the
+// largest of @octokit/webhooks-examples is 27 kB), so a sender with a wrong secret is charged
+// as before.
+const FailureBytes = 1 << 20
+
+// ChargeBody charges r's client for a body of n bytes it made the server read before its
+// signature failed: one failure for each whole FailureBytes in it, at most the burst, on top of
+// the one Failed counts. Call it before Failed, so that Failed sees the spent budget; a body
+// under a signature that verifies is never charged.
+func (f *Failures) ChargeBody(r *http.Request, n int64) {
+	if f == nil || n < FailureBytes {
+		return
+	}
+	cost := int(min(n/FailureBytes, int64(f.burst)))
+	now := f.now()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	// ReserveN takes the tokens even when the client has too few, so a big body spends the
+	// budget ahead: the client's next failures are throttled until it has refilled.
+	f.limiter(f.proxies.Client(r), now, true).ReserveN(now, cost)
+}
+
 // Client is the client address r counts against (see Proxies.Client).
 func (f *Failures) Client(r *http.Request) string {
 	if f == nil {

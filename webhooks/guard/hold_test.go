@@ -63,3 +63,47 @@ func TestHoldBoundedAndCancelled(t *testing.T) {
 	(*Failures)(nil).Hold(req, time.Hour)
 	NewFailures(FailuresConfig{PerMinute: 1, Hold: -1, Sleep: func(context.Context, time.Duration) { t.Error("held with Hold < 0") }}).Hold(req, time.Hour)
 }
+
+// TestGrowWaitGetsRoomWhenItIsFreed: a declared body that does not fit waits for the bytes held
+// by another body of its address to be given back, instead of being refused at once (which made
+// an attacker's refused connections reconnect some 700 times a second); it is refused when no
+// room comes in time, when its client hangs up, and at once when it could never fit.
+func TestGrowWaitGetsRoomWhenItIsFreed(t *testing.T) {
+	b := NewBodies(BodiesConfig{Total: 100, PerClient: 10})
+	req := httptest.NewRequest("POST", "/", nil)
+	first := b.Hold(req)
+	if !first.Grow(10, "test") {
+		t.Fatal("the first body does not fit")
+	}
+	got := make(chan bool)
+	second := b.Hold(req)
+	go func() { got <- second.GrowWait(context.Background(), 5, "test", time.Hour) }()
+	select {
+	case ok := <-got:
+		t.Fatalf("the second body of the address answered %v while the first held its share, want it waiting", ok)
+	case <-time.After(50 * time.Millisecond): // a wrong early answer shows here; a late one is caught below
+	}
+	first.Release()
+	if !<-got || second.Held() != 5 {
+		t.Fatalf("the second body was not given the room the first freed (holds %d)", second.Held())
+	}
+	second.Release()
+
+	first.Grow(10, "test")
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { got <- b.Hold(req).GrowWait(ctx, 5, "test", time.Hour) }()
+	cancel()
+	if <-got {
+		t.Error("a body whose client hung up was given room")
+	}
+	if b.Hold(req).GrowWait(context.Background(), 5, "test", time.Millisecond) {
+		t.Error("a body given room that was never freed")
+	}
+	first.Release()
+	if b.Hold(req).GrowWait(context.Background(), 11, "test", time.Hour) {
+		t.Error("a body larger than the client's share was given room")
+	}
+	if b.Held() != 0 {
+		t.Errorf("%d bytes held after every body was refused or released", b.Held())
+	}
+}
