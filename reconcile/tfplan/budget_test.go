@@ -84,7 +84,7 @@ func TestPlanOverTheBudgetRefusedBeforeTheRestIsRead(t *testing.T) {
 	}
 	within := leanPlan(10)
 	for name, doc := range map[string]string{
-		"a tail that is not JSON": string(within[:len(within)-2]) + ` not JSON at all]}`,
+		"a tail that is not JSON":     string(within[:len(within)-2]) + ` not JSON at all]}`,
 		"an object that does not end": `{"format_version":"1.2","resource_changes":[]`,
 		"a key that does not end":     `{"format_version":"1.2","resource_cha`,
 		"a string that does not end":  `{"format_version":"1.2","terraform_version":"1.9`,
