@@ -42,6 +42,10 @@
 //	go build -o /tmp/parley ./cmd/parley
 //	go run ./bench/attack -parley /tmp/parley -rate 100 -admission-rate 100 -duration 60s -each
 //
+// With -pprof ADDR, parley serve serves Go's profiles there (its pprof_listen), to see where an
+// attack's cost goes: go tool pprof 'http://ADDR/debug/pprof/profile?seconds=6' during the
+// attacked run.
+//
 // The attackers run in a process of their own at nice 19 (child.go): on one machine they stand
 // for clients elsewhere, whose CPU is not the server's; the valid senders, the proxy and parley
 // serve run at the normal priority.
