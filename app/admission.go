@@ -24,6 +24,7 @@ import (
 	"github.com/parleyhq/parley/policy/arbiter"
 	"github.com/parleyhq/parley/reconcile"
 	"github.com/parleyhq/parley/reconcile/events"
+	"github.com/parleyhq/parley/webhooks/guard"
 )
 
 // AdmissionPrefix is where a cluster's API server sends its admission reviews:
@@ -57,9 +58,15 @@ type Admission struct {
 	// ClientCAs are the CA pools of the clusters whose API servers authenticate with a client
 	// certificate (client_ca_file), by cluster.
 	ClientCAs map[string]*x509.CertPool
-	Log       *slog.Logger
-	Now       func() time.Time
-	Metrics   *AdmissionMetrics
+	// Failures rate limits wrong credentials per client address, as on the intake listener: past
+	// the budget a wrong token or certificate is answered 429 after its hold (guard.Failures.Hold),
+	// so that a client guessing tokens gets an answer a second per request it has in flight
+	// instead of as many as it sends. A valid token or certificate is checked first and never
+	// refused nor held. nil: no limit.
+	Failures *guard.Failures
+	Log      *slog.Logger
+	Now      func() time.Time
+	Metrics  *AdmissionMetrics
 
 	// Queue and Notify take the admitted writes of the clusters with observe = true once a later
 	// review confirmed them (admission_observe.go): the delivery store and the workers' wake-up.
@@ -159,6 +166,9 @@ func (h *Admission) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// An unknown name gets the answer a wrong credential gets, so that nobody without one
 		// can tell which cluster names are configured; the operator finds the name in the log. It
 		// is not counted: the label's values stay the configured clusters.
+		if h.throttled(w, r) {
+			return
+		}
 		h.log().Warn("admission review for a cluster without an admission block refused as unauthenticated", "cluster", cluster)
 		w.Header().Set("WWW-Authenticate", `Bearer realm="parley"`)
 		fail(http.StatusUnauthorized, "%s", credentialsRefused(cluster))
@@ -166,6 +176,9 @@ func (h *Admission) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if why := h.authenticate(r, cluster, cfg); why != "" {
 		h.count(cluster, admRejected, false, start)
+		if h.throttled(w, r) {
+			return
+		}
 		w.Header().Set("WWW-Authenticate", `Bearer realm="parley"`)
 		fail(http.StatusUnauthorized, "%s", why)
 		return
@@ -259,6 +272,20 @@ func reviewLogLevel(decision string) (slog.Level, bool) {
 		return slog.LevelDebug, true
 	}
 	return 0, false
+}
+
+// throttled counts r's failed authentication and, when its client address is over its budget of
+// failures, answers 429 with Retry-After after the hold and reports true. Called only once the
+// credentials have failed.
+func (h *Admission) throttled(w http.ResponseWriter, r *http.Request) bool {
+	wait, over := h.Failures.Failed(r, "admission")
+	if !over {
+		return false
+	}
+	h.Failures.Hold(r, wait)
+	w.Header().Set("Retry-After", guard.RetryAfter(wait))
+	writeJSON(w, http.StatusTooManyRequests, proposalError{Error: "too many failed authentications from this address; try again after Retry-After seconds"})
+	return true
 }
 
 // authenticate checks the API server's credentials for the cluster: its bearer token, or a client

@@ -15,10 +15,11 @@ import (
 
 	"github.com/parleyhq/parley/app/config"
 	"github.com/parleyhq/parley/reconcile"
+	"github.com/parleyhq/parley/webhooks/guard"
 )
 
 // newAdmission builds the admission webhook from the admission blocks; nil when there are none.
-func newAdmission(cfg config.Config, drift *Drift, reg prometheus.Registerer, log *slog.Logger) (*Admission, error) {
+func newAdmission(cfg config.Config, drift *Drift, failures *guard.Failures, reg prometheus.Registerer, log *slog.Logger) (*Admission, error) {
 	if len(cfg.Admission) == 0 {
 		return nil, nil
 	}
@@ -26,7 +27,7 @@ func newAdmission(cfg config.Config, drift *Drift, reg prometheus.Registerer, lo
 	if err != nil {
 		return nil, err
 	}
-	h := &Admission{Drift: drift, Clusters: cfg.Admission, Routes: cfg.Clusters, MaxAge: cfg.ProposalsMaxAge, Log: log, Metrics: m,
+	h := &Admission{Drift: drift, Clusters: cfg.Admission, Routes: cfg.Clusters, MaxAge: cfg.ProposalsMaxAge, Log: log, Metrics: m, Failures: failures,
 		ClientCAs: map[string]*x509.CertPool{}}
 	for name, a := range cfg.Admission {
 		if a.ClientCAFile == "" {

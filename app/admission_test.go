@@ -27,6 +27,7 @@ import (
 	"github.com/parleyhq/parley/core"
 	"github.com/parleyhq/parley/internal/gittest"
 	"github.com/parleyhq/parley/reconcile"
+	"github.com/parleyhq/parley/webhooks/guard"
 	"github.com/parleyhq/parley/webhooks/store"
 )
 
@@ -303,6 +304,66 @@ func TestAdmissionAuthenticatesTheAPIServer(t *testing.T) {
 	h.Clusters["prod"] = config.Admission{Mode: "deny", Unauthenticated: true}
 	if code, resp, raw := admit(t, srv, "", body); code != http.StatusOK || !resp.Allowed {
 		t.Fatalf("unauthenticated cluster: %d %s", code, raw)
+	}
+}
+
+// TestAdmissionWrongCredentialsThrottledAndHeld: the admission listener had no budget of failed
+// authentications, so a client guessing tokens had each guess answered at once (issue 34's
+// admtokens: thousands of 401s a second on the API server's own door). Now, past the budget, a
+// wrong token is answered 429 with Retry-After after its hold, while the API server's valid
+// token from the same address is judged at once, never refused nor held.
+func TestAdmissionWrongCredentialsThrottledAndHeld(t *testing.T) {
+	srv, h, _ := admissionSetup(t, "deny")
+	holding := make(chan time.Duration, 1)
+	release := make(chan struct{})
+	h.Failures = guard.NewFailures(guard.FailuresConfig{PerMinute: 1, Burst: 1,
+		Sleep: func(ctx context.Context, d time.Duration) {
+			holding <- d
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		}})
+	body := scaleReview("hpa-1", hpaSA, 3, 7, false)
+	if code, _, raw := admit(t, srv, "wrong-token", body); code != http.StatusUnauthorized {
+		t.Fatalf("the first wrong token: %d %s, want 401 (within the budget of 1)", code, raw)
+	}
+	type answer struct {
+		code int
+		raw  string
+	}
+	held := make(chan answer, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+AdmissionPrefix+"prod", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer wrong-again")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			held <- answer{-1, err.Error()}
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		held <- answer{resp.StatusCode, resp.Header.Get("Retry-After") + " " + string(b)}
+	}()
+	select {
+	case d := <-holding:
+		if d != guard.DefaultHold {
+			t.Errorf("held %s, want %s", d, guard.DefaultHold)
+		}
+	case a := <-held:
+		t.Fatalf("the second wrong token was answered without a hold: %d %s", a.code, a.raw)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the second wrong token was neither held nor answered")
+	}
+	if code, resp, raw := admit(t, srv, admissionToken, body); code != http.StatusOK || !resp.Allowed {
+		t.Fatalf("the API server's token while a wrong one from its address is held: %d %s, want judged", code, raw)
+	}
+	close(release)
+	if a := <-held; a.code != http.StatusTooManyRequests || !strings.HasPrefix(a.raw, "60 ") || !strings.Contains(a.raw, "too many failed authentications") {
+		t.Fatalf("the held wrong token: %d %s, want 429 with Retry-After 60", a.code, a.raw)
+	}
+	if code, resp, raw := admit(t, srv, admissionToken, body); code != http.StatusOK || !resp.Allowed {
+		t.Fatalf("the API server's token after its address was throttled: %d %s, want judged", code, raw)
 	}
 }
 

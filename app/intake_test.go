@@ -169,7 +169,10 @@ func TestAgentTokenFailuresThrottledValidTokenHeard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &Proposals{Agents: agents, Failures: guard.NewFailures(guard.FailuresConfig{PerMinute: 1, Burst: 1})}
+	// The hold before a 429 is counted, not slept: a throttled token is held once, a valid one never.
+	var holds int
+	h := &Proposals{Agents: agents, Failures: guard.NewFailures(guard.FailuresConfig{PerMinute: 1, Burst: 1,
+		Sleep: func(context.Context, time.Duration) { holds++ }})}
 	post := func(token string) *httptest.ResponseRecorder {
 		req := httptest.NewRequest(http.MethodPost, ProposalsPath, strings.NewReader(`{"claims":[]}`))
 		req.RemoteAddr = "192.0.2.1:5000"
@@ -188,6 +191,9 @@ func TestAgentTokenFailuresThrottledValidTokenHeard(t *testing.T) {
 	}
 	if rec := post(valid); rec.Code == http.StatusTooManyRequests || rec.Code == http.StatusUnauthorized {
 		t.Fatalf("a valid token from the throttled address: %d, want it heard: %s", rec.Code, rec.Body)
+	}
+	if holds != 1 {
+		t.Errorf("%d requests held, want 1 (the throttled wrong token, not the valid one)", holds)
 	}
 }
 

@@ -289,10 +289,11 @@ func (h *Proposals) authenticate(w http.ResponseWriter, r *http.Request) (agents
 	}
 	// The token is checked first, whatever the address did before: a valid token is never
 	// refused for its neighbours' failures (behind a proxy every agent can be one address). A
-	// failure over the address's budget is answered 429 rather than 401.
+	// failure over the address's budget is answered 429 rather than 401, after its hold.
 	throttled := func() bool {
 		wait, over := h.Failures.Failed(r, "agents")
 		if over {
+			h.Failures.Hold(r, wait)
 			w.Header().Set("Retry-After", guard.RetryAfter(wait))
 			fail(http.StatusTooManyRequests, "too many failed authentications from this address; try again after Retry-After seconds")
 		}

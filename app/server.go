@@ -261,7 +261,11 @@ func NewServer(ctx context.Context, cfg config.Config, log *slog.Logger) (*Serve
 	}
 	s.props = &Proposals{Drift: drift, Agents: s.agents, Served: served, Rate: rate.Limit(cfg.ProposalsRate), Burst: max(1, int(2*cfg.ProposalsRate)),
 		MaxAge: cfg.ProposalsMaxAge, Log: log, Metrics: propMetrics, Failures: failures}
-	if s.admission, err = newAdmission(cfg, drift, s.reg, log); err != nil {
+	// The admission listener's own budget of failed authentications: its callers are API servers,
+	// which connect directly, so no proxy's forwarding headers name its clients.
+	admFailures := guard.NewFailures(guard.FailuresConfig{PerMinute: cfg.AuthFailuresPerMinute,
+		Burst: int(max(1, cfg.AuthFailuresPerMinute)), Metrics: s.guards})
+	if s.admission, err = newAdmission(cfg, drift, admFailures, s.reg, log); err != nil {
 		return fail(err)
 	}
 	route := func(event string) webhooks.Route { return webhooks.Route{Source: store.SourceGitHub, Event: event} }

@@ -71,8 +71,9 @@ func readPending(w http.ResponseWriter, req *http.Request, limit int64, in intak
 	p := &pendingBody{hold: in.budget.Hold(req), endpoint: in.endpoint, spoolDir: in.spoolDir, noSpool: in.noSpool}
 	if cl := req.ContentLength; cl > 0 {
 		// Declared: reserved whole before a byte is read, so a request that does not fit costs
-		// nothing. net/http stops the body at its Content-Length, so no more ever arrives.
-		if !p.hold.Grow(cl, in.endpoint) {
+		// nothing. net/http stops the body at its Content-Length, so no more ever arrives. One
+		// that does not fit waits a moment for room rather than being refused at once.
+		if !p.hold.GrowWait(req.Context(), cl, in.endpoint, guard.WaitForRoom) {
 			return p, errBodyBudget
 		}
 		if cl <= SpoolThreshold || in.noSpool {

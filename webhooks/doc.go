@@ -6,12 +6,16 @@
 // the X-GitHub-Event and X-GitHub-Delivery headers (400 naming the header); the presence and
 // form of X-Hub-Signature-256 (before the body is read); the size (413, from Content-Length or,
 // for a chunked body, by http.MaxBytesReader at 25 MB); room in the unauthenticated body budget
-// (guard.Bodies: 503 with Retry-After, before the body is read when its length is declared);
-// the HMAC-SHA256 of the raw body against every live secret, computed as the body streams into
-// a buffer of its declared size or, past SpoolThreshold, an unlinked temporary file, so secrets
-// can be rotated without downtime. A missing, malformed or wrong signature is answered 401, or
-// 429 with Retry-After once its client address has failed too often (guard.Failures); a valid
-// one is never refused for what its address did before. Only then is the body looked at:
+// (guard.Bodies: a declared body waits up to guard.WaitForRoom for room, then 503 with
+// Retry-After, before the body is read); the HMAC-SHA256 of the raw body against every live
+// secret, computed as the body streams into a buffer of its declared size or, past
+// SpoolThreshold, an unlinked temporary file, so secrets can be rotated without downtime. A
+// missing, malformed or wrong signature is answered 401, or 429 with Retry-After once its client
+// address has failed too often (guard.Failures, where a wrong signature's body counts one failure
+// more per guard.FailureBytes read); the 429 only after a hold (guard.Failures.Hold: the
+// Retry-After, at most a second), so that a flood of wrong signatures gets an answer a second
+// per connection instead of thousands. A valid signature is never refused nor held for what its
+// address did before: it is checked first. Only then is the body looked at:
 // application/json and a JSON object (415, 400); then a
 // durable Put. Only a Put that committed earns a 202; a redelivery of a stored
 // delivery, or its body replayed under another delivery ID or event, earns a 200 saying

@@ -463,6 +463,7 @@ func (r *EventReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			}
 		}
 		if !wide && len(narrow) == 0 {
+			r.failures.ChargeBody(req, pending.size)
 			unauthorized(reasonMismatch, fmt.Errorf("%s does not match the body under any configured secret", HeaderXSignature))
 			return
 		}

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -43,7 +44,16 @@ func TestValidDeliveriesHeardThroughAWrongSignatureFlood(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			failures := guard.NewFailures(guard.FailuresConfig{PerMinute: 30, Burst: 30, Proxies: proxies})
+			// Every throttled failure is held before its 429 (guard.Failures.Hold); the holds are
+			// counted here instead of slept, and no valid delivery may be held.
+			var holds atomic.Int64
+			failures := guard.NewFailures(guard.FailuresConfig{PerMinute: 30, Burst: 30, Proxies: proxies,
+				Sleep: func(_ context.Context, d time.Duration) {
+					holds.Add(1)
+					if d <= 0 || d > guard.DefaultHold {
+						t.Errorf("a failure held %s, want (0, %s]", d, guard.DefaultHold)
+					}
+				}})
 			rcv, err := NewReceiver(ReceiverConfig{Store: st, Secrets: []Secret{secret}, Failures: failures})
 			if err != nil {
 				t.Fatal(err)
@@ -108,6 +118,9 @@ func TestValidDeliveriesHeardThroughAWrongSignatureFlood(t *testing.T) {
 			}
 			if answers[http.StatusTooManyRequests] == 0 {
 				t.Errorf("the wrong signatures were never throttled: %v", answers)
+			}
+			if got := holds.Load(); got != int64(answers[http.StatusTooManyRequests]) {
+				t.Errorf("%d requests held, want one for each of the %d answered 429 and none else", got, answers[http.StatusTooManyRequests])
 			}
 			stats, err := st.Stats(t.Context(), time.Now())
 			if err != nil {

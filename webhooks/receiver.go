@@ -213,6 +213,7 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	ok := slices.Contains(hmacs.match(mac), true)
 	if !ok {
+		r.failures.ChargeBody(req, pending.size)
 		r.signatureFailure(w, req, log, source, errSignatureMismatch)
 		return
 	}
@@ -333,13 +334,15 @@ func (r *Receiver) signatureFailure(w http.ResponseWriter, req *http.Request, lo
 }
 
 // throttled counts req's failed authentication and, when its client address is over its budget
-// of failures, answers 429 with Retry-After and reports true. It is called only once the
-// credentials have failed: a request whose credentials verify is never throttled.
+// of failures, answers 429 with Retry-After after the hold (guard.Failures.Hold) and reports
+// true. It is called only once the credentials have failed: a request whose credentials verify
+// is never throttled nor held.
 func throttled(w http.ResponseWriter, req *http.Request, f *guard.Failures, m *Metrics, source string) bool {
 	wait, ok := f.Failed(req, source)
 	if !ok {
 		return false
 	}
+	f.Hold(req, wait)
 	m.rejected.WithLabelValues(source, reasonThrottled).Inc()
 	w.Header().Set("Retry-After", guard.RetryAfter(wait))
 	writeReply(w, http.StatusTooManyRequests, reply{Status: "throttled",

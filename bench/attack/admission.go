@@ -180,6 +180,9 @@ admission "prod" {
   token_file = %q
 }
 `, c.gh.URL+"/api/v3/", f.store, addr, opsAddr, logLevel, proxyAddr, f.admissionAddr, filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"), tokenFile)
+	if pprofListen != "" {
+		config += fmt.Sprintf("pprof_listen            = %q\n", pprofListen)
+	}
 	if err := os.WriteFile(f.config, []byte(config), 0o600); err != nil {
 		return nil, err
 	}

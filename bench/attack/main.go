@@ -42,6 +42,10 @@
 //	go build -o /tmp/parley ./cmd/parley
 //	go run ./bench/attack -parley /tmp/parley -rate 100 -admission-rate 100 -duration 60s -each
 //
+// With -pprof ADDR, parley serve serves Go's profiles there (its pprof_listen), to see where an
+// attack's cost goes: go tool pprof 'http://ADDR/debug/pprof/profile?seconds=6' during the
+// attacked run.
+//
 // The attackers run in a process of their own at nice 19 (child.go): on one machine they stand
 // for clients elsewhere, whose CPU is not the server's; the valid senders, the proxy and parley
 // serve run at the normal priority.
@@ -110,6 +114,8 @@ func main() {
 	each := flag.Bool("each", false, "also run each attack alone")
 	serveLog = flag.String("serve-log", "", "append parley serve's log (at -log-level) to this file")
 	flag.StringVar(&logLevel, "log-level", "error", "parley serve's log_level")
+	flag.StringVar(&pprofListen, "pprof", "", "serve Go's profiles of parley serve on this address (its pprof_listen), e.g. 127.0.0.1:6060, for\n"+
+		"go tool pprof http://127.0.0.1:6060/debug/pprof/profile?seconds=8 during a run")
 	flag.IntVar(&sizes.admissionRate, "admission-rate", 100, "valid admission reviews per second")
 	flag.IntVar(&sizes.bigMapKeys, "bigmap-keys", 90_000, "keys of the bigmap attack's nodeSelector")
 	flag.IntVar(&sizes.planResources, "plan-resources", 300_000, "resources of the bigplan attack's plan")
@@ -168,10 +174,12 @@ func main() {
 	report(os.Stdout, *rate, *duration, *settle, results)
 }
 
-// serveLog and logLevel are where parley serve's log goes, and how much of it.
+// serveLog and logLevel are where parley serve's log goes, and how much of it; pprofListen, set,
+// is parley serve's pprof_listen, to profile what an attack costs it.
 var (
-	serveLog *string
-	logLevel string
+	serveLog    *string
+	logLevel    string
+	pprofListen string
 )
 
 // sizes are the flags that size the load and the attacks.

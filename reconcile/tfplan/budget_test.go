@@ -70,6 +70,34 @@ func TestPlanResourceBudget(t *testing.T) {
 	}
 }
 
+// TestPlanOverTheBudgetRefusedBeforeTheRestIsRead: a plan past MaxPlanResources is refused at
+// its 20,001st resource, before the rest of the document is read, its syntax included: a 33 MB
+// plan sent back to back with a valid agent token had its syntax checked whole first (bench/attack's
+// bigplan, more than half of what refusing it cost). Shown by a plan whose bytes after that
+// resource are not JSON: before, it was refused as "not JSON"; the same bytes within the budget
+// still are, and a truncated document or string is an error, never a read past its end.
+func TestPlanOverTheBudgetRefusedBeforeTheRestIsRead(t *testing.T) {
+	over := leanPlan(MaxPlanResources + 1)
+	broken := append(over[:len(over)-2:len(over)-2], `,{"address":"a.c","change":{"actions":["update"]}} not JSON at all]}`...)
+	if _, err := ParsePlan(broken); !errors.Is(err, ErrTooManyResources) {
+		t.Fatalf("over the budget, the rest not JSON: %v, want ErrTooManyResources", err)
+	}
+	within := leanPlan(10)
+	for name, doc := range map[string]string{
+		"a tail that is not JSON":     string(within[:len(within)-2]) + ` not JSON at all]}`,
+		"an object that does not end": `{"format_version":"1.2","resource_changes":[]`,
+		"a key that does not end":     `{"format_version":"1.2","resource_cha`,
+		"a string that does not end":  `{"format_version":"1.2","terraform_version":"1.9`,
+		"an escape at the end":        `{"format_version":"1.2","terraform_version":"1.9\`,
+		"a key and nothing after":     `{"format_version"`,
+		"an empty array member":       `{"resource_changes":,"format_version":"1.2"}`,
+	} {
+		if _, err := ParsePlan([]byte(doc)); err == nil || !strings.HasPrefix(err.Error(), "not JSON") {
+			t.Errorf("%s: %v, want it refused as not JSON", name, err)
+		}
+	}
+}
+
 // TestPlanAttackIsRefusedWithoutBuildingIt: a plan of 300,000 resources (18 MB, under the byte
 // cap) peaked at 1.2 GiB; now it is refused having built at most the budget's resources.
 func TestPlanAttackIsRefusedWithoutBuildingIt(t *testing.T) {

@@ -79,14 +79,22 @@ func ParsePlan(data []byte) (*tfjson.Plan, error) {
 		}
 		return nil, errors.New("not a Terraform plan: want a JSON object, as terraform show -json PLANFILE prints")
 	}
-	// Checking the syntax allocates nothing; it lets decodePlan step over what it does not read
-	// with a byte scan.
+	// Decoding first: it refuses a plan past MaxPlanResources as soon as it counts one too many,
+	// before the rest of the document is read at all. A 33 MB plan of 300,000 resources sent
+	// back to back with a valid agent token had its syntax checked whole before it was refused
+	// at its 20,001st resource, more than half of what refusing it cost parley serve. The byte
+	// scan that steps over what decodePlan does not read stops at the end of the document
+	// whatever it holds, and what it reads is read by encoding/json, so on a document that is
+	// not JSON it returns an error (or a plan that is thrown away below), never reads past it.
+	p, seen, err := decodePlan(trimmed)
+	if errors.Is(err, ErrTooManyResources) {
+		return nil, err
+	}
+	// Checking the syntax allocates nothing; the plan decodePlan read is trusted only once the
+	// whole document is JSON, and a document that is not is named as such first.
 	if !json.Valid(trimmed) {
 		return nil, notJSON(data, json.Unmarshal(trimmed, &struct{}{}))
 	}
-	// Decoding next: it refuses a plan past MaxPlanResources as soon as it counts one too many,
-	// before the whole document is read again for duplicate keys.
-	p, seen, err := decodePlan(trimmed)
 	if err != nil {
 		return nil, err
 	}
@@ -124,95 +132,135 @@ func ParsePlan(data []byte) (*tfjson.Plan, error) {
 // resource_changes and resource_drift), one resource at a time, counting them against
 // MaxPlanResources and keeping only those that change something (no-ops and reads are left out),
 // and steps over the rest (planned_values, prior_state: most of a plan's bytes)
-// without building it: memory grows with the resources read, not with the document. doc must be
-// valid JSON (ParsePlan checks); seen says which top-level keys it has.
+// without building it: memory grows with the resources read, not with the document. What it
+// returns is trusted only once doc is known to be JSON (ParsePlan checks after it, unless it
+// refused the plan for its resources); on bytes that are not JSON it returns an error or a plan
+// ParsePlan throws away, never reads past doc's end. seen says which top-level keys doc has.
 func decodePlan(doc []byte) (*tfjson.Plan, map[string]bool, error) {
-	typeErr := func(key string, err error) error {
-		if err != nil {
-			var te *json.UnmarshalTypeError
-			if errors.As(err, &te) {
-				field := key
-				if te.Field != "" {
-					field += "." + te.Field
-				}
-				return fmt.Errorf("not a Terraform plan: %s is JSON %s, want %s", field, te.Value, te.Type)
-			}
-			return fmt.Errorf("not a Terraform plan: %s: %w", key, err)
-		}
-		return nil
-	}
-	decode := func(key string, raw []byte, v any) error {
-		d := json.NewDecoder(bytes.NewReader(raw))
-		d.UseNumber() // numbers exact, as tfjson's UseJSONNumber
-		return typeErr(key, d.Decode(v))
-	}
-	p := &tfjson.Plan{}
+	pd := &planDecoder{p: &tfjson.Plan{}}
 	seen := map[string]bool{}
-	resources := 0
-	err := eachMember(doc, func(key string, raw []byte) error {
+	err := eachMember(doc, func(key string, rest []byte) (int, error) {
 		seen[key] = true
-		switch key {
-		case "format_version":
-			return decode(key, raw, &p.FormatVersion)
-		case "terraform_version":
-			return decode(key, raw, &p.TerraformVersion)
-		case "timestamp":
-			return decode(key, raw, &p.Timestamp)
-		case "configuration":
-			var c tfjson.Config
-			if err := decode(key, raw, &c); err != nil {
-				return err
-			}
-			p.Config = &c
-		case "resource_changes", "resource_drift":
-			if string(raw) == "null" {
-				return nil
-			}
-			if raw[0] != '[' {
-				return fmt.Errorf("not a Terraform plan: %s is JSON %s, want an array", key, jsonKind(raw[0]))
-			}
-			// One decoder for the array, reading an element at a time: its buffer holds one
-			// resource, not the array.
-			var list []*tfjson.ResourceChange
-			d := json.NewDecoder(bytes.NewReader(raw))
-			d.UseNumber() // numbers exact, as tfjson's UseJSONNumber
-			if _, err := d.Token(); err != nil {
-				return typeErr(key, err)
-			}
-			for d.More() {
-				if resources++; resources > MaxPlanResources {
-					return ErrTooManyResources
-				}
-				var rc tfjson.ResourceChange
-				if err := d.Decode(&rc); err != nil {
-					return typeErr(key, err)
-				}
-				if c := rc.Change; c != nil && (c.Actions.NoOp() || c.Actions.Read()) {
-					// Extract judges neither; a no-op still carries the whole object twice
-					// (before and after), and most of a large plan's resources are no-ops.
-					continue
-				}
-				list = append(list, &rc)
-			}
-			if key == "resource_changes" {
-				p.ResourceChanges = list
-			} else {
-				p.ResourceDrift = list
-			}
+		if key == "resource_changes" || key == "resource_drift" {
+			return pd.resources(key, rest)
 		}
-		return nil
+		end := valueEnd(rest, 0)
+		return end, pd.member(key, rest[:end])
 	})
 	if err != nil {
 		return nil, nil, err
 	}
-	return p, seen, nil
+	return pd.p, seen, nil
 }
 
-// eachMember calls fn with each member of the valid JSON object doc: its key and its value's bytes.
-func eachMember(doc []byte, fn func(key string, raw []byte) error) error {
+// planDecoder is the plan decodePlan builds and the resources it has counted.
+type planDecoder struct {
+	p     *tfjson.Plan
+	count int
+}
+
+// member decodes the top-level member key, whose value is raw, into the plan.
+func (pd *planDecoder) member(key string, raw []byte) error {
+	switch key {
+	case "format_version":
+		return decodeInto(key, raw, &pd.p.FormatVersion)
+	case "terraform_version":
+		return decodeInto(key, raw, &pd.p.TerraformVersion)
+	case "timestamp":
+		return decodeInto(key, raw, &pd.p.Timestamp)
+	case "configuration":
+		var c tfjson.Config
+		if err := decodeInto(key, raw, &c); err != nil {
+			return err
+		}
+		pd.p.Config = &c
+	}
+	return nil
+}
+
+// resources reads the array of resource changes at the start of rest one element at a time, and
+// returns how many bytes of rest it took: a plan past MaxPlanResources is refused at its 20,001st
+// element, before the rest of the array is so much as scanned for its end (bench/attack's bigplan:
+// a 33 MB array was scanned whole to find its end before its first resource was read).
+func (pd *planDecoder) resources(key string, rest []byte) (int, error) {
+	if len(rest) == 0 || rest[0] != '[' {
+		end := valueEnd(rest, 0)
+		switch {
+		case string(rest[:end]) == "null":
+			return end, nil
+		case end == 0:
+			return 0, fmt.Errorf("not a Terraform plan: %s has no value", key)
+		}
+		return 0, fmt.Errorf("not a Terraform plan: %s is JSON %s, want an array", key, jsonKind(rest[0]))
+	}
+	// One decoder for the array, reading an element at a time: its buffer holds one resource,
+	// not the array.
+	var list []*tfjson.ResourceChange
+	d := json.NewDecoder(bytes.NewReader(rest))
+	d.UseNumber() // numbers exact, as tfjson's UseJSONNumber
+	if _, err := d.Token(); err != nil {
+		return 0, typeErr(key, err)
+	}
+	for d.More() {
+		if pd.count++; pd.count > MaxPlanResources {
+			return 0, ErrTooManyResources
+		}
+		var rc tfjson.ResourceChange
+		if err := d.Decode(&rc); err != nil {
+			return 0, typeErr(key, err)
+		}
+		if c := rc.Change; c != nil && (c.Actions.NoOp() || c.Actions.Read()) {
+			// Extract judges neither; a no-op still carries the whole object twice
+			// (before and after), and most of a large plan's resources are no-ops.
+			continue
+		}
+		list = append(list, &rc)
+	}
+	if _, err := d.Token(); err != nil { // the closing ]
+		return 0, typeErr(key, err)
+	}
+	if key == "resource_changes" {
+		pd.p.ResourceChanges = list
+	} else {
+		pd.p.ResourceDrift = list
+	}
+	return int(d.InputOffset()), nil
+}
+
+// decodeInto decodes raw, the value of the top-level member key, into v.
+func decodeInto(key string, raw []byte, v any) error {
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber() // numbers exact, as tfjson's UseJSONNumber
+	return typeErr(key, d.Decode(v))
+}
+
+// typeErr names the member key in a decoding error.
+func typeErr(key string, err error) error {
+	if err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			field := key
+			if te.Field != "" {
+				field += "." + te.Field
+			}
+			return fmt.Errorf("not a Terraform plan: %s is JSON %s, want %s", field, te.Value, te.Type)
+		}
+		return fmt.Errorf("not a Terraform plan: %s: %w", key, err)
+	}
+	return nil
+}
+
+// eachMember calls fn with each member of the JSON object doc: its key and the bytes from its
+// value's start to doc's end; fn returns the length of the value. On a document that is not JSON
+// it stops at its end with an error (or calls fn with bytes that are not a value, which
+// encoding/json refuses); it never reads past the end, and every member moves it on, so it ends.
+func eachMember(doc []byte, fn func(key string, rest []byte) (int, error)) error {
+	truncated := errors.New("not JSON: the object does not end")
 	i := skipSpace(doc, 0) + 1 // past '{'
 	for {
-		i = skipSpace(doc, i)
+		if i = skipSpace(doc, i); i >= len(doc) {
+			return truncated
+		}
 		if doc[i] == '}' {
 			return nil
 		}
@@ -224,13 +272,15 @@ func eachMember(doc []byte, fn func(key string, raw []byte) error) error {
 		if err := json.Unmarshal(doc[i:end], &key); err != nil {
 			return fmt.Errorf("not a Terraform plan: key at byte %d: %w", i, err)
 		}
-		i = skipSpace(doc, end) + 1 // past ':'
+		if i = skipSpace(doc, end) + 1; i > len(doc) { // past ':'
+			return truncated
+		}
 		i = skipSpace(doc, i)
-		end = valueEnd(doc, i)
-		if err := fn(key, doc[i:end]); err != nil {
+		n, err := fn(key, doc[i:])
+		if err != nil {
 			return err
 		}
-		i = end
+		i += n
 	}
 }
 
@@ -242,16 +292,20 @@ func skipSpace(b []byte, i int) int {
 }
 
 // valueEnd is the index just past the JSON value that starts at b[i], in valid JSON: a byte scan
-// that only tracks strings and nesting, so stepping over a value costs no allocation.
+// that only tracks strings and nesting, so stepping over a value costs no allocation. In bytes
+// that are not JSON it returns an index no further than len(b).
 func valueEnd(b []byte, i int) int {
 	depth := 0
 	for ; i < len(b); i++ {
 		switch b[i] {
 		case '"':
-			for i++; b[i] != '"'; i++ {
+			for i++; i < len(b) && b[i] != '"'; i++ {
 				if b[i] == '\\' {
 					i++
 				}
+			}
+			if i >= len(b) {
+				return len(b) // a string that does not end
 			}
 			if depth == 0 {
 				return i + 1

@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"context"
 	"net/http"
 	"sync"
 	"time"
@@ -25,6 +26,8 @@ type Bodies struct {
 	mu       sync.Mutex
 	held     int64
 	byClient map[string]int64
+	// freed is closed (and replaced) whenever bytes are given back, waking GrowWait's waiters.
+	freed chan struct{}
 	// peak is the most held since the budget last emptied; released when Release last ran.
 	peak     int64
 	released time.Time
@@ -67,7 +70,7 @@ func NewBodies(cfg BodiesConfig) *Bodies {
 		now = time.Now
 	}
 	return &Bodies{total: cfg.Total, perClient: per, proxies: cfg.Proxies, metrics: cfg.Metrics, release: cfg.Release, now: now,
-		byClient: map[string]int64{}}
+		byClient: map[string]int64{}, freed: make(chan struct{})}
 }
 
 // Held is how many bytes unauthenticated bodies hold now.
@@ -120,6 +123,57 @@ func (h *Hold) Grow(n int64, endpoint string) bool {
 	return ok
 }
 
+// WaitForRoom is the longest GrowWait waits for room before a declared body is refused 503.
+// Refused at once, a client sending big bodies as fast as it can reconnects at once: 64
+// connections sending 24 MiB bodies from 4 addresses (issue 34's bigbody), one body per
+// address fitting its share, had some 700 connections a second accepted, refused and closed
+// with megabytes unread, the kernel's work charged to parley serve. Waiting, a request that
+// does not fit holds its connection and goroutine (no memory: nothing is read) for at most
+// this long, which the connection caps bound (max_connections_per_client, 64 by default), and
+// a valid delivery from an address whose share is taken gets in as soon as there is room
+// instead of being refused.
+const WaitForRoom = time.Second
+
+// GrowWait is Grow for a body's declared length, waiting up to within (or until ctx ends) for
+// room when there is none, since bodies held by other requests are given back as soon as their
+// signatures are checked. It reports false when there was no room in time.
+func (h *Hold) GrowWait(ctx context.Context, n int64, endpoint string, within time.Duration) bool {
+	b := h.b
+	if b == nil || n <= 0 || within <= 0 {
+		return h.Grow(n, endpoint)
+	}
+	timer := time.NewTimer(within)
+	defer timer.Stop()
+	for {
+		b.mu.Lock()
+		freed := b.freed
+		ok := b.held+n <= b.total && b.byClient[h.client]+n <= b.perClient
+		if ok {
+			b.held += n
+			b.byClient[h.client] += n
+			h.n += n
+			b.peak = max(b.peak, b.held)
+			b.metrics.bodyBytes(b.held)
+		}
+		b.mu.Unlock()
+		if ok {
+			return true
+		}
+		if n > b.perClient || n > b.total {
+			break // never fits
+		}
+		select {
+		case <-freed:
+			continue
+		case <-ctx.Done():
+		case <-timer.C:
+		}
+		break
+	}
+	b.metrics.bodyRefused(endpoint)
+	return false
+}
+
 // Held is how many bytes h has reserved.
 func (h *Hold) Held() int64 { return h.n }
 
@@ -135,6 +189,8 @@ func (h *Hold) Release() {
 		delete(b.byClient, h.client)
 	}
 	b.metrics.bodyBytes(b.held)
+	close(b.freed) // wake the waiters: there may be room for them now
+	b.freed = make(chan struct{})
 	burst := false
 	if b.held == 0 {
 		if now := b.now(); b.release != nil && b.peak >= b.total/4 && now.Sub(b.released) >= releaseEvery {

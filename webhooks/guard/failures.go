@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"context"
 	"math"
 	"net"
 	"net/http"
@@ -19,12 +20,23 @@ import (
 // address, and refusing that address would let anyone silence GitHub. The receivers make
 // checking cheap (the body is hashed as it streams, under the Bodies budget). A nil *Failures
 // limits nothing.
+//
+// A failure over the budget is answered only after a hold (Hold): an attacker sending wrong
+// credentials as fast as its connections go then gets one answer a second per connection instead
+// of thousands, so it cannot buy the server's CPU with its own (14,500 wrong signatures a second
+// from 8 connections took a core of parley serve before). Only failures are held, once their
+// credentials have been checked, so a valid request from the same address is never held.
 type Failures struct {
 	every   rate.Limit
 	burst   int
 	metrics *Metrics
 	now     func() time.Time
 	proxies *Proxies
+	hold    time.Duration
+	sleep   func(context.Context, time.Duration)
+	// held is a semaphore of the requests being held at once (MaxHeld): past it a failure is
+	// answered at once, as before holds, rather than holding another goroutine.
+	held chan struct{}
 
 	mu      sync.Mutex
 	clients map[string]*rate.Limiter
@@ -49,7 +61,28 @@ type FailuresConfig struct {
 	Now     func() time.Time
 	// Proxies are the proxies whose forwarding headers name the client; nil trusts none.
 	Proxies *Proxies
+	// Hold is the longest a failure over the budget is held before its 429 (Failures.Hold);
+	// 0 means DefaultHold, a negative value holds nothing. MaxHeld bounds the requests held at
+	// once; 0 means DefaultMaxHeld.
+	Hold    time.Duration
+	MaxHeld int
+	// Sleep waits d or until ctx ends; nil is a timer. Tests replace it to see the holds.
+	Sleep func(ctx context.Context, d time.Duration)
 }
+
+// DefaultHold is how long a failed authentication over its client's budget is held before it is
+// answered: the Retry-After it is answered with, at most a second. A sender that waits for each
+// answer before the next request (every HTTP/1.1 connection, and a well-behaved client) then
+// fails once a second per connection.
+const DefaultHold = time.Second
+
+// DefaultMaxHeld bounds the requests held at once. Each holds its goroutine and its connection
+// (some 10 KiB together) and no body: a signed body has been read and released, a bearer token's
+// is unread. The intake listener's connection caps (max_connections, 1,024 by default; 64 per
+// client) bound its holds below this already, one request per HTTP/1.1 connection; the admission
+// listener has no connection cap and HTTP/2 runs 250 requests per connection, so this is the
+// bound there. Past it failures are answered at once, as they were before holds.
+const DefaultMaxHeld = 2048
 
 // NewFailures returns the limiter cfg describes, or nil (which limits nothing) when
 // cfg.PerMinute <= 0.
@@ -63,8 +96,50 @@ func NewFailures(cfg FailuresConfig) *Failures {
 	if now == nil {
 		now = time.Now
 	}
-	return &Failures{every: every, burst: burst, metrics: cfg.Metrics, now: now, proxies: cfg.Proxies,
-		clients: map[string]*rate.Limiter{}, paces: map[string]*rate.Limiter{}, overflow: rate.NewLimiter(every, burst)}
+	hold := cfg.Hold
+	if hold == 0 {
+		hold = DefaultHold
+	}
+	maxHeld := cfg.MaxHeld
+	if maxHeld <= 0 {
+		maxHeld = DefaultMaxHeld
+	}
+	sleep := cfg.Sleep
+	if sleep == nil {
+		sleep = sleepContext
+	}
+	return &Failures{every: every, burst: burst, metrics: cfg.Metrics, now: now, proxies: cfg.Proxies, hold: hold, sleep: sleep,
+		held: make(chan struct{}, maxHeld), clients: map[string]*rate.Limiter{}, paces: map[string]*rate.Limiter{}, overflow: rate.NewLimiter(every, burst)}
+}
+
+// Hold holds a request Failed answered over the budget before it is answered: for retryAfter
+// (what Failed returned) but at most the configured hold, and no longer than r's context (a
+// client that hangs up, a server that shuts down). It returns at once when MaxHeld requests are
+// held already. Call it only for a request whose credentials failed and Failed throttled, just
+// before writing its 429: the client then waits for that answer before it can send the next
+// request on the connection.
+func (f *Failures) Hold(r *http.Request, retryAfter time.Duration) {
+	if f == nil || f.hold <= 0 || retryAfter <= 0 {
+		return
+	}
+	select {
+	case f.held <- struct{}{}:
+	default:
+		f.metrics.authHoldFull()
+		return
+	}
+	defer func() { <-f.held }()
+	f.sleep(r.Context(), min(retryAfter, f.hold))
+}
+
+// sleepContext waits d or until ctx ends.
+func sleepContext(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }
 
 // PaceBytesPerSecond is how fast the unsigned body of a client over its failed-authentication
@@ -122,6 +197,33 @@ func (f *Failures) Failed(r *http.Request, endpoint string) (retryAfter time.Dur
 	}
 	f.metrics.authThrottled(endpoint)
 	return time.Duration(math.Ceil((1-tokens)/float64(f.every)) * float64(time.Second)), true
+}
+
+// FailureBytes is how much of a body read under a wrong signature counts as one more failure
+// (ChargeBody): a failure is one request, whatever its size, only up to this size. Without it,
+// an address's first 30 failures could each be a 24 MiB body read, spooled and hashed at the
+// speed of the network (issue 34's bigbody: 4 addresses had 2.3 GB hashed in 10 s, a core of
+// parley serve's); with it, one such body spends most of the address's budget, and its next
+// bodies are read at PaceBytesPerSecond. GitHub's deliveries are typically some 25 kB (the
+// largest of @octokit/webhooks-examples is 27 kB), so a sender with a wrong secret is charged
+// as before.
+const FailureBytes = 1 << 20
+
+// ChargeBody charges r's client for a body of n bytes it made the server read before its
+// signature failed: one failure for each whole FailureBytes in it, at most the burst, on top of
+// the one Failed counts. Call it before Failed, so that Failed sees the spent budget; a body
+// under a signature that verifies is never charged.
+func (f *Failures) ChargeBody(r *http.Request, n int64) {
+	if f == nil || n < FailureBytes {
+		return
+	}
+	cost := int(min(n/FailureBytes, int64(f.burst)))
+	now := f.now()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	// ReserveN takes the tokens even when the client has too few, so a big body spends the
+	// budget ahead: the client's next failures are throttled until it has refilled.
+	f.limiter(f.proxies.Client(r), now, true).ReserveN(now, cost)
 }
 
 // Client is the client address r counts against (see Proxies.Client).

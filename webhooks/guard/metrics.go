@@ -14,6 +14,7 @@ type Metrics struct {
 	bodyHeld  prometheus.Gauge
 	bodyBusy  *prometheus.CounterVec
 	idleShut  prometheus.Counter
+	holdFull  prometheus.Counter
 }
 
 // NewMetrics creates the guards' metrics and registers them in reg.
@@ -43,8 +44,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "parley_http_idle_connections_closed_total",
 			Help: "Idle connections closed to make room for a new connection at max_connections or max_connections_per_client.",
 		}),
+		holdFull: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "parley_auth_hold_full_total",
+			Help: "Throttled failed authentications answered without their hold because the most requests held at once were held.",
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.refused, m.open, m.throttled, m.bodyHeld, m.bodyBusy, m.idleShut} {
+	for _, c := range []prometheus.Collector{m.refused, m.open, m.throttled, m.bodyHeld, m.bodyBusy, m.idleShut, m.holdFull} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register guard metrics: %w", err)
 		}
@@ -73,6 +78,12 @@ func (m *Metrics) connectionClosed() {
 func (m *Metrics) authThrottled(endpoint string) {
 	if m != nil {
 		m.throttled.WithLabelValues(endpoint).Inc()
+	}
+}
+
+func (m *Metrics) authHoldFull() {
+	if m != nil {
+		m.holdFull.Inc()
 	}
 }
 
