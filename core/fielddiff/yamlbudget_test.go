@@ -85,3 +85,22 @@ func TestYAMLWithinItsBudgetsIsRead(t *testing.T) {
 		t.Fatalf("three documents of 40,000 keys: ParseCached %v, Parse %v; want the same field budget refusal", got, want)
 	}
 }
+
+// BenchmarkYAMLPastItsBudgets: what refusing each of TestYAMLPastItsBudgetsIsRefusedEarly's files
+// costs (before the budgets: read whole, or refused by the alias budget after expanding).
+func BenchmarkYAMLPastItsBudgets(b *testing.B) {
+	thousand := "[" + strings.Repeat("x,", 999) + "x]"
+	for _, c := range []struct{ name, src string }{
+		{"keys-7MB", keysConfigMap(560_000)},
+		{"aliases-2MB", configMapHead + "  a: &a " + thousand + "\n  b:\n" + strings.Repeat("  - *a\n", 300_000)},
+		{"tabs-7MB", strings.ReplaceAll(keysConfigMap(560_000), "k1: v", "k1:\tv")},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			src := []byte(c.src)
+			b.ReportAllocs()
+			for b.Loop() {
+				Diff("apps/big.yaml", nil, src)
+			}
+		})
+	}
+}
