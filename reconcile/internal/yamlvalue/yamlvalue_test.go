@@ -99,7 +99,9 @@ func FuzzNodeValuesMatchYAMLv3(f *testing.F) {
 	})
 }
 
-func aliasing(err error) bool { return err != nil && strings.Contains(err.Error(), "excessive aliasing") }
+func aliasing(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "excessive aliasing")
+}
 
 func TestDuplicateKeyNamesItsLine(t *testing.T) {
 	_, err := Unmarshal([]byte("a: 1\nb: 2\na: 3\n"))
