@@ -73,11 +73,24 @@ func Unmarshal(content []byte) (any, error) {
 	return v, err
 }
 
-// NodeValue returns n's value as n.Decode(&v) with v an any would set it. Its expansion budget
-// is ExpansionBudget(size), size being the length of the text n was read from.
-func NodeValue(n *yaml.Node, size int) (any, error) {
-	c := converter{budget: ExpansionBudget(size)}
+// NodeValue returns n's value as n.Decode(&v) with v an any would set it. The text n was read
+// from is not at hand, so its expansion budget counts n's nodes instead of bytes: a node takes at
+// least two bytes of text (a one-character scalar and a separator), hence 16 nodes a node.
+func NodeValue(n *yaml.Node) (any, error) {
+	c := converter{budget: 1<<16 + 16*countNodes(n)}
 	return c.document(n)
+}
+
+// countNodes counts n and the nodes under it, not following aliases.
+func countNodes(n *yaml.Node) int {
+	if n == nil {
+		return 0
+	}
+	total := 1
+	for _, c := range n.Content {
+		total += countNodes(c)
+	}
+	return total
 }
 
 // KeysError is a mapping with more keys than a decode that compares every key with every other
