@@ -149,6 +149,15 @@ func (c *converter) document(n *yaml.Node) (v any, err error) {
 		if err := CheckKeys(n, MaxMergeDocumentKeys); err != nil {
 			return nil, fmt.Errorf("a document with a merge key (<<) and %w", err)
 		}
+		// yaml.v3 expands every alias again, bounded only by its own ratio (millions of nodes):
+		// what it would build is counted first, against this decoder's budget.
+		size, err := expandedSize(n, map[*yaml.Node]int{}, map[*yaml.Node]bool{})
+		if err != nil {
+			return nil, err
+		}
+		if err := c.spend(size); err != nil {
+			return nil, err
+		}
 		var w any
 		if err := n.Decode(&w); err != nil {
 			return nil, err
@@ -156,6 +165,41 @@ func (c *converter) document(n *yaml.Node) (v any, err error) {
 		return w, nil
 	}
 	return v, err
+}
+
+// expandedSize is the number of nodes n holds once its aliases are expanded, each anchor's size
+// counted once (memo); active holds the anchors being counted, so that one containing itself is an
+// error rather than a loop.
+func expandedSize(n *yaml.Node, memo map[*yaml.Node]int, active map[*yaml.Node]bool) (int, error) {
+	if n.Kind == yaml.AliasNode {
+		t := n.Alias
+		if t == nil {
+			return 0, fmt.Errorf("line %d: unknown anchor '%s' referenced", n.Line, n.Value)
+		}
+		if size, ok := memo[t]; ok {
+			return size, nil
+		}
+		if active[t] {
+			return 0, fmt.Errorf("line %d: anchor '%s' value contains itself", n.Line, n.Value)
+		}
+		active[t] = true
+		defer delete(active, t)
+		size, err := expandedSize(t, memo, active)
+		memo[t] = size
+		return size, err
+	}
+	size := 1
+	for _, c := range n.Content {
+		sz, err := expandedSize(c, memo, active)
+		if err != nil {
+			return 0, err
+		}
+		size += sz
+		if size > 1<<40 { // far past any budget; stops the sum from overflowing
+			return size, nil
+		}
+	}
+	return size, nil
 }
 
 // value converts n and returns its expanded size in nodes.
