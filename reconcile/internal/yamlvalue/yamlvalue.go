@@ -43,9 +43,8 @@ func ExpansionBudget(n int) int { return 1<<16 + 8*n }
 
 // Decoder reads the documents of one YAML stream as Go values.
 type Decoder struct {
-	dec    *yaml.Decoder
-	c      converter
-	broken bool
+	dec *yaml.Decoder
+	c   converter
 }
 
 // NewDecoder reads content; its expansion budget is ExpansionBudget(len(content)), shared by
