@@ -14,6 +14,7 @@ import (
 	yamlv3 "go.yaml.in/yaml/v3"
 
 	"github.com/parleyhq/parley/core"
+	"github.com/parleyhq/parley/reconcile/internal/yamlvalue"
 )
 
 // Manager is an Argo CD Application or ApplicationSet, or a Flux Kustomization, found in the repository.
@@ -272,8 +273,8 @@ func valueAt(obj *yamlv3.Node, f core.Field) (core.Value, bool) {
 			return core.Value{}, false
 		}
 	}
-	var v any
-	if err := n.Decode(&v); err != nil {
+	v, err := yamlvalue.NodeValue(n) // linear in a mapping's keys, unlike n.Decode (issue 34)
+	if err != nil {
 		return core.Value{}, false
 	}
 	val, err := core.JSONValue(v)
@@ -550,7 +551,7 @@ func (d *discovery) parse() {
 	for _, name := range d.names {
 		if IsKustomizationFile(name) {
 			k := &kustomizeFile{}
-			if err := yamlv3.Unmarshal(d.files[name], k); err != nil {
+			if err := unmarshalChecked(d.files[name], k); err != nil {
 				d.problem("%s: not a readable kustomization, so its directory builds nothing: %w", name, err)
 				k = &kustomizeFile{broken: true}
 			}
@@ -603,6 +604,9 @@ func readDocuments(content []byte) ([]document, error) {
 			continue // empty document, or not an object
 		}
 		var h header
+		if err := checkHeaderKeys(n.Content[0]); err != nil {
+			return nil, fmt.Errorf("document %d: %w", len(out)+1, err)
+		}
 		if err := n.Decode(&h); err != nil {
 			return nil, fmt.Errorf("document %d: %w", len(out)+1, err)
 		}
@@ -628,7 +632,7 @@ func (d *discovery) readManager(file string, doc document) error {
 	case doc.key.kind == "Kustomization" && doc.key.group == "kustomize.toolkit.fluxcd.io":
 		var s fluxSpec
 		if spec != nil {
-			if err := spec.Decode(&s); err != nil {
+			if err := decodeSpec(spec, &s); err != nil {
 				return fmt.Errorf("spec: %w", err)
 			}
 		}
@@ -646,7 +650,7 @@ func (d *discovery) readManager(file string, doc document) error {
 				} `yaml:"spec"`
 			} `yaml:"chart"`
 		}
-		if spec != nil && spec.Decode(&ref) == nil {
+		if spec != nil && decodeSpec(spec, &ref) == nil {
 			m.gitSource = ref.Chart.Spec.SourceRef.gitRepository(doc.key.namespace)
 		}
 		if err != nil {
@@ -658,7 +662,7 @@ func (d *discovery) readManager(file string, doc document) error {
 	case doc.key.kind == "Application" && doc.key.group == "argoproj.io":
 		var s argoAppSpec
 		if spec != nil {
-			if err := spec.Decode(&s); err != nil {
+			if err := decodeSpec(spec, &s); err != nil {
 				return fmt.Errorf("spec: %w", err)
 			}
 		}
@@ -684,7 +688,7 @@ func (d *discovery) readManager(file string, doc document) error {
 	case doc.key.kind == "ApplicationSet" && doc.key.group == "argoproj.io":
 		var s argoSetSpec
 		if spec != nil {
-			if err := spec.Decode(&s); err != nil {
+			if err := decodeSpec(spec, &s); err != nil {
 				return fmt.Errorf("spec: %w", err)
 			}
 		}
@@ -751,7 +755,7 @@ func (s argoAppSpec) remoteCharts() []remoteRelease {
 // (spec.chart with such a sourceRef, or spec.chartRef).
 func fluxRemoteChart(doc document) (remoteRelease, bool) {
 	var s fluxHelmSpec
-	if spec := field(doc.node, "spec"); spec == nil || spec.Decode(&s) != nil {
+	if spec := field(doc.node, "spec"); spec == nil || decodeSpec(spec, &s) != nil {
 		return remoteRelease{}, false
 	}
 	ns := doc.key.namespace

@@ -12,7 +12,6 @@ import (
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	kustomizev1beta1 "github.com/fluxcd/kustomize-controller/api/v1beta1"
 	kustomizev1beta2 "github.com/fluxcd/kustomize-controller/api/v1beta2"
-	yamlv3 "go.yaml.in/yaml/v3"
 	"sigs.k8s.io/kustomize/kyaml/kio"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 	sigsyaml "sigs.k8s.io/yaml"
@@ -675,7 +674,7 @@ func plainPointer(p string) bool {
 // Parley's to change.
 func parseRemoves(text string) (paths []string, parleys bool) {
 	var ops []map[string]any
-	if err := yamlv3.Unmarshal([]byte(text), &ops); err != nil {
+	if err := unmarshalChecked([]byte(text), &ops); err != nil {
 		return nil, false
 	}
 	parleys = len(ops) > 0

@@ -79,7 +79,7 @@ type argoHelm struct {
 func (d *discovery) fluxHelmRelease(file string, doc document) (*helmSource, error) {
 	var s fluxHelmSpec
 	if spec := field(doc.node, "spec"); spec != nil {
-		if err := spec.Decode(&s); err != nil {
+		if err := decodeSpec(spec, &s); err != nil {
 			return nil, fmt.Errorf("spec: %w", err)
 		}
 	}
@@ -125,15 +125,16 @@ func (d *discovery) argoHelmSource(app string, src argoSource, destNS string) (*
 		if !ok {
 			return nil, fmt.Errorf("value file %s is not in the repository", p)
 		}
-		var m map[string]any
-		if err := yamlv3.Unmarshal(b, &m); err != nil {
+		m, err := unmarshalStringMap(b)
+		if err != nil {
 			return nil, fmt.Errorf("value file %s: %w", p, err)
 		}
 		vals = chartutil.CoalesceTables(m, vals)
 		h.valueFiles = append(h.valueFiles, p)
 	}
 	if src.Helm.Values != "" {
-		if err := yamlv3.Unmarshal([]byte(src.Helm.Values), &h.valuesString); err != nil {
+		var err error
+		if h.valuesString, err = unmarshalStringMap([]byte(src.Helm.Values)); err != nil {
 			return nil, fmt.Errorf("helm.values: %w", err)
 		}
 		h.hasValues = true

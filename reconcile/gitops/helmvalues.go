@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
 	"github.com/parleyhq/parley/core"
+	"github.com/parleyhq/parley/reconcile/internal/yamlvalue"
 )
 
 // Adoption at the source, for an object a chart in the repository renders: the live value goes
@@ -84,7 +85,8 @@ func (inv *Inventory) HelmValuesKey(f core.Field, want core.Value) (key ValuesKe
 func releaseValues(d *discovery, h *helmSource) (map[string]any, error) {
 	var chartVals map[string]any
 	if b, ok := d.files[joinDir(h.chartDir, "values.yaml")]; ok {
-		if err := yamlv3.Unmarshal(b, &chartVals); err != nil {
+		var err error
+		if chartVals, err = unmarshalStringMap(b); err != nil {
 			return nil, fmt.Errorf("%s/values.yaml: %w", h.chartDir, err)
 		}
 	}
@@ -147,8 +149,9 @@ func renderedObject(docs []renderedDoc, f core.Field) *yamlv3.Node {
 
 // onlyFieldDiffers reports whether two renderings of an object differ in f's value alone.
 func onlyFieldDiffers(before, after *yamlv3.Node, f core.Field) bool {
-	var b, a any
-	if before.Decode(&b) != nil || after.Decode(&a) != nil {
+	b, errB := yamlvalue.NodeValue(before)
+	a, errA := yamlvalue.NodeValue(after)
+	if errB != nil || errA != nil {
 		return false
 	}
 	drop := func(v any) any {
@@ -199,10 +202,11 @@ func AdoptHelmValue(path string, content []byte, t Target, key ValuesKey, v core
 	// writes the file only when something changed; the gates are not touched.
 	return edit(path, content, t, func(n *yaml.RNode, gates []Gate) ([]Gate, bool, error) {
 		if cur, _ := n.Pipe(yaml.Lookup(fieldPath...)); cur != nil {
-			var have any
-			if s, err := cur.String(); err == nil && yamlv3.Unmarshal([]byte(s), &have) == nil {
-				if hj, _ := json.Marshal(have); string(hj) == v.JSON() {
-					return gates, false, nil
+			if s, err := cur.String(); err == nil {
+				if have, err := yamlvalue.Unmarshal([]byte(s)); err == nil {
+					if hj, _ := json.Marshal(have); string(hj) == v.JSON() {
+						return gates, false, nil
+					}
 				}
 			}
 		}
@@ -317,8 +321,8 @@ func (inv *Inventory) HelmValuesTarget(f core.Field, key ValuesKey) (ValuesTarge
 	shared := inv.sharedValueFiles(h)
 	last := -1
 	for i, name := range h.valueFiles {
-		var vals map[string]any
-		if err := yamlv3.Unmarshal(inv.files[name], &vals); err != nil {
+		vals, err := unmarshalStringMap(inv.files[name])
+		if err != nil {
 			return ValuesTarget{}, fmt.Errorf("%s: values file %s: %w", objectName(f), name, err)
 		}
 		if hasValuesKey(vals, key) {
@@ -438,7 +442,7 @@ func (inv *Inventory) argoSourceIndex(m Manager, h *helmSource) (int, error) {
 		return 0, fmt.Errorf("no spec")
 	}
 	var s argoAppSpec
-	if err := spec.Decode(&s); err != nil {
+	if err := decodeSpec(spec, &s); err != nil {
 		return 0, fmt.Errorf("spec: %w", err)
 	}
 	type numbered struct {
@@ -600,8 +604,7 @@ func setValuesKey(m *yaml.Node, key ValuesKey, v any) (bool, *replacedScalar, er
 				return true, nil, nil
 			}
 			cur := m.Content[at]
-			var have any
-			if err := cur.Decode(&have); err == nil {
+			if have, err := yamlvalue.NodeValue(cur); err == nil {
 				hj, err1 := json.Marshal(have)
 				vj, err2 := json.Marshal(v)
 				if err1 == nil && err2 == nil && string(hj) == string(vj) {
@@ -729,8 +732,9 @@ func patchScalar(content []byte, old *replacedScalar, doc *yaml.Node) ([]byte, b
 	out = append(out, text...)
 	out = append(out, content[at+n:]...)
 	// The bytes must say what the edited tree says.
-	var want, got any
-	if doc.Decode(&want) != nil || yaml.Unmarshal(out, &got) != nil {
+	want, errW := yamlvalue.NodeValue(doc)
+	got, errG := yamlvalue.Unmarshal(out)
+	if errW != nil || errG != nil {
 		return nil, false
 	}
 	wj, err1 := json.Marshal(want)

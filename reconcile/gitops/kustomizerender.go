@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/parleyhq/parley/reconcile/internal/yamlvalue"
 	yamlv3 "go.yaml.in/yaml/v3"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/api/types"
@@ -83,8 +84,8 @@ func (d *discovery) buildKustomization(dir, kfile, override, fill string, manage
 		return false
 	}
 	// Origin annotations, asked for in the top kustomization only (the copy the job holds).
-	var k map[string]any
-	if err := yamlv3.Unmarshal(d.files[kfile], &k); err != nil || k == nil {
+	k, err := unmarshalStringMap(d.files[kfile])
+	if err != nil || k == nil {
 		return false // the walker reports the unreadable kustomization
 	}
 	meta, _ := k["buildMetadata"].([]any)
@@ -180,8 +181,8 @@ var loadKeys = map[string]bool{"resources": true, "bases": true, "components": t
 
 // remoteLoad returns a remote reference among the strings a kustomization loads, or "".
 func remoteLoad(content []byte) string {
-	var root any
-	if yamlv3.Unmarshal(content, &root) != nil {
+	root, err := yamlvalue.Unmarshal(content)
+	if err != nil {
 		return ""
 	}
 	var walk func(v any, loading bool) string
@@ -252,7 +253,7 @@ func originFile(dir, origin string) (file string, generated bool) {
 		Path         string `yaml:"path"`
 		ConfiguredIn string `yaml:"configuredIn"`
 	}
-	_ = yamlv3.Unmarshal([]byte(origin), &o)
+	_ = unmarshalChecked([]byte(origin), &o)
 	p := o.Path
 	if p == "" {
 		p, generated = o.ConfiguredIn, true
@@ -330,7 +331,7 @@ func GeneratorInputs(kfile string, content []byte) []string {
 			Env   string   `yaml:"env"`
 		} `yaml:"secretGenerator"`
 	}
-	if yamlv3.Unmarshal(content, &k) != nil {
+	if unmarshalChecked(content, &k) != nil {
 		return nil
 	}
 	dir := path.Dir(kfile)

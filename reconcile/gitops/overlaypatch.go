@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
 	"github.com/parleyhq/parley/core"
+	"github.com/parleyhq/parley/reconcile/internal/yamlvalue"
 )
 
 // Adoption into a Kustomize overlay: when an object's manifest lies in a base the overlay includes
@@ -282,7 +283,9 @@ func preOverlayObject(d *discovery, repo map[string][]byte, overlay, kfile strin
 	var av struct {
 		APIVersion string `yaml:"apiVersion"`
 	}
-	_ = found[0].node.Decode(&av)
+	if checkTopKeys(found[0].node) == nil {
+		_ = found[0].node.Decode(&av)
+	}
 	return preObject{
 		apiVersion: av.APIVersion, kind: found[0].key.kind,
 		name: found[0].key.name, namespace: found[0].key.namespace,
@@ -337,8 +340,8 @@ func marker(obj *yamlv3.Node) string {
 
 // stripTransformers drops a kustomization's own transformers, keeping what gives it objects.
 func stripTransformers(content []byte) ([]byte, error) {
-	var k map[string]any
-	if err := yamlv3.Unmarshal(content, &k); err != nil {
+	k, err := unmarshalStringMap(content)
+	if err != nil {
 		return nil, err
 	}
 	for key := range k {
@@ -699,8 +702,7 @@ func verifyOverlay(before, after []builtDoc, obj *builtDoc, f core.Field, v core
 			if b.key == obj.key {
 				continue
 			}
-			var x any
-			_ = b.node.Decode(&x)
+			x, _ := yamlvalue.NodeValue(b.node)
 			j, _ := json.Marshal(x)
 			m[b.key] = string(j)
 		}

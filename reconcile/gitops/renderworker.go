@@ -15,7 +15,6 @@ import (
 	"sync"
 	"time"
 
-	yamlv3 "go.yaml.in/yaml/v3"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/engine"
@@ -68,8 +67,8 @@ func renderJob(job HelmJob) (map[string]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load chart %s: %w", job.Chart, err)
 	}
-	var values map[string]any
-	if err := yamlv3.Unmarshal([]byte(job.Values), &values); err != nil {
+	values, err := unmarshalStringMap([]byte(job.Values))
+	if err != nil {
 		return nil, fmt.Errorf("values for chart %s: %w", job.Chart, err)
 	}
 	vals, err := chartutil.ToRenderValues(chrt, values, chartutil.ReleaseOptions{Name: job.Release, Namespace: job.Namespace, IsInstall: true, Revision: 1}, chartutil.DefaultCapabilities)
