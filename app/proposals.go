@@ -263,13 +263,20 @@ func (h *Proposals) admit(w http.ResponseWriter, r *http.Request, limit int64) (
 	if r.ContentLength > limit {
 		return fail(http.StatusRequestEntityTooLarge, "body of %d bytes exceeds the %d-byte limit", r.ContentLength, limit)
 	}
+	// An address over its failure budget (wrong tokens, or plans refused: Plans) has its bodies
+	// read at guard.PaceBytesPerSecond: an agent's own plans are still heard, but one sending
+	// plans it knows are refused no longer has each read and decoded as fast as it can send them.
+	src := io.Reader(r.Body)
+	if pace := h.Failures.Pace(r); pace != nil {
+		src = guard.PacedReader(r.Context(), r.Body, pace)
+	}
 	var body []byte
 	var err error
 	if r.ContentLength >= 0 { // net/http ends the body at its declared length
 		body = make([]byte, r.ContentLength)
-		_, err = io.ReadFull(r.Body, body)
+		_, err = io.ReadFull(src, body)
 	} else {
-		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+		body, err = io.ReadAll(http.MaxBytesReader(w, io.NopCloser(src), limit))
 	}
 	if err != nil {
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {

@@ -2,6 +2,7 @@ package guard
 
 import (
 	"context"
+	"io"
 	"math"
 	"net"
 	"net/http"
@@ -177,6 +178,32 @@ func (f *Failures) Pace(r *http.Request) *rate.Limiter {
 		f.paces[client] = pace
 	}
 	return pace
+}
+
+// PacedReader reads body no faster than pace allows, in pieces of at most PaceBurst, and stops
+// with ctx's error when ctx ends while it waits: how a body of a client over its budget is read
+// (Pace) by a handler that reads the body itself.
+func PacedReader(ctx context.Context, body io.Reader, pace *rate.Limiter) io.Reader {
+	return &pacedReader{ctx: ctx, body: body, pace: pace}
+}
+
+type pacedReader struct {
+	ctx  context.Context
+	body io.Reader
+	pace *rate.Limiter
+}
+
+func (p *pacedReader) Read(b []byte) (int, error) {
+	if len(b) > PaceBurst {
+		b = b[:PaceBurst]
+	}
+	n, err := p.body.Read(b)
+	if n > 0 {
+		if werr := p.pace.WaitN(p.ctx, n); werr != nil {
+			return 0, werr // the bytes are not handed over: io.ReadFull would keep them and drop the error
+		}
+	}
+	return n, err
 }
 
 // Failed counts a failed authentication of r's client and reports whether the client is over
