@@ -107,6 +107,19 @@ func (h *Hold) Grow(n int64, endpoint string) bool {
 		return true
 	}
 	b.mu.Lock()
+	ok := h.reserveLocked(n)
+	b.mu.Unlock()
+	if !ok {
+		b.metrics.bodyRefused(endpoint)
+	}
+	return ok
+}
+
+// reserveLocked reserves n bytes for h when the budget and the client's share have room, and
+// reports whether it did. Called with h.b.mu held; the gauge is set under the lock so that it
+// never shows an older total than the last.
+func (h *Hold) reserveLocked(n int64) bool {
+	b := h.b
 	ok := b.held+n <= b.total && b.byClient[h.client]+n <= b.perClient
 	if ok {
 		b.held += n
@@ -114,12 +127,7 @@ func (h *Hold) Grow(n int64, endpoint string) bool {
 		h.n += n
 		b.peak = max(b.peak, b.held)
 	}
-	// The gauge is set under the lock so that it never shows an older total than the last.
 	b.metrics.bodyBytes(b.held)
-	b.mu.Unlock()
-	if !ok {
-		b.metrics.bodyRefused(endpoint)
-	}
 	return ok
 }
 
@@ -147,14 +155,7 @@ func (h *Hold) GrowWait(ctx context.Context, n int64, endpoint string, within ti
 	for {
 		b.mu.Lock()
 		freed := b.freed
-		ok := b.held+n <= b.total && b.byClient[h.client]+n <= b.perClient
-		if ok {
-			b.held += n
-			b.byClient[h.client] += n
-			h.n += n
-			b.peak = max(b.peak, b.held)
-			b.metrics.bodyBytes(b.held)
-		}
+		ok := h.reserveLocked(n)
 		b.mu.Unlock()
 		if ok {
 			return true
