@@ -3,6 +3,7 @@ package fielddiff
 import (
 	"bytes"
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
@@ -166,6 +167,16 @@ func disarmUnclosedComments(src []byte) ([]byte, []int) {
 // first unclosed comment, if any: a `/` the lexer read as code, right before such a token.
 func lexDisarmed(src []byte, filename string, lex func([]byte, string, hcl.Pos) (hclsyntax.Tokens, hcl.Diagnostics)) (hclsyntax.Tokens, error) {
 	lexed, replaced := disarmUnclosedComments(src)
+	if len(replaced) > 0 && !utf8.Valid(src) {
+		// Next to bytes that are not UTF-8 the scanner can end a token at a '*' it would not end
+		// at otherwise ("#/*" then a broken byte ends the comment there), so the copy's tokens are
+		// not the source's. A few such '/*' are lexed as written, at one scan to the end each;
+		// more are refused.
+		if len(replaced) > maxUnclosedNotUTF8 {
+			return nil, &UnclosedCommentError{Range: rangeAt(filename, src, replaced[0]-1), NotUTF8: true}
+		}
+		lexed, replaced = src, nil
+	}
 	toks, _ := lex(lexed, filename, hcl.InitialPos)
 	var unclosed error
 	for i := 0; i < len(toks) && len(replaced) > 0; i++ {
@@ -189,6 +200,22 @@ var star = []byte("*")
 // UnclosedCommentError is CheckHCLNesting's refusal of a `/*` that no `*/` closes.
 type UnclosedCommentError struct {
 	Range hcl.Range // the comment's `/`
+	// NotUTF8: the file is not valid UTF-8 and has more than maxUnclosedNotUTF8 '/*' after its
+	// last '*/', which CheckHCLNesting refuses without telling comments from text.
+	NotUTF8 bool
+}
+
+// maxUnclosedNotUTF8 is how many '/*' after the last '*/' a file that is not valid UTF-8 may have
+// and still be lexed as written (each costs the lexer a scan to the end of the file).
+const maxUnclosedNotUTF8 = 16
+
+// rangeAt is the position of byte offset at in src, as hcl counts lines and columns (columns in
+// characters, here bytes: the file is not valid UTF-8 anyway).
+func rangeAt(filename string, src []byte, at int) hcl.Range {
+	line := 1 + bytes.Count(src[:at], []byte("\n"))
+	col := at - bytes.LastIndexByte(src[:at], '\n')
+	p := hcl.Pos{Line: line, Column: col, Byte: at}
+	return hcl.Range{Filename: filename, Start: p, End: p}
 }
 
 func (e *UnclosedCommentError) Error() string {
@@ -197,6 +224,9 @@ func (e *UnclosedCommentError) Error() string {
 
 // Message is the error without its position.
 func (e *UnclosedCommentError) Message() string {
+	if e.NotUTF8 {
+		return fmt.Sprintf("more than %d /* after the last */ in a file that is not valid UTF-8; not parsed", maxUnclosedNotUTF8)
+	}
 	return "a /* comment that no */ closes; not parsed"
 }
 
