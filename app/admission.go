@@ -80,6 +80,10 @@ type Admission struct {
 	pending         pendingWrites
 	// large is the lane reviews of largeReview bytes or more take one at a time.
 	large lane
+	// Lane is where a large review's reading and judging take their CPU, with the plans' and
+	// pull requests' (WorkLane), so that together they never hold every processor the ordinary
+	// reviews need; nil: anywhere.
+	Lane *WorkLane
 }
 
 // AdmissionMetrics are the admission webhook's metrics.
@@ -206,6 +210,17 @@ func (h *Admission) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		defer release()
+		laneCtx, cancel := context.WithDeadline(r.Context(), start.Add(budget))
+		cpu, err := h.Lane.Acquire(laneCtx)
+		cancel()
+		if err != nil {
+			h.count(cluster, admBusy, false, start)
+			h.log().Warn("large admission review not judged: no processor lent to large work came free within the budget", "cluster", cluster, "bytes", len(body))
+			w.Header().Set("Retry-After", "1")
+			fail(http.StatusServiceUnavailable, "admission review of %d bytes: the processors lent to large work stayed taken for %s; the API server applies the webhook's failurePolicy", len(body), budget)
+			return
+		}
+		defer cpu()
 	}
 	if err := core.UniqueKeys(body); errors.Is(err, core.ErrDuplicateKey) {
 		// encoding/json keeps the last of two keys silently: a review naming "object" or

@@ -9,6 +9,8 @@ import (
 	"path"
 	"strings"
 
+	tfjson "github.com/hashicorp/terraform-json"
+
 	"github.com/parleyhq/parley/core"
 	"github.com/parleyhq/parley/reconcile"
 	"github.com/parleyhq/parley/reconcile/tfplan"
@@ -30,6 +32,8 @@ const PlansPath = "/v1/plans"
 type Plans struct {
 	// Proposals gives the token check, rate limits, drift loop and branch age proposals use.
 	Proposals *Proposals
+	// Lane is where decoding and judging a plan take their CPU (WorkLane); nil: anywhere.
+	Lane *WorkLane
 }
 
 func (h *Plans) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -74,12 +78,16 @@ func (h *Plans) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		fail(http.StatusUnprocessableEntity, "plan: %v", err)
 	}
-	plan, err := tfplan.ParsePlan(body)
-	if err != nil {
-		refuse(err)
-		return
+	var res tfplan.Result
+	var err error
+	if lerr := h.Lane.Do(r.Context(), func() {
+		var plan *tfjson.Plan
+		if plan, err = tfplan.ParsePlan(body); err == nil {
+			res, err = tfplan.Extract(plan, tfplan.Options{ModuleDir: moduleDir})
+		}
+	}); lerr != nil {
+		return // the client went away while the plan waited for the lane
 	}
-	res, err := tfplan.Extract(plan, tfplan.Options{ModuleDir: moduleDir})
 	if err != nil {
 		refuse(err)
 		return
@@ -94,7 +102,11 @@ func (h *Plans) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	var doc tfplan.Document
 	repo, err := p.Drift.WithBranch(r.Context(), q.Get("repository"), p.MaxAge, func(snap reconcile.Snapshot) error {
-		js, err := tfplan.Judge(r.Context(), snap.Policy, res, snap.Git, opts, now)
+		var js []tfplan.Judgement
+		var err error
+		if lerr := h.Lane.Do(r.Context(), func() { js, err = tfplan.Judge(r.Context(), snap.Policy, res, snap.Git, opts, now) }); lerr != nil {
+			return lerr
+		}
 		if err != nil {
 			return err
 		}

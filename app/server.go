@@ -111,6 +111,9 @@ type Server struct {
 	drift    *Drift
 	agents   *agentstore.DB
 	props    *Proposals
+	// lane is the processors lent to plans, pull requests' files, large admission reviews and
+	// audit pipelines' batches, all but one (WorkLane).
+	lane *WorkLane
 	// admission is the admission webhook (/admission/<cluster>); nil without admission blocks.
 	admission     *Admission
 	admissionAddr atomic.Value // string: the admission listener's address, once listening
@@ -178,7 +181,7 @@ func (s *Server) closeStores() error {
 
 // NewServer opens the store (creating it on first start) and wires the handlers.
 func NewServer(ctx context.Context, cfg config.Config, log *slog.Logger) (*Server, error) {
-	s := &Server{cfg: cfg, log: log, reg: prometheus.NewRegistry()}
+	s := &Server{cfg: cfg, log: log, reg: prometheus.NewRegistry(), lane: NewWorkLane(0)}
 	fail := func(err error) (*Server, error) {
 		s.closeStores()
 		return nil, err
@@ -267,6 +270,9 @@ func NewServer(ctx context.Context, cfg config.Config, log *slog.Logger) (*Serve
 		Burst: int(max(1, cfg.AuthFailuresPerMinute)), Metrics: s.guards})
 	if s.admission, err = newAdmission(cfg, drift, admFailures, s.reg, log); err != nil {
 		return fail(err)
+	}
+	if s.admission != nil {
+		s.admission.Lane = s.lane
 	}
 	route := func(event string) webhooks.Route { return webhooks.Route{Source: store.SourceGitHub, Event: event} }
 	handlers := map[webhooks.Route]webhooks.Handler{
@@ -602,7 +608,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle(webhooks.FirehosePattern(), s.firehose)
 	mux.Handle(webhooks.PubSubPattern(), s.pubsub)
 	mux.Handle(ProposalsPath, s.props) // any method: it answers 405 with Allow itself
-	mux.Handle(PlansPath, &Plans{Proposals: s.props})
+	mux.Handle(PlansPath, &Plans{Proposals: s.props, Lane: s.lane})
 	mux.Handle(MCPPath, &MCP{Proposals: s.props, Version: buildVersion()})
 	if s.admission != nil && s.cfg.AdmissionListen == "" {
 		mux.Handle(AdmissionPrefix, s.admission) // behind a proxy that terminates TLS
