@@ -23,9 +23,10 @@ const MaxPlanSize = 64 << 20
 var ErrTooLarge = fmt.Errorf("the plan is larger than %d MiB", MaxPlanSize>>20)
 
 // MaxPlanResources bounds the resources a plan lists (resource_changes and resource_drift
-// entries together, no-ops included) that ParsePlan reads. Past it the plan is refused as it is
-// read, before the rest is decoded: a 66 MB plan of 850,000 resources took 13.4 s of CPU and one
-// of 300,000 peaked at 1.2 GiB. Twenty thousand is more than the largest workspaces plan.
+// entries together, no-ops included) that ParsePlan reads. Past it the plan is refused once a byte
+// scan has counted one too many, before any resource is decoded: a 66 MB plan of 850,000 resources
+// took 13.4 s of CPU and one of 300,000 peaked at 1.2 GiB. Twenty thousand is more than the
+// largest workspaces plan.
 const MaxPlanResources = 20_000
 
 // ErrTooManyResources is returned for a plan listing more than MaxPlanResources resources.
@@ -66,6 +67,13 @@ func ReadPlan(r io.Reader) (*tfjson.Plan, error) {
 
 // ParsePlan decodes and checks a plan document. Numbers are kept exact (json.Number).
 func ParsePlan(data []byte) (*tfjson.Plan, error) {
+	return parsePlan(data, (*planDecoder).resources)
+}
+
+// parsePlan is ParsePlan reading the resource arrays with readResources: ParsePlan counts each
+// array before decoding it (planDecoder.resources); the tests compare it with the decoding alone
+// (planDecoder.decodeResources), which is how plans were read before the count.
+func parsePlan(data []byte, readResources func(pd *planDecoder, key string, rest []byte) (int, error)) (*tfjson.Plan, error) {
 	if len(data) > MaxPlanSize {
 		return nil, ErrTooLarge
 	}
@@ -79,14 +87,16 @@ func ParsePlan(data []byte) (*tfjson.Plan, error) {
 		}
 		return nil, errors.New("not a Terraform plan: want a JSON object, as terraform show -json PLANFILE prints")
 	}
-	// Decoding first: it refuses a plan past MaxPlanResources as soon as it counts one too many,
-	// before the rest of the document is read at all. A 33 MB plan of 300,000 resources sent
-	// back to back with a valid agent token had its syntax checked whole before it was refused
-	// at its 20,001st resource, more than half of what refusing it cost parley serve. The byte
-	// scan that steps over what decodePlan does not read stops at the end of the document
-	// whatever it holds, and what it reads is read by encoding/json, so on a document that is
-	// not JSON it returns an error (or a plan that is thrown away below), never reads past it.
-	p, seen, err := decodePlan(trimmed)
+	// Decoding first: it refuses a plan past MaxPlanResources as soon as a byte scan counts one
+	// too many, before any resource is decoded and before the rest of the document is read at
+	// all. A 33 MB plan of 300,000 resources sent back to back with a valid agent token had its
+	// syntax checked whole before it was refused at its 20,001st resource, more than half of what
+	// refusing it cost parley serve; then its first 20,000 resources decoded, 72 ms a plan. So a
+	// plan past the budget is refused for its size whatever its resources hold, ill-typed or not
+	// JSON inside (planDecoder.resources says why that answer is the right one). The byte scans stop at the end of the document whatever it holds, and what decodePlan keeps is
+	// read by encoding/json, so on a document that is not JSON it returns an error (or a plan that
+	// is thrown away below), never reads past it.
+	p, seen, err := decodePlan(trimmed, readResources)
 	if errors.Is(err, ErrTooManyResources) {
 		return nil, err
 	}
@@ -136,13 +146,14 @@ func ParsePlan(data []byte) (*tfjson.Plan, error) {
 // returns is trusted only once doc is known to be JSON (ParsePlan checks after it, unless it
 // refused the plan for its resources); on bytes that are not JSON it returns an error or a plan
 // ParsePlan throws away, never reads past doc's end. seen says which top-level keys doc has.
-func decodePlan(doc []byte) (*tfjson.Plan, map[string]bool, error) {
+// readResources reads resource_changes and resource_drift (parsePlan says why it is a parameter).
+func decodePlan(doc []byte, readResources func(pd *planDecoder, key string, rest []byte) (int, error)) (*tfjson.Plan, map[string]bool, error) {
 	pd := &planDecoder{p: &tfjson.Plan{}}
 	seen := map[string]bool{}
 	err := eachMember(doc, func(key string, rest []byte) (int, error) {
 		seen[key] = true
 		if key == "resource_changes" || key == "resource_drift" {
-			return pd.resources(key, rest)
+			return readResources(pd, key, rest)
 		}
 		end := valueEnd(rest, 0)
 		return end, pd.member(key, rest[:end])
@@ -153,7 +164,8 @@ func decodePlan(doc []byte) (*tfjson.Plan, map[string]bool, error) {
 	return pd.p, seen, nil
 }
 
-// planDecoder is the plan decodePlan builds and the resources it has counted.
+// planDecoder is the plan decodePlan builds and the resources it has counted, in
+// resource_changes and resource_drift together (the budget is one for both).
 type planDecoder struct {
 	p     *tfjson.Plan
 	count int
@@ -178,11 +190,31 @@ func (pd *planDecoder) member(key string, raw []byte) error {
 	return nil
 }
 
-// resources reads the array of resource changes at the start of rest one element at a time, and
-// returns how many bytes of rest it took: a plan past MaxPlanResources is refused at its 20,001st
-// element, before the rest of the array is so much as scanned for its end (bench/attack's bigplan:
-// a 33 MB array was scanned whole to find its end before its first resource was read).
+// resources reads the array of resource changes at the start of rest and returns how many bytes
+// of rest it took. It counts the array's elements first, with a byte scan that neither decodes nor
+// allocates (countElements), up to the one past the budget left: a plan past MaxPlanResources is
+// refused before any of its resources is decoded, and the rest of the array is not so much as
+// stepped over. bench/attack's bigplan (300,000 resources, 33 MB, posted back to back with a valid
+// agent token) had its first 20,000 resources decoded into tfjson.ResourceChange before it was
+// refused, 72 ms a plan; before that, the whole array was scanned for its end first.
+//
+// So a plan over the budget is refused for its size whatever its first resources hold: one whose
+// resources are ill-typed, or not JSON inside, is answered ErrTooManyResources, not the type or
+// syntax error that decoding it would find. Either answer refuses it; this one is the one that
+// costs no decoding, and it is true of the bytes (they hold that many elements). Within the
+// budget nothing changes: the array is decoded and any error in it named as before.
 func (pd *planDecoder) resources(key string, rest []byte) (int, error) {
+	if _, over := countElements(rest, MaxPlanResources-pd.count); over {
+		return 0, ErrTooManyResources
+	}
+	return pd.decodeResources(key, rest)
+}
+
+// decodeResources decodes the array of resource changes at the start of rest one element at a
+// time, and returns how many bytes of rest it took. It counts the elements again as it decodes
+// them: in bytes that are not JSON, countElements may stop short (at the first byte that cannot
+// start or follow an element) where the decoder goes on, and the budget still bounds what is built.
+func (pd *planDecoder) decodeResources(key string, rest []byte) (int, error) {
 	if len(rest) == 0 || rest[0] != '[' {
 		end := valueEnd(rest, 0)
 		switch {
@@ -289,6 +321,38 @@ func skipSpace(b []byte, i int) int {
 		i++
 	}
 	return i
+}
+
+// countElements counts the elements of the JSON array at the start of b, stepping over each with
+// valueEnd, and stops as soon as it has counted more than limit: over says it did. It decodes
+// nothing and allocates nothing. In valid JSON the count is exact: valueEnd steps over exactly one
+// value, and only a comma and JSON's whitespace lie between two. In bytes that are not JSON it
+// ends without a verdict (over false) at the end of b, at a byte no JSON value starts with where an
+// element must be (a second comma, a stray brace), or at anything but a comma after an element:
+// it never reads past b's end, each element it counts moves it on by at least one byte plus its
+// comma, and what is not JSON is left to the decoder to name. It counts, as the decoder's More
+// does, an element that only starts, so it agrees with the decoder on where the budget is passed.
+func countElements(b []byte, limit int) (n int, over bool) {
+	if len(b) == 0 || b[0] != '[' {
+		return 0, false
+	}
+	for i := skipSpace(b, 1); i < len(b) && startsValue(b[i]); {
+		if n++; n > limit {
+			return n, true
+		}
+		// valueEnd moves past b[i]: a string, object or array takes at least its first byte, a
+		// number or literal runs to the next delimiter, and b[i] is none.
+		if i = skipSpace(b, valueEnd(b, i)); i >= len(b) || b[i] != ',' {
+			return n, false // the array's end, or bytes that are not JSON
+		}
+		i = skipSpace(b, i+1)
+	}
+	return n, false
+}
+
+// startsValue says whether a JSON value can start with c.
+func startsValue(c byte) bool {
+	return strings.IndexByte(`{["-0123456789tfn`, c) >= 0
 }
 
 // valueEnd is the index just past the JSON value that starts at b[i], in valid JSON: a byte scan
