@@ -652,7 +652,7 @@ func TestAdmissionFieldBudgetFailsOpenNamingTheObject(t *testing.T) {
 	body := reviewOf("big-1", costSA, "", fmt.Sprintf(dep, 2, sel.String()), fmt.Sprintf(dep, 3, ""), false)
 	code, resp, raw := admit(t, srv, admissionToken, body)
 	if code != http.StatusOK || !resp.Allowed || string(resp.UID) != "uid-big-1" || len(resp.Warnings) != 1 ||
-		!strings.Contains(resp.Warnings[0], "k8s:apps/Deployment/prod/web: 40001 changed fields, above the 1000 Parley judges in one object; not judged") {
+		!strings.Contains(resp.Warnings[0], "k8s:apps/Deployment/prod/web: more than 1000 changed fields, the most Parley judges in one object; not judged") {
 		t.Fatalf("over the budget: %d %.600s", code, raw)
 	}
 	if testutil.ToFloat64(h.Metrics.failOpen.WithLabelValues("prod", "budget")) != 1 {

@@ -159,13 +159,14 @@ func DecodeAdmissionReviewContext(ctx context.Context, body []byte, at time.Time
 	if req.SubResource == "scale" {
 		keep = func(p string) bool { return p == "/spec/replicas" }
 	}
-	before, err := leaves(ctx, old, keep)
+	before, after, over, err := changedLeaves(ctx, old, obj, keep, MaxFieldsPerObject)
 	if err != nil {
-		return Admission{UID: a.UID, Object: a.Object}, fmt.Errorf("admission review %s: oldObject: %w", a.UID, err)
+		return Admission{UID: a.UID, Object: a.Object}, fmt.Errorf("admission review %s: %w", a.UID, err)
 	}
-	after, err := leaves(ctx, obj, keep)
-	if err != nil {
-		return Admission{UID: a.UID, Object: a.Object}, fmt.Errorf("admission review %s: object: %w", a.UID, err)
+	if over {
+		// Reading stopped once the objects' sizes alone proved the budget spent: the count is a floor.
+		a.Skipped, a.Problem = ignTooManyFields, tooManyFieldsUncounted(a.Object)
+		return a, nil
 	}
 	if old != nil {
 		a.Old = before
@@ -284,12 +285,53 @@ func (a Admission) Batch(at time.Time) Batch {
 	return b
 }
 
-// leaves flattens an object into its claimable fields and their canonical values, unless ctx ends
-// first.
-func leaves(ctx context.Context, v any, keep func(string) bool) (map[string]core.Value, error) {
-	out := map[string]core.Value{}
+// changedLeaves flattens oldObject and object (trees, nil when absent) into their kept fields and
+// canonical values, unless ctx ends first (the error names which object was being read), or
+// unless their counts of kept fields alone prove that more than limit fields change: over, with
+// before and after incomplete.
+//
+// The proof is exact: each kept field of object that oldObject lacks is a change, so at least
+// |after| - |before| fields change, and likewise at least |before| - |after| (removals). So the
+// smaller of the two is flattened in full and the larger only up to limit+1 fields past it: a
+// 90,000-key map costs about limit fields, not 90,000 (issue 34). Which is the smaller is learnt
+// by flattening both up to limit+1 fields first; only when both are that large is oldObject
+// flattened in full, as before.
+func changedLeaves(ctx context.Context, old, obj any, keep func(string) bool, limit int) (before, after map[string]core.Value, over bool, err error) {
+	probe := limit + 1
+	before, big, err := leavesUpTo(ctx, old, keep, probe)
+	if err != nil {
+		return nil, nil, false, fmt.Errorf("oldObject: %w", err)
+	}
+	if big {
+		after, objBig, err := leavesUpTo(ctx, obj, keep, probe)
+		if err != nil {
+			return nil, nil, false, fmt.Errorf("object: %w", err)
+		}
+		if !objBig { // object is the smaller: oldObject past it by more than limit removes too many
+			before, over, err := leavesUpTo(ctx, old, keep, len(after)+limit+1)
+			if err != nil {
+				return nil, nil, false, fmt.Errorf("oldObject: %w", err)
+			}
+			return before, after, over, nil
+		}
+		if before, _, err = leavesUpTo(ctx, old, keep, 0); err != nil {
+			return nil, nil, false, fmt.Errorf("oldObject: %w", err)
+		}
+	}
+	after, over, err = leavesUpTo(ctx, obj, keep, len(before)+limit+1)
+	if err != nil {
+		return nil, nil, false, fmt.Errorf("object: %w", err)
+	}
+	return before, after, over, nil
+}
+
+// leavesUpTo flattens an object into its claimable fields and their canonical values, unless ctx
+// ends first, stopping at limit of them (no limit when 0): reached says it has that many, and then
+// out holds only those it read (in no particular order).
+func leavesUpTo(ctx context.Context, v any, keep func(string) bool, limit int) (out map[string]core.Value, reached bool, err error) {
+	out = map[string]core.Value{}
 	if v == nil {
-		return out, nil
+		return out, false, nil
 	}
 	n := 0
 	flattenAnyOrder(v, func(p string, v any) bool { // into a map: the order is the map's
@@ -298,13 +340,17 @@ func leaves(ctx context.Context, v any, keep func(string) bool) (map[string]core
 		}
 		if keep(p) {
 			out[p] = treeValue(v)
+			if len(out) == limit {
+				reached = true
+				return false
+			}
 		}
 		return true
 	})
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return out, nil
+	return out, reached, nil
 }
 
 func sortedKeysOf(m map[string]core.Value) []string { return slices.Sorted(maps.Keys(m)) }

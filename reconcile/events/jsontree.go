@@ -33,6 +33,13 @@ func TooManyFields(obj core.Field, n int) string {
 	return fmt.Sprintf("%s: %d changed fields, above the %d Parley judges in one object; not judged", obj, n, MaxFieldsPerObject)
 }
 
+// tooManyFieldsUncounted is TooManyFields when reading stopped as soon as the object was known to
+// change more than MaxFieldsPerObject fields, before they were all counted; the audit decoder's
+// problem says the same in the same words.
+func tooManyFieldsUncounted(obj core.Field) string {
+	return fmt.Sprintf("%s: more than %d changed fields, the most Parley judges in one object; not judged", obj, MaxFieldsPerObject)
+}
+
 // ctxEvery is how many leaves a flattening reads between looks at its context.
 const ctxEvery = 1024
 
