@@ -342,3 +342,21 @@ func (s *GitSource) commitFiles(ctx context.Context, sha string) ([]string, erro
 	}
 	return files, nil
 }
+
+// BlobID is the object ID of the file at a commit, from the tree entry that names it: the blob
+// itself is not read. ok is false when there is no such entry, or it is not a file.
+func (s *GitSource) BlobID(ctx context.Context, sha, path string) (string, bool, error) {
+	c, err := s.repo.CommitObject(plumbing.NewHash(sha))
+	if err != nil {
+		return "", false, fmt.Errorf("read commit %s: %w", sha, err)
+	}
+	t, err := c.Tree()
+	if err != nil {
+		return "", false, fmt.Errorf("tree of %s: %w", sha, err)
+	}
+	e, err := t.FindEntry(path)
+	if err != nil || !e.Mode.IsFile() {
+		return "", false, nil // read as before: Size and Content say whether it is there
+	}
+	return e.Hash.String(), true, nil
+}
