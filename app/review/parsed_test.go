@@ -136,7 +136,9 @@ func TestMemoIsKeyedByContentNotPath(t *testing.T) {
 	if !reflect.DeepEqual(res, none) {
 		t.Errorf("small budget, judged with memory %q\nwithout %q", res.Problems, none.Problems)
 	}
-	if !slices.ContainsFunc(res.Problems, func(s string) bool { return strings.HasPrefix(s, "infra/copy/deep.tf: ") && strings.Contains(s, "above the 4 KiB") }) {
+	if !slices.ContainsFunc(res.Problems, func(s string) bool {
+		return strings.HasPrefix(s, "infra/copy/deep.tf: ") && strings.Contains(s, "above the 4 KiB")
+	}) {
 		t.Errorf("problems %q: want infra/copy/deep.tf too large for the 4 KiB budget", res.Problems)
 	}
 	if slices.Contains(reads, "infra/copy/deep.tf") {
