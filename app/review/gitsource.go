@@ -28,6 +28,8 @@ type GitSource struct {
 	graphOnce sync.Once
 	graph     *depgraph.Graph
 	graphErr  error
+	// parsed, if set (Evaluate sets PullRequest.Parsed's), remembers the head tree's graph.
+	parsed *Parsed
 
 	// The commits and files are read once: parley review lists the commits for the contributors
 	// and Evaluate again for their trailers, the App lists the files for Evaluate and for the
@@ -247,13 +249,23 @@ func (s *GitSource) Dependents(f core.Field) ([]core.Dependent, error) {
 		return nil, nil
 	}
 	s.graphOnce.Do(func() {
+		tree := s.head.TreeHash.String()
+		if e, ok := s.parsed.get(graphPath, tree); ok {
+			s.graph = e.graph
+			return
+		}
 		s.treeReads++
 		files, err := reconcile.ReadTree(s.repo, s.head.Hash)
 		if err != nil {
 			s.graphErr = fmt.Errorf("read the tree of %s: %w", s.head.Hash, err)
-			return
+			return // a failed read is not remembered: the next judgement reads again
 		}
 		s.graph, _ = depgraph.Build(files)
+		n := 0
+		for p, data := range files {
+			n += len(p) + len(data)
+		}
+		s.parsed.putGraph(tree, s.graph, n)
 	})
 	if s.graphErr != nil {
 		return nil, s.graphErr
@@ -264,6 +276,10 @@ func (s *GitSource) Dependents(f core.Field) ([]core.Dependent, error) {
 	}
 	return out, nil
 }
+
+// useParsed makes the source remember its head tree's dependency graph in m (Evaluate calls it
+// with PullRequest.Parsed).
+func (s *GitSource) useParsed(m *Parsed) { s.parsed = m }
 
 // Vouch is asked about a commit whose signature proves nothing: it returns who else proves its
 // author (the App asks GitHub whether it verified the commit) and how, or a zero identity when

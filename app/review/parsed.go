@@ -10,6 +10,7 @@ import (
 
 	"github.com/parleyhq/parley/core"
 	"github.com/parleyhq/parley/core/fielddiff"
+	"github.com/parleyhq/parley/reconcile/depgraph"
 )
 
 // Parsed remembers what fielddiff made of a file's blob: its fields, or why it does not read. A
@@ -27,6 +28,10 @@ import (
 // they are applied around the parse, each time, to the blob's size and to the fields the snapshot
 // gives. A failure to read a blob (I/O, a cancelled context) never reaches Parsed: only a parse of
 // bytes that were read is stored.
+//
+// It also keeps a head tree's dependency graph (GitSource.Dependents), by the tree's ID: a pull
+// request judged again with the same head builds it from memory instead of reading and parsing
+// every manifest and Terraform file of the head, the refused ones included.
 //
 // It is bounded in entries and in bytes (a snapshot's Bytes, a refusal's text, the key), least
 // recently used first out, and safe for concurrent use by any number of judgements. The zero value
@@ -70,8 +75,14 @@ type parsedEntry struct {
 	// refusal is "".
 	snap    *fielddiff.Snapshot
 	refusal string // fielddiff's error, as text: all a review does with it is print it
-	cost    int
+	// graph is the dependency graph of a tree (key: graphPath and the tree's ID), when the
+	// entry is one.
+	graph *depgraph.Graph
+	cost  int
 }
+
+// graphPath keys a tree's dependency graph, beside the blobs: no repository path holds a NUL.
+const graphPath = "\x00dependency graph"
 
 // parsedOverhead is what an entry costs beyond its strings and snapshot: the entry, its list
 // element and its map slot, roughly.
@@ -118,6 +129,11 @@ func (m *Parsed) put(path, blob string, size int64, snap *fielddiff.Snapshot, er
 		e.snap = snap
 	}
 	e.cost = parsedOverhead + len(path) + len(blob) + len(e.refusal) + e.snap.Bytes()
+	m.keep(e)
+}
+
+// keep adds e, dropping the least recently used entries past the bounds.
+func (m *Parsed) keep(e *parsedEntry) {
 	maxEntries, maxBytes := m.limits()
 	if e.cost > maxBytes/8 {
 		return // one file must not push out everything else; parsing it again is what it costs
@@ -141,6 +157,16 @@ func (m *Parsed) put(path, blob string, size int64, snap *fielddiff.Snapshot, er
 		delete(m.entries, oe.key)
 		m.bytes -= oe.cost
 	}
+}
+
+// putGraph keeps g, the dependency graph of the tree (depgraph.Build of every file the tree holds
+// that reconcile.ReadTree reads: a pure function of the tree, whose ID covers every path and byte
+// in it). Its cost is taken as the bytes of the files it was built from, more than it holds.
+func (m *Parsed) putGraph(tree string, g *depgraph.Graph, fileBytes int) {
+	if m == nil || tree == "" {
+		return
+	}
+	m.keep(&parsedEntry{key: parsedKey{graphPath, tree}, graph: g, cost: parsedOverhead + len(tree) + fileBytes})
 }
 
 // Stats says what m holds and how often it answered.

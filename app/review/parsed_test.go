@@ -45,7 +45,7 @@ func memoBranch(t *testing.T) *gittest.Runner {
 // judgeWith evaluates branch pr of r's repository with memo, counting the files read whole.
 func judgeWith(t *testing.T, r *gittest.Runner, memo *Parsed, b core.Budget) (Result, []string) {
 	t.Helper()
-	res, read, err := newJudgement(t, r, memo, b)()
+	res, read, _, err := newJudgement(t, r, memo, b)()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,8 +53,9 @@ func judgeWith(t *testing.T, r *gittest.Runner, memo *Parsed, b core.Budget) (Re
 }
 
 // newJudgement opens branch pr of r's repository for a judgement with memo, run later (on any
-// goroutine): the result, and the files read whole.
-func newJudgement(t *testing.T, r *gittest.Runner, memo *Parsed, b core.Budget) func() (Result, []string, error) {
+// goroutine): the result, the files read whole, and how many times the head's whole tree was read
+// for the dependency graph.
+func newJudgement(t *testing.T, r *gittest.Runner, memo *Parsed, b core.Budget) func() (Result, []string, int, error) {
 	t.Helper()
 	gs, err := OpenGitSource(r.Dir, "main", "pr")
 	if err != nil {
@@ -65,22 +66,26 @@ func newJudgement(t *testing.T, r *gittest.Runner, memo *Parsed, b core.Budget) 
 	now := time.Date(2026, 11, 20, 10, 5, 0, 0, time.UTC)
 	pr := PullRequest{Number: 9, BaseSHA: gs.BaseSHA(), HeadSHA: gs.HeadSHA(), Updated: now,
 		Author: core.Identity{Source: core.SourceGitHubUser, ID: "mallory"}, Parsed: memo, Budget: b}
-	return func() (Result, []string, error) {
+	return func() (Result, []string, int, error) {
 		src.read = nil
 		res, err := Evaluate(context.Background(), pr, src, pol, led, nil, now)
 		slices.Sort(src.read)
-		return res, src.read, err
+		return res, src.read, gs.treeReads, err
 	}
 }
 
 // Issue 34: judging the same pull request again reads and lexes none of the blobs it parsed
 // before. A Terraform file refused for its nesting is refused again from memory, a file that read
-// is diffed from its remembered snapshot, and the judgement is the same, field for field and
+// is diffed from its remembered snapshot, the head's dependency graph (which lexed every .tf of
+// the head, the refused one too) is the one built before, and the judgement is the same, field for field and
 // problem for problem, as the first one and as one without memory.
 func TestSecondJudgementReadsNoBlobParsedBefore(t *testing.T) {
 	r := memoBranch(t)
 	memo := &Parsed{}
-	first, firstReads := judgeWith(t, r, memo, core.Budget{})
+	first, firstReads, trees, err := newJudgement(t, r, memo, core.Budget{})()
+	if err != nil || trees != 1 {
+		t.Fatalf("first judgement: %v, %d reads of the head's tree for its dependency graph, want 1", err, trees)
+	}
 	want := []string{"infra/app/deep.tf", "infra/app/main.tf", "infra/app/main.tf", "infra/copy/deep.tf",
 		"k8s/prod/deep.yaml", "k8s/prod/web.yaml", "k8s/prod/web.yaml"}
 	if !reflect.DeepEqual(firstReads, want) {
@@ -92,7 +97,10 @@ func TestSecondJudgementReadsNoBlobParsedBefore(t *testing.T) {
 		}
 	}
 
-	second, secondReads := judgeWith(t, r, memo, core.Budget{})
+	second, secondReads, trees, err := newJudgement(t, r, memo, core.Budget{})()
+	if err != nil || trees != 0 {
+		t.Errorf("second judgement: %v, %d reads of the head's tree, want its graph from memory", err, trees)
+	}
 	// The YAML file with an unreadable document is read again, both sides, to judge its readable
 	// documents (its whole-file parse is remembered); nothing else is read.
 	if want := []string{"k8s/prod/deep.yaml"}; !reflect.DeepEqual(secondReads, want) {
@@ -237,7 +245,7 @@ func TestParsedSharedByConcurrentJudgements(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range 3 {
-				if results[i], _, errs[i] = judge(); errs[i] != nil {
+				if results[i], _, _, errs[i] = judge(); errs[i] != nil {
 					return
 				}
 			}

@@ -93,6 +93,12 @@ type dependencies interface {
 	Dependents(f core.Field) ([]core.Dependent, error)
 }
 
+// parsedUser is a Source that can remember what it builds from a whole tree (GitSource's
+// dependency graph) in the judge's Parsed.
+type parsedUser interface {
+	useParsed(m *Parsed)
+}
+
 // GitState is the base branch's ledger: what Git claims now and claimed before.
 type GitState interface {
 	Current(f core.Field) (core.Claim, bool, error)
@@ -288,6 +294,9 @@ func Evaluate(ctx context.Context, pr PullRequest, src Source, pol *policy.Polic
 	}
 	sort.Slice(fields, func(i, j int) bool { return fields[i].String() < fields[j].String() })
 	deps, _ := src.(dependencies)
+	if u, ok := src.(parsedUser); ok && pr.Parsed != nil {
+		u.useParsed(pr.Parsed)
+	}
 	for _, f := range fields {
 		in := arbiter.Input{Field: f, Now: now, Lookup: lookup}
 		if deps != nil {
