@@ -13,13 +13,13 @@ import (
 	"github.com/parleyhq/parley/webhooks/store"
 )
 
-// deepRemote is remote's pull request #7 with a Terraform file nested past fielddiff's budget
-// added to its head (issue 34's deeptf attack, smaller): its head.
-func deepRemote(t testing.TB) (dir, base, head string) {
+// deepRemote is remote's pull request #7 with a Terraform file nested n blocks deep added to its
+// head (issue 34's deeptf attack: 170,000, past fielddiff's budget of 1,000).
+func deepRemote(t testing.TB, n int) (dir, base, head string) {
 	t.Helper()
 	dir, git := remote(t)
 	git("checkout", "-q", "rightsize")
-	deep := strings.Repeat("b {\n", fielddiff.MaxHCLNesting+500) + strings.Repeat("}\n", fielddiff.MaxHCLNesting+500)
+	deep := strings.Repeat("b {\n", n) + strings.Repeat("}\n", n)
 	if err := os.WriteFile(filepath.Join(dir, "infra/kafka/deep.tf"), []byte(deep), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +36,7 @@ func deepRemote(t testing.TB) (dir, base, head string) {
 // changed Terraform beside it and the policy all come from what the first parsed, by blob, and
 // what it publishes is byte for byte the first's (so it writes nothing) and a fresh server's.
 func TestRepeatedDeliveryParsesNothingAgain(t *testing.T) {
-	dir, base, head := deepRemote(t)
+	dir, base, head := deepRemote(t, fielddiff.MaxHCLNesting+500)
 	botCommit := fakegithub.Commit{AuthorLogin: "cost-optimizer[bot]", CommitterLogin: "cost-optimizer[bot]", Verified: true}
 	h, gh := handler(t)
 	gh.SetCommit("acme/infra", head, botCommit)
