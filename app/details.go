@@ -287,7 +287,7 @@ func (d *Details) withRepository(ctx context.Context, full string, inst int64, f
 	}
 	defer unlock()
 	branch := repo.GetDefaultBranch()
-	pol, note, err := readPolicyAt(dir, branch, d.PolicyPath)
+	pol, note, err := readPolicyAt(dir, branch, d.PolicyPath, nil)
 	if err != nil {
 		return fmt.Errorf("%s: %w", full, err)
 	}

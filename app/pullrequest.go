@@ -72,6 +72,12 @@ type PullRequests struct {
 	// defaults, as parley review's.
 	Budget  core.Budget
 	judging keymutex.Map
+	// parsed remembers what each file's blob parsed to, and policies each policy's parse, from one
+	// judgement to the next: a pull request is judged anew on every delivery, and most of it is
+	// the same blobs as before (a refused Terraform file is not lexed again). Keyed by content,
+	// bounded, and shared by concurrent judgements.
+	parsed   review.Parsed
+	policies policyMemo
 }
 
 // judgedActions are the pull_request actions that can change a verdict.
@@ -333,7 +339,8 @@ func (h *PullRequests) judge(ctx context.Context, t Target) (review.Result, erro
 			labels = append(labels, l.GetName())
 		}
 		in := review.PullRequest{Number: n, BaseSHA: src.BaseSHA(), MergeBaseSHA: src.MergeBaseSHA(), HeadSHA: headSHA, Title: t.PR.GetTitle(), Body: t.PR.GetBody(),
-			Labels: labels, Author: core.Identity{Source: core.SourceGitHubUser, ID: t.PR.GetUser().GetLogin()}, Updated: head.Time, Budget: h.Budget}
+			Labels: labels, Author: core.Identity{Source: core.SourceGitHubUser, ID: t.PR.GetUser().GetLogin()}, Updated: head.Time, Budget: h.Budget,
+			Parsed: &h.parsed}
 		// GitHub is asked about a commit once (the ledger keeps the answer) and about a user's
 		// teams once per judgement, so judging the same commits again costs no lookups. Every
 		// GitHub user behind the claim (opener, pushers, labelers, editors, commit authors GitHub
@@ -447,12 +454,13 @@ func hasBranch(dir, branch string) bool {
 // readPolicy reads the policy from the default branch of the clone; a missing policy is a note for
 // the check run, not an error.
 func (h *PullRequests) readPolicy(dir, branch string) (*policy.Policy, string, error) {
-	return readPolicyAt(dir, branch, h.PolicyPath)
+	return readPolicyAt(dir, branch, h.PolicyPath, &h.policies)
 }
 
 // readPolicyAt reads the policy at path (default .parley/policy.hcl) on branch of the clone at
-// dir; a missing or invalid policy is a note saying so, not an error.
-func readPolicyAt(dir, branch, path string) (*policy.Policy, string, error) {
+// dir; a missing or invalid policy is a note saying so, not an error. A policy blob memo (nil:
+// none) parsed before under the same name is not read or parsed again.
+func readPolicyAt(dir, branch, path string, memo *policyMemo) (*policy.Policy, string, error) {
 	path = repoPath(path)
 	repo, err := git.PlainOpen(dir)
 	if err != nil {
@@ -466,6 +474,19 @@ func readPolicyAt(dir, branch, path string) (*policy.Policy, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
+	name := branch + ":" + path // the policy's file name, in its diagnostics and in the note
+	var blob string
+	if memo != nil {
+		// The tree entry names the blob without reading it; a missing entry is read as before.
+		if t, err := c.Tree(); err == nil {
+			if e, err := t.FindEntry(path); err == nil && e.Mode.IsFile() {
+				blob = e.Hash.String()
+				if pol, note, ok := memo.get(name, blob); ok {
+					return pol, note, nil
+				}
+			}
+		}
+	}
 	f, err := c.File(path)
 	if errors.Is(err, object.ErrFileNotFound) {
 		return nil, noPolicy + fmt.Sprintf("%s does not exist on %s. Run `parley init` and commit it to judge claims.", ghmarkdown.Code(path), ghmarkdown.Text(branch)), nil
@@ -477,11 +498,13 @@ func readPolicyAt(dir, branch, path string) (*policy.Policy, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	pol, err := policy.Parse([]byte(src), branch+":"+path)
+	pol, err := policy.Parse([]byte(src), name)
+	note := ""
 	if err != nil {
-		return nil, fmt.Sprintf("The policy on %s is invalid, so nothing was judged:\n\n%s", ghmarkdown.Text(branch), ghmarkdown.Fence(err.Error(), "")), nil
+		pol, note = nil, fmt.Sprintf("The policy on %s is invalid, so nothing was judged:\n\n%s", ghmarkdown.Text(branch), ghmarkdown.Fence(err.Error(), ""))
 	}
-	return pol, "", nil
+	memo.put(name, blob, len(src), pol, note)
+	return pol, note, nil
 }
 
 // noPolicy starts the note of a repository without a policy: it has not taken Parley up, so its

@@ -28,6 +28,8 @@ type GitSource struct {
 	graphOnce sync.Once
 	graph     *depgraph.Graph
 	graphErr  error
+	// parsed, if set (Evaluate sets PullRequest.Parsed's), remembers the head tree's graph.
+	parsed *Parsed
 
 	// The commits and files are read once: parley review lists the commits for the contributors
 	// and Evaluate again for their trailers, the App lists the files for Evaluate and for the
@@ -247,13 +249,23 @@ func (s *GitSource) Dependents(f core.Field) ([]core.Dependent, error) {
 		return nil, nil
 	}
 	s.graphOnce.Do(func() {
+		tree := s.head.TreeHash.String()
+		if e, ok := s.parsed.get(graphPath, tree); ok {
+			s.graph = e.graph
+			return
+		}
 		s.treeReads++
 		files, err := reconcile.ReadTree(s.repo, s.head.Hash)
 		if err != nil {
 			s.graphErr = fmt.Errorf("read the tree of %s: %w", s.head.Hash, err)
-			return
+			return // a failed read is not remembered: the next judgement reads again
 		}
 		s.graph, _ = depgraph.Build(files)
+		n := 0
+		for p, data := range files {
+			n += len(p) + len(data)
+		}
+		s.parsed.putGraph(tree, s.graph, n)
 	})
 	if s.graphErr != nil {
 		return nil, s.graphErr
@@ -264,6 +276,10 @@ func (s *GitSource) Dependents(f core.Field) ([]core.Dependent, error) {
 	}
 	return out, nil
 }
+
+// useParsed makes the source remember its head tree's dependency graph in m (Evaluate calls it
+// with PullRequest.Parsed).
+func (s *GitSource) useParsed(m *Parsed) { s.parsed = m }
 
 // Vouch is asked about a commit whose signature proves nothing: it returns who else proves its
 // author (the App asks GitHub whether it verified the commit) and how, or a zero identity when
@@ -341,4 +357,22 @@ func (s *GitSource) commitFiles(ctx context.Context, sha string) ([]string, erro
 		}
 	}
 	return files, nil
+}
+
+// BlobID is the object ID of the file at a commit, from the tree entry that names it: the blob
+// itself is not read. ok is false when there is no such entry, or it is not a file.
+func (s *GitSource) BlobID(ctx context.Context, sha, path string) (string, bool, error) {
+	c, err := s.repo.CommitObject(plumbing.NewHash(sha))
+	if err != nil {
+		return "", false, fmt.Errorf("read commit %s: %w", sha, err)
+	}
+	t, err := c.Tree()
+	if err != nil {
+		return "", false, fmt.Errorf("tree of %s: %w", sha, err)
+	}
+	e, err := t.FindEntry(path)
+	if err != nil || !e.Mode.IsFile() {
+		return "", false, nil // read as before: Size and Content say whether it is there
+	}
+	return e.Hash.String(), true, nil
 }

@@ -36,6 +36,10 @@ type PullRequest struct {
 	// Budget bounds what the judgement reads: a file, a file's changed fields, the pull request's
 	// changed fields and a value over it are problems, not judged. Zero: core.DefaultBudget.
 	Budget core.Budget
+	// Parsed, if not nil, remembers what each blob the judgement parses gave, for the next
+	// judgement: the long-lived judge (the App's PullRequests) owns it. Nil: every file is read and
+	// parsed.
+	Parsed *Parsed
 	// Contributors are who besides Author made the pull request what it is: who pushed to it,
 	// added its intent/ and motivation/ labels, edited its body. Its claims are judged as Author
 	// and as each of them, and the least favourable verdict stands: nobody gains trust by riding
@@ -87,6 +91,12 @@ type sizer interface {
 // judges every claim with no dependents.
 type dependencies interface {
 	Dependents(f core.Field) ([]core.Dependent, error)
+}
+
+// parsedUser is a Source that can remember what it builds from a whole tree (GitSource's
+// dependency graph) in the judge's Parsed.
+type parsedUser interface {
+	useParsed(m *Parsed)
 }
 
 // GitState is the base branch's ledger: what Git claims now and claimed before.
@@ -182,7 +192,7 @@ func Evaluate(ctx context.Context, pr PullRequest, src Source, pol *policy.Polic
 			continue
 		}
 		// The head first: a file the pull request makes too large is named as it is now.
-		newData, big, err := content(ctx, src, budget, pr.HeadSHA, fc.Path, fc.Status != "removed")
+		newSide, big, err := load(ctx, src, pr.Parsed, budget, pr.HeadSHA, fc.Path, fc.Path, fc.Status != "removed")
 		if err != nil {
 			return Result{}, fmt.Errorf("pull request #%d: read %s at head %s: %w", pr.Number, fc.Path, short(pr.HeadSHA), err)
 		}
@@ -191,7 +201,7 @@ func Evaluate(ctx context.Context, pr PullRequest, src Source, pol *policy.Polic
 			res.Unjudged = true
 			continue
 		}
-		oldData, big, err := content(ctx, src, budget, from, oldPath, fc.Status != "added")
+		oldSide, big, err := load(ctx, src, pr.Parsed, budget, from, oldPath, fc.Path, fc.Status != "added")
 		if err != nil {
 			return Result{}, fmt.Errorf("pull request #%d: read %s at merge base %s: %w", pr.Number, oldPath, short(from), err)
 		}
@@ -200,12 +210,22 @@ func Evaluate(ctx context.Context, pr PullRequest, src Source, pol *policy.Polic
 			res.Unjudged = true
 			continue
 		}
-		changes, err := fielddiff.Diff(fc.Path, oldData, newData)
+		changes, err := diff(pr.Parsed, fc.Path, oldSide, newSide)
 		if err != nil {
 			// What does not read is unjudged, and cannot pass; what reads beside it in the same
-			// file (its other YAML documents) is judged all the same, vetoes included.
+			// file (its other YAML documents) is judged all the same, vetoes included. Reading a
+			// YAML file's documents one by one needs both sides' bytes, even when the parse of
+			// one of them was remembered.
+			if isYAML(fc.Path) {
+				if err := oldSide.readAll(ctx, src); err != nil {
+					return Result{}, fmt.Errorf("pull request #%d: read %s at merge base %s: %w", pr.Number, oldPath, short(from), err)
+				}
+				if err := newSide.readAll(ctx, src); err != nil {
+					return Result{}, fmt.Errorf("pull request #%d: read %s at head %s: %w", pr.Number, fc.Path, short(pr.HeadSHA), err)
+				}
+			}
 			var problems []string
-			changes, problems = partialDiff(fc.Path, oldData, newData, err)
+			changes, problems = partialDiff(fc.Path, oldSide.data, newSide.data, err)
 			res.Problems = append(res.Problems, problems...)
 			res.Unjudged = true
 			if len(changes) == 0 {
@@ -274,6 +294,9 @@ func Evaluate(ctx context.Context, pr PullRequest, src Source, pol *policy.Polic
 	}
 	sort.Slice(fields, func(i, j int) bool { return fields[i].String() < fields[j].String() })
 	deps, _ := src.(dependencies)
+	if u, ok := src.(parsedUser); ok && pr.Parsed != nil {
+		u.useParsed(pr.Parsed)
+	}
 	for _, f := range fields {
 		in := arbiter.Input{Field: f, Now: now, Lookup: lookup}
 		if deps != nil {
