@@ -858,25 +858,18 @@ func editDistance(a, b string) int {
 	return prev[len(b)]
 }
 
-// LedgerPaths returns the files a ledger reads under the policy source src: its ledger block, or
-// the defaults when src is not a valid policy (the policy's errors are reported where the policy
-// is used; a broken policy must not stop the history being read).
-func LedgerPaths(src []byte, filename string) core.PathFilter {
+// LedgerSettings returns what a ledger reads under the policy source src, from one parse of it:
+// the files (its ledger block) and the OpenPGP keys commits are verified against (see
+// Policy.OpenPGPKeyring). When src is not a valid policy they are the default files and no keys
+// (the policy's errors are reported where the policy is used; a broken policy must not stop the
+// history being read). One parse, not one per setting: every pull request's judgement and every
+// drift event opens its ledger this way, and parsing the policy was most of opening it.
+func LedgerSettings(src []byte, filename string) (core.PathFilter, string) {
 	p, err := Parse(src, filename)
 	if err != nil {
-		return core.PathFilter{}.WithDefaults()
+		return core.PathFilter{}.WithDefaults(), ""
 	}
-	return p.Ledger
-}
-
-// LedgerOpenPGPKeys returns the OpenPGP keys the ledger verifies commits against under the policy
-// source src (see Policy.OpenPGPKeyring), or none when src is not a valid policy.
-func LedgerOpenPGPKeys(src []byte, filename string) string {
-	p, err := Parse(src, filename)
-	if err != nil {
-		return ""
-	}
-	return p.OpenPGPKeyring()
+	return p.Ledger, p.OpenPGPKeyring()
 }
 
 // describeAuthors says which git_authors an actor matches, for the error on a bare key.

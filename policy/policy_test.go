@@ -86,6 +86,19 @@ func TestLedgerPaths(t *testing.T) {
 	}
 }
 
+// LedgerSettings reads the ledger block and the actors' OpenPGP keys from one parse; a policy that
+// does not parse gives the default files and no keys.
+func TestLedgerSettings(t *testing.T) {
+	paths, keys := LedgerSettings([]byte("ledger {\n include = [\"clusters/**\"]\n}\n"), "p.hcl")
+	if !slices.Equal(paths.Include, []string{"clusters/**"}) || keys != "" {
+		t.Errorf("ledger block: %+v, keys %q", paths, keys)
+	}
+	paths, keys = LedgerSettings([]byte("ledger {"), "p.hcl")
+	if !slices.Equal(paths.Include, core.DefaultLedgerInclude) || !slices.Equal(paths.Exclude, core.DefaultLedgerExclude) || keys != "" {
+		t.Errorf("broken policy: %+v, keys %q; want the defaults and no keys", paths, keys)
+	}
+}
+
 func TestGitOpsBlock(t *testing.T) {
 	p, err := Parse([]byte("gitops {\n  enable_helm_drift_detection = true\n}\n"), "p.hcl")
 	if err != nil || !p.GitOps.EnableHelmDriftDetection {

@@ -35,8 +35,9 @@ func UsePolicyPaths(l *ledger.Ledger, branch, policyFile string) error {
 		return fmt.Errorf("ledger paths: %w", err)
 	}
 	if ok {
-		l.SetPaths(policy.LedgerPaths(src, policyFile))
-		l.SetOpenPGPKeys(policy.LedgerOpenPGPKeys(src, policyFile))
+		paths, keys := policy.LedgerSettings(src, policyFile)
+		l.SetPaths(paths)
+		l.SetOpenPGPKeys(keys)
 	}
 	return nil
 }
