@@ -97,7 +97,7 @@ func decodeAdmission(ctx context.Context, body []byte, at time.Time, fromBytes b
 		if err != nil {
 			return Admission{}, err
 		}
-		a, done, err := admissionHead(rev)
+		a, done, err := admissionHead(rev.Kind, rev.APIVersion, rev.Request)
 		if done {
 			return a, err
 		}
@@ -105,17 +105,20 @@ func decodeAdmission(ctx context.Context, body []byte, at time.Time, fromBytes b
 	}
 	// json.Unmarshal rather than decodeReview's Decoder: the body is already whole, and the
 	// Decoder's copy of it was a tenth of this review's cost.
-	var rev reviewOf[json.RawMessage]
+	var rev rawReview
 	if err := json.Unmarshal(body, &rev); err != nil {
-		// Refused as reading the trees refuses it (the error names the same review type).
+		// Refused as reading the trees refuses it, in the same words.
 		return decodeAdmission(ctx, body, at, false)
 	}
-	a, done, err := admissionHead(rev)
+	var req *reviewRequest // the request but its objects
+	if rev.Request != nil {
+		req = &rev.Request.reviewRequest
+	}
+	a, done, err := admissionHead(rev.Kind, rev.APIVersion, req)
 	if done {
 		return a, err
 	}
-	req := rev.Request
-	objRaw, oldRaw := nonNull(req.Object), nonNull(req.OldObject)
+	objRaw, oldRaw := nonNull(rev.Request.Object), nonNull(rev.Request.OldObject)
 	if objRaw == nil {
 		return Admission{}, noObject(a, req)
 	}
@@ -151,7 +154,7 @@ func nonNull(raw json.RawMessage) []byte {
 	return raw
 }
 
-func noObject[T any](a Admission, req *reviewRequestOf[T]) error {
+func noObject(a Admission, req *reviewRequest) error {
 	return fmt.Errorf("admission review %s: %s of %s %s/%s carries no object", a.UID, req.Operation, req.Resource.Resource, req.Namespace, req.Name)
 }
 
@@ -164,7 +167,7 @@ func notObject(a Admission, which string) error {
 // it would not, or when the counter is unsure (a repeated key) or ctx has ended (the trees' path
 // then says so), and the caller reads the trees. Everything before the fields (the kind and name
 // from the object, the old resourceVersion) is read from the bytes as stringAt reads the trees.
-func countedTooMany[T any](ctx context.Context, a Admission, req *reviewRequestOf[T], obj, old []byte) (Admission, bool) {
+func countedTooMany(ctx context.Context, a Admission, req *reviewRequest, obj, old []byte) (Admission, bool) {
 	c := newLeafCounter(keepFor(req.SubResource))
 	nObj, ok := c.count(obj)
 	if !ok {
@@ -230,12 +233,11 @@ func keepScale(p string) bool { return p == "/spec/replicas" }
 
 // admissionHead reads what a review asks before its objects: the checks that refuse it, and the
 // requests Parley does not judge (done, with Skipped set).
-func admissionHead[T any](rev reviewOf[T]) (a Admission, done bool, err error) {
-	if rev.Kind != "AdmissionReview" || rev.APIVersion != admissionv1.SchemeGroupVersion.String() {
+func admissionHead(kind, apiVersion string, req *reviewRequest) (a Admission, done bool, err error) {
+	if kind != "AdmissionReview" || apiVersion != admissionv1.SchemeGroupVersion.String() {
 		return Admission{}, true, fmt.Errorf("admission review: body is kind %q, apiVersion %q: want an AdmissionReview of %s (admissionReviewVersions: [\"v1\"])",
-			rev.Kind, rev.APIVersion, admissionv1.SchemeGroupVersion)
+			kind, apiVersion, admissionv1.SchemeGroupVersion)
 	}
-	req := rev.Request
 	if req == nil {
 		return Admission{}, true, errors.New("admission review: no request")
 	}
@@ -271,7 +273,7 @@ func admissionHead[T any](rev reviewOf[T]) (a Admission, done bool, err error) {
 
 // judgeAdmission reads the fields a request writes from its objects as trees (an absent or null
 // one is nil).
-func judgeAdmission[T any](ctx context.Context, a Admission, req *reviewRequestOf[T], obj, old any, at time.Time) (Admission, error) {
+func judgeAdmission(ctx context.Context, a Admission, req *reviewRequest, obj, old any, at time.Time) (Admission, error) {
 	if obj == nil {
 		return Admission{}, noObject(a, req)
 	}
@@ -376,20 +378,15 @@ func judgeAdmission[T any](ctx context.Context, a Admission, req *reviewRequestO
 // before it was decoded a second time as a tree. Here the objects are decoded once, as trees with
 // exact numbers, with the rest of the review. Fields Parley does not read are not type-checked.
 //
-// The objects' type is T: trees (any), or their bytes (json.RawMessage) for a review large enough
-// to be counted from its bytes first.
-type reviewOf[T any] struct {
-	Kind       string              `json:"kind"`
-	APIVersion string              `json:"apiVersion"`
-	Request    *reviewRequestOf[T] `json:"request"`
+// rawReview holds the objects as bytes instead, for a review large enough to be counted from its
+// bytes first; its errors are never shown (reading the trees names what is wrong, as always).
+type review struct {
+	Kind       string         `json:"kind"`
+	APIVersion string         `json:"apiVersion"`
+	Request    *reviewRequest `json:"request"`
 }
 
-type (
-	review        = reviewOf[any]
-	reviewRequest = reviewRequestOf[any]
-)
-
-type reviewRequestOf[T any] struct {
+type reviewRequest struct {
 	UID      string `json:"uid"`
 	Resource struct {
 		Group    string `json:"group"`
@@ -403,27 +400,39 @@ type reviewRequestOf[T any] struct {
 		Username string   `json:"username"`
 		Groups   []string `json:"groups"`
 	} `json:"userInfo"`
-	Object    T               `json:"object"`    // a tree (decodeTree's), nil when absent or null; or the bytes
-	OldObject T               `json:"oldObject"` // likewise
+	Object    any             `json:"object"`    // a tree (decodeTree's), nil when absent or null
+	OldObject any             `json:"oldObject"` // likewise
 	DryRun    *bool           `json:"dryRun"`
 	Options   json.RawMessage `json:"options"`
+}
+
+type rawReview struct {
+	Kind       string      `json:"kind"`
+	APIVersion string      `json:"apiVersion"`
+	Request    *rawRequest `json:"request"`
+}
+
+// rawRequest is reviewRequest with its objects as bytes: encoding/json fills the outer fields,
+// which shadow the embedded ones, so reviewRequest.Object and OldObject stay nil.
+type rawRequest struct {
+	reviewRequest
+	Object    json.RawMessage `json:"object"` // nil when absent, "null" when null
+	OldObject json.RawMessage `json:"oldObject"`
 }
 
 // decodeReview decodes a review body in one pass, numbers kept exact as decodeTree keeps them. A
 // body that does not decode (or has anything after the review) is decoded again by json.Unmarshal,
 // whose error (a syntax error with its byte, a value of the wrong type with its key) names what is
 // wrong as it always did.
-func decodeReview(body []byte) (review, error) { return decodeReviewAs[any](body) }
-
-func decodeReviewAs[T any](body []byte) (reviewOf[T], error) {
-	var rev reviewOf[T]
+func decodeReview(body []byte) (review, error) {
+	var rev review
 	d := json.NewDecoder(bytes.NewReader(body))
 	d.UseNumber()
 	err := d.Decode(&rev)
 	if err == nil && len(bytes.TrimSpace(body[d.InputOffset():])) == 0 {
 		return rev, nil
 	}
-	var again reviewOf[T]
+	var again review
 	if uerr := json.Unmarshal(body, &again); uerr != nil {
 		err = uerr
 	} else if err == nil {
@@ -431,7 +440,7 @@ func decodeReviewAs[T any](body []byte) (reviewOf[T], error) {
 		// so that a difference between the two refuses the review rather than judges part of it.
 		err = fmt.Errorf("data after the review at byte %d", d.InputOffset())
 	}
-	return reviewOf[T]{}, fmt.Errorf("admission review: %w", jsonError(body, err))
+	return review{}, fmt.Errorf("admission review: %w", jsonError(body, err))
 }
 
 // Batch is the review's changes as the drift loop takes in observations: one event, the review's

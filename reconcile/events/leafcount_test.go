@@ -31,9 +31,9 @@ func TestKeepIsDecidedByThePrefix(t *testing.T) {
 }
 
 // FuzzCountedAdmissionIsExact: counting a review's objects from their bytes never changes an
-// answer. For any body, decodeAdmission answers with the count first exactly as it does reading
-// the trees (the way every review was read before, and every review under countFromBytesAt still
-// is): the same Admission, the same error. And, so that the counter is held to flatten on small
+// answer. For any body, decodeAdmission answers with the count first, and reading the trees (as
+// every review under countFromBytesAt still is), exactly as the decoder before the count did
+// (decodeAdmissionBefore): the same Admission, the same error. And, so that the counter is held to flatten on small
 // objects too (the budget is rarely crossed by a fuzzer's input), for each object in the body the
 // count of kept leaves is flatten's for both filters, unsure only when the object repeats a key,
 // and the strings read from the bytes are stringAt's.
@@ -43,12 +43,16 @@ func FuzzCountedAdmissionIsExact(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		ctx := context.Background()
 		got, err := decodeAdmission(ctx, body, admissionAt, true)
-		want, werr := decodeAdmission(ctx, body, admissionAt, false)
+		trees, terr := decodeAdmission(ctx, body, admissionAt, false)
+		want, werr := decodeAdmissionBefore(ctx, body, admissionAt)
 		if fmt.Sprint(err) != fmt.Sprint(werr) || !reflect.DeepEqual(got, want) {
-			t.Fatalf("counted first: %+v, %v\nfrom the trees: %+v, %v", got, err, want, werr)
+			t.Fatalf("counted first: %+v, %v\nbefore: %+v, %v", got, err, want, werr)
 		}
-		rev, err := decodeReviewAs[json.RawMessage](body)
-		if err != nil || rev.Request == nil {
+		if fmt.Sprint(terr) != fmt.Sprint(werr) || !reflect.DeepEqual(trees, want) {
+			t.Fatalf("from the trees: %+v, %v\nbefore: %+v, %v", trees, terr, want, werr)
+		}
+		var rev rawReview
+		if json.Unmarshal(body, &rev) != nil || rev.Request == nil {
 			return
 		}
 		for _, raw := range [][]byte{rev.Request.Object, rev.Request.OldObject} {
