@@ -75,59 +75,214 @@ func DecodeAdmissionReview(body []byte, at time.Time) (Admission, error) {
 // them, looks at ctx as it goes. Stopped, it returns the review as far as it was read (its uid
 // known, no changes) and an error wrapping ctx's, so the caller can still answer the uid.
 func DecodeAdmissionReviewContext(ctx context.Context, body []byte, at time.Time) (Admission, error) {
+	return decodeAdmission(ctx, body, at, len(body) >= countFromBytesAt)
+}
+
+// countFromBytesAt is the size from which a review's objects are counted from their bytes before
+// they are decoded into trees (countedTooMany). Below it a review is decoded in one pass, objects
+// and all, as before: for the reviews a cluster sends every second (a few KiB) the objects' second
+// reading would cost more than the count saves, and a review under it costs at most about a
+// sixth of what the 1.4 MB bigmap review cost as trees. It is app's largeReview, the size from
+// which a review takes the admission door's large-review lane.
+const countFromBytesAt = 256 << 10
+
+// decodeAdmission is DecodeAdmissionReviewContext, with the objects counted from their bytes
+// first when fromBytes (for any size, in tests).
+func decodeAdmission(ctx context.Context, body []byte, at time.Time, fromBytes bool) (Admission, error) {
 	if len(body) > maxAdmissionBytes {
 		return Admission{}, fmt.Errorf("admission review: %d bytes, at most %d", len(body), maxAdmissionBytes)
 	}
-	rev, err := decodeReview(body)
+	if !fromBytes {
+		rev, err := decodeReview(body)
+		if err != nil {
+			return Admission{}, err
+		}
+		a, done, err := admissionHead(rev.Kind, rev.APIVersion, rev.Request)
+		if done {
+			return a, err
+		}
+		return judgeAdmission(ctx, a, rev.Request, rev.Request.Object, rev.Request.OldObject, at)
+	}
+	// json.Unmarshal rather than decodeReview's Decoder: the body is already whole, and the
+	// Decoder's copy of it was a tenth of this review's cost.
+	var rev rawReview
+	if err := json.Unmarshal(body, &rev); err != nil {
+		// Refused as reading the trees refuses it, in the same words.
+		return decodeAdmission(ctx, body, at, false)
+	}
+	var req *reviewRequest // the request but its objects
+	if rev.Request != nil {
+		req = &rev.Request.reviewRequest
+	}
+	a, done, err := admissionHead(rev.Kind, rev.APIVersion, req)
+	if done {
+		return a, err
+	}
+	objRaw, oldRaw := nonNull(rev.Request.Object), nonNull(rev.Request.OldObject)
+	if objRaw == nil {
+		return Admission{}, noObject(a, req)
+	}
+	if objRaw[0] != '{' {
+		return Admission{}, notObject(a, "object")
+	}
+	if oldRaw != nil && oldRaw[0] != '{' {
+		return Admission{}, notObject(a, "oldObject")
+	}
+	if counted, ok := countedTooMany(ctx, a, req, objRaw, oldRaw); ok {
+		return counted, nil
+	}
+	// Within the budget, or not surely past it: the objects are read as trees, as below the size.
+	obj, err := decodeTree(objRaw)
 	if err != nil {
-		return Admission{}, err
+		return Admission{}, fmt.Errorf("admission review %s: object: %w", a.UID, err)
 	}
-	if rev.Kind != "AdmissionReview" || rev.APIVersion != admissionv1.SchemeGroupVersion.String() {
-		return Admission{}, fmt.Errorf("admission review: body is kind %q, apiVersion %q: want an AdmissionReview of %s (admissionReviewVersions: [\"v1\"])",
-			rev.Kind, rev.APIVersion, admissionv1.SchemeGroupVersion)
+	var old any
+	if oldRaw != nil {
+		if old, err = decodeTree(oldRaw); err != nil {
+			return Admission{}, fmt.Errorf("admission review %s: oldObject: %w", a.UID, err)
+		}
 	}
-	req := rev.Request
+	return judgeAdmission(ctx, a, req, obj, old, at)
+}
+
+// nonNull is an object's bytes, nil when absent or null (as the tree is nil).
+func nonNull(raw json.RawMessage) []byte {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	return raw
+}
+
+func noObject(a Admission, req *reviewRequest) error {
+	return fmt.Errorf("admission review %s: %s of %s %s/%s carries no object", a.UID, req.Operation, req.Resource.Resource, req.Namespace, req.Name)
+}
+
+func notObject(a Admission, which string) error {
+	return fmt.Errorf("admission review %s: %s is not a JSON object", a.UID, which)
+}
+
+// countedTooMany answers a review too-many-fields from its objects' bytes, exactly when
+// changedLeaves would find over with their trees, and with the same Admission: ok is false when
+// it would not, or when the counter is unsure (a repeated key) or ctx has ended (the trees' path
+// then says so), and the caller reads the trees. Everything before the fields (the kind and name
+// from the object, the old resourceVersion) is read from the bytes as stringAt reads the trees.
+func countedTooMany(ctx context.Context, a Admission, req *reviewRequest, obj, old []byte) (Admission, bool) {
+	c := newLeafCounter(keepFor(req.SubResource))
+	nObj, ok := c.count(obj)
+	if !ok {
+		return Admission{}, false
+	}
+	nOld := 0
+	if old != nil {
+		if nOld, ok = c.count(old); !ok {
+			return Admission{}, false
+		}
+	}
+	if !overByCounts(nOld, nObj, MaxFieldsPerObject) || ctx.Err() != nil {
+		return Admission{}, false
+	}
+	// One pass over the object's members finds both the kind and the metadata.
+	kindRaw, meta := c.members(obj, "kind", "metadata")
+	kind := ""
+	if req.SubResource == "" {
+		kind = stringOf(kindRaw)
+	}
+	if kind == "" {
+		kind = resourceKind(req.Resource.Group, req.Resource.Resource)
+	}
+	if kind == "" {
+		a.Skipped = ignUnknownKind
+		return a, true
+	}
+	name := req.Name
+	if name == "" {
+		nameRaw, _ := c.members(meta, "name", "")
+		name = stringOf(nameRaw)
+	}
+	if name == "" {
+		a.Skipped = ignNoName
+		return a, true
+	}
+	a.Object = core.K8sField(req.Resource.Group, kind, req.Namespace, name, "")
+	if old != nil {
+		a.ResourceVersion = c.stringMember(old, "metadata", "resourceVersion")
+	}
+	a.Skipped, a.Problem = ignTooManyFields, tooManyFieldsUncounted(a.Object)
+	return a, true
+}
+
+// overByCounts is when changedLeaves says over, from the two objects' counts of kept fields alone:
+// object past oldObject by more than limit, or oldObject past object by more than limit while
+// object has at most limit (when both have more, changedLeaves reads both in full and the
+// changes are counted exactly).
+func overByCounts(old, obj, limit int) bool {
+	return obj-old > limit || (old-obj > limit && obj <= limit)
+}
+
+// keepFor is the filter of the fields a request writes: keepPath, or for the scale subresource
+// only the parent's replicas.
+func keepFor(subresource string) func(string) bool {
+	if subresource == "scale" {
+		return keepScale
+	}
+	return keepPath
+}
+
+func keepScale(p string) bool { return p == "/spec/replicas" }
+
+// admissionHead reads what a review asks before its objects: the checks that refuse it, and the
+// requests Parley does not judge (done, with Skipped set).
+func admissionHead(kind, apiVersion string, req *reviewRequest) (a Admission, done bool, err error) {
+	if kind != "AdmissionReview" || apiVersion != admissionv1.SchemeGroupVersion.String() {
+		return Admission{}, true, fmt.Errorf("admission review: body is kind %q, apiVersion %q: want an AdmissionReview of %s (admissionReviewVersions: [\"v1\"])",
+			kind, apiVersion, admissionv1.SchemeGroupVersion)
+	}
 	if req == nil {
-		return Admission{}, errors.New("admission review: no request")
+		return Admission{}, true, errors.New("admission review: no request")
 	}
 	if req.UID == "" {
-		return Admission{}, errors.New("admission review: the request has no uid")
+		return Admission{}, true, errors.New("admission review: the request has no uid")
 	}
-	a := Admission{UID: req.UID, Operation: req.Operation, DryRun: req.DryRun != nil && *req.DryRun, Subresource: req.SubResource,
+	a = Admission{UID: req.UID, Operation: req.Operation, DryRun: req.DryRun != nil && *req.DryRun, Subresource: req.SubResource,
 		Identity: core.Identity{Source: core.SourceKubeUser, ID: req.UserInfo.Username, Groups: req.UserInfo.Groups}}
 	switch req.Operation {
 	case admissionv1.Create, admissionv1.Update:
 	case admissionv1.Delete:
 		a.Skipped = ignDeleteVerb
-		return a, nil
+		return a, true, nil
 	default:
 		a.Skipped = ignOtherVerb
-		return a, nil
+		return a, true, nil
 	}
 	if noiseResources[req.Resource.Resource] {
 		a.Skipped = ignNoise
-		return a, nil
+		return a, true, nil
 	}
 	switch req.SubResource {
 	case "", "scale":
 	case "status":
 		a.Skipped = ignStatus
-		return a, nil
+		return a, true, nil
 	default:
 		a.Skipped = ignSubresource
-		return a, nil
+		return a, true, nil
 	}
-	// The objects were decoded with the review, as trees (an absent or null one is nil).
-	obj, old := req.Object, req.OldObject
+	return a, false, nil
+}
+
+// judgeAdmission reads the fields a request writes from its objects as trees (an absent or null
+// one is nil).
+func judgeAdmission(ctx context.Context, a Admission, req *reviewRequest, obj, old any, at time.Time) (Admission, error) {
 	if obj == nil {
-		return Admission{}, fmt.Errorf("admission review %s: %s of %s %s/%s carries no object", a.UID, req.Operation, req.Resource.Resource, req.Namespace, req.Name)
+		return Admission{}, noObject(a, req)
 	}
 	if _, ok := obj.(map[string]any); !ok {
-		return Admission{}, fmt.Errorf("admission review %s: object is not a JSON object", a.UID)
+		return Admission{}, notObject(a, "object")
 	}
 	if old != nil {
 		if _, ok := old.(map[string]any); !ok {
-			return Admission{}, fmt.Errorf("admission review %s: oldObject is not a JSON object", a.UID)
+			return Admission{}, notObject(a, "oldObject")
 		}
 	}
 
@@ -155,11 +310,7 @@ func DecodeAdmissionReviewContext(ctx context.Context, body []byte, at time.Time
 	a.Object = core.K8sField(req.Resource.Group, kind, req.Namespace, name, "")
 	a.ResourceVersion = stringAt(old, "metadata", "resourceVersion")
 
-	keep := keepPath
-	if req.SubResource == "scale" {
-		keep = func(p string) bool { return p == "/spec/replicas" }
-	}
-	before, after, over, err := changedLeaves(ctx, old, obj, keep, MaxFieldsPerObject)
+	before, after, over, err := changedLeaves(ctx, old, obj, keepFor(req.SubResource), MaxFieldsPerObject)
 	if err != nil {
 		return Admission{UID: a.UID, Object: a.Object}, fmt.Errorf("admission review %s: %w", a.UID, err)
 	}
@@ -226,6 +377,9 @@ func DecodeAdmissionReviewContext(ctx context.Context, body []byte, at time.Time
 // reads (the request's kinds and resources again, userInfo's extras) and a copy of each object
 // before it was decoded a second time as a tree. Here the objects are decoded once, as trees with
 // exact numbers, with the rest of the review. Fields Parley does not read are not type-checked.
+//
+// rawReview holds the objects as bytes instead, for a review large enough to be counted from its
+// bytes first; its errors are never shown (reading the trees names what is wrong, as always).
 type review struct {
 	Kind       string         `json:"kind"`
 	APIVersion string         `json:"apiVersion"`
@@ -250,6 +404,20 @@ type reviewRequest struct {
 	OldObject any             `json:"oldObject"` // likewise
 	DryRun    *bool           `json:"dryRun"`
 	Options   json.RawMessage `json:"options"`
+}
+
+type rawReview struct {
+	Kind       string      `json:"kind"`
+	APIVersion string      `json:"apiVersion"`
+	Request    *rawRequest `json:"request"`
+}
+
+// rawRequest is reviewRequest with its objects as bytes: encoding/json fills the outer fields,
+// which shadow the embedded ones, so reviewRequest.Object and OldObject stay nil.
+type rawRequest struct {
+	reviewRequest
+	Object    json.RawMessage `json:"object"` // nil when absent, "null" when null
+	OldObject json.RawMessage `json:"oldObject"`
 }
 
 // decodeReview decodes a review body in one pass, numbers kept exact as decodeTree keeps them. A
