@@ -26,15 +26,21 @@ func PrefixOver(prefix []byte) bool {
 
 // PrefixScan asks PrefixOver of a document as it grows, one prefix after another, each
 // extending the one before (the same document, more of it). It keeps where the last call stopped:
-// the top-level members already stepped over are not scanned again, only the member that was cut
-// off. A reader that asks each time its prefix doubles (or each time its buffer fills, growing it
-// geometrically) thus scans O(total bytes). The zero PrefixScan is ready.
+// the top-level members already stepped over are not scanned again, and a resource array is
+// counted on from its last whole element; only another member that was cut off is stepped over
+// again from its start. A reader that asks each time its prefix doubles (or each time its buffer
+// fills, growing it geometrically) thus scans O(total bytes). The zero PrefixScan is ready.
 type PrefixScan struct {
 	start   int  // where the document starts, past its leading white space, once opened
 	next    int  // where the next member (or the object's end) starts, past the one before it
 	count   int  // the elements of the complete resource arrays before next, by countElements
 	verdict int8 // undecided, over or never
 	opened  bool // start is known and the document opens an object
+
+	// The resource array being counted (countArray): where it starts (0: none), where its next
+	// element starts, the elements before that, and whether its count is final.
+	arr, elem, n int
+	final        bool
 }
 
 const (
@@ -104,7 +110,7 @@ func (s *PrefixScan) Over(prefix []byte) bool {
 		}
 		rest := prefix[i:]
 		if key == "resource_changes" || key == "resource_drift" {
-			n, over := countElements(rest, MaxPlanResources-s.count)
+			n, done, over := s.countArray(prefix, i)
 			if over {
 				s.verdict = never
 				if walkPrefix(prefix[s.start:]) {
@@ -112,15 +118,53 @@ func (s *PrefixScan) Over(prefix []byte) bool {
 				}
 				return s.verdict == proven
 			}
+			if !done {
+				return false // the array goes on: counted on from its last whole element next time
+			}
 			if end = valueEnd(rest, 0); end >= len(rest) {
-				return false // the array goes on: counted again, from its start, next time
+				return false
 			}
 			s.count += n
+			s.arr = 0
 		} else if end = valueEnd(rest, 0); end >= len(rest) {
 			return false
 		}
 		s.next = i + end
 	}
+}
+
+// countArray goes on counting the elements of the resource array that starts at prefix[i], as
+// countElements counts them (an element counts once it starts; the count stops at the first byte
+// that cannot start one, or at anything but a comma after one), against the budget the arrays
+// before it left. It keeps where it stopped: an element the prefix cuts off is counted from its
+// start next time, so the count scans each byte of the array about once however often it is
+// asked (finding the array's end once counted steps over it again, once). done says
+// the count of the array is final; over, that it passed the budget.
+func (s *PrefixScan) countArray(prefix []byte, i int) (n int, done, over bool) {
+	if s.arr != i {
+		s.arr, s.elem, s.n, s.final = i, skipSpace(prefix, i+1), 0, prefix[i] != '['
+	}
+	for !s.final && s.elem < len(prefix) {
+		p := s.elem
+		if !startsValue(prefix[p]) {
+			s.final = true
+			break
+		}
+		if s.n+1 > MaxPlanResources-s.count {
+			return s.n + 1, false, true
+		}
+		q := skipSpace(prefix, valueEnd(prefix, p))
+		if q >= len(prefix) {
+			return s.n, false, false // this element again, whole, next time
+		}
+		s.n++
+		if prefix[q] != ',' {
+			s.final = true
+			break
+		}
+		s.elem = skipSpace(prefix, q+1)
+	}
+	return s.n, s.final, false
 }
 
 // walkPrefix is ParsePlan's own walk (decodePlan) over doc, the start of a trimmed document,

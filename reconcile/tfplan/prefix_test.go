@@ -92,7 +92,8 @@ func elems(n int, elem string) string {
 // the budget) and any cut points, a prefix said to be over the budget, by PrefixOver or by a
 // PrefixScan asked at growing cuts, is one of a document ParsePlan refuses with
 // ErrTooManyResources: a plan ParsePlan would read, or refuse for something else, is never
-// refused for its resources as it arrives. A PrefixScan's answer, once over, holds. And the whole of a
+// refused for its resources as it arrives. A PrefixScan's answer, once over, holds, and on JSON it
+// is a new scan's of the same prefix. And the whole of a
 // JSON document ParsePlan refuses past the budget is over: the scan misses no plan the budget
 // refuses.
 func FuzzPlanPrefix(f *testing.F) {
@@ -112,7 +113,7 @@ func FuzzPlanPrefix(f *testing.F) {
 			return
 		}
 		_, err := ParsePlan(doc)
-		refused := errors.Is(err, ErrTooManyResources)
+		refused, valid := errors.Is(err, ErrTooManyResources), json.Valid(doc)
 		var s PrefixScan
 		said := false
 		k := int(cut) % (len(doc) + 1)
@@ -122,6 +123,9 @@ func FuzzPlanPrefix(f *testing.F) {
 				t.Fatalf("over, then not over at %d bytes", k)
 			}
 			said = got
+			if valid && got != PrefixOver(doc[:k]) {
+				t.Fatalf("at %d bytes a scan kept from before says over %v, a new one %v", k, got, !got)
+			}
 			if (got || PrefixOver(doc[:k])) && !refused {
 				t.Fatalf("the first %d of %d bytes over the budget, but ParsePlan says %v", k, len(doc), err)
 			}
@@ -130,7 +134,7 @@ func FuzzPlanPrefix(f *testing.F) {
 			}
 			k = min(max(2*k, 1), len(doc))
 		}
-		if refused && json.Valid(doc) && !said {
+		if refused && valid && !said {
 			t.Fatalf("ParsePlan refuses this JSON past the budget, the scan of it whole does not")
 		}
 	})
