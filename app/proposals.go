@@ -241,7 +241,34 @@ func (h *Proposals) mayActOn(tok agentstore.Token, repository string) error {
 // admit authenticates a request by its bearer token, applies the token's rate limit, and reads
 // its JSON body up to limit bytes. A non-zero code is the error already answered.
 func (h *Proposals) admit(w http.ResponseWriter, r *http.Request, limit int64) (agentstore.Token, []byte, int) {
-	fail := func(code int, format string, args ...any) (agentstore.Token, []byte, int) {
+	tok, src, code := h.open(w, r, limit)
+	if code != 0 {
+		return tok, nil, code
+	}
+	// A body declared within the limit is read into a buffer of its size: reading a 60 MiB plan
+	// with io.ReadAll grows its buffer by doubling, holding about twice the body (issue 34's
+	// bigplan attack peaked at 475 MiB with one connection sending bodies over the limit).
+	var body []byte
+	var err error
+	if r.ContentLength >= 0 { // net/http ends the body at its declared length
+		body = make([]byte, r.ContentLength)
+		_, err = io.ReadFull(src, body)
+	} else {
+		body, err = io.ReadAll(src)
+	}
+	if err != nil {
+		return agentstore.Token{}, nil, bodyError(w, err, limit)
+	}
+	return tok, body, 0
+}
+
+// open is admit up to the body: it authenticates the request, checks its method, Content-Type
+// and declared length, and returns the reader of its body, paced for an address over its failure
+// budget and, for a body of no declared length, ended past limit (an error bodyError answers).
+// Plans reads a plan from it as the plan arrives (readPlan). A non-zero code is the error
+// already answered.
+func (h *Proposals) open(w http.ResponseWriter, r *http.Request, limit int64) (agentstore.Token, io.Reader, int) {
+	fail := func(code int, format string, args ...any) (agentstore.Token, io.Reader, int) {
 		writeJSON(w, code, proposalError{Error: fmt.Sprintf(format, args...)})
 		return agentstore.Token{}, nil, code
 	}
@@ -256,10 +283,7 @@ func (h *Proposals) admit(w http.ResponseWriter, r *http.Request, limit int64) (
 	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(strings.ToLower(strings.TrimSpace(ct)), "application/json") {
 		return fail(http.StatusUnsupportedMediaType, "Content-Type %q: want application/json", ct)
 	}
-	// A body declared past the limit is refused before a byte of it is read, and one declared
-	// within it is read into a buffer of its size: reading a 60 MiB plan with io.ReadAll grows its
-	// buffer by doubling, holding about twice the body (issue 34's bigplan attack peaked at 475
-	// MiB with one connection sending bodies over the limit).
+	// A body declared past the limit is refused before a byte of it is read.
 	if r.ContentLength > limit {
 		return fail(http.StatusRequestEntityTooLarge, "body of %d bytes exceeds the %d-byte limit", r.ContentLength, limit)
 	}
@@ -270,21 +294,20 @@ func (h *Proposals) admit(w http.ResponseWriter, r *http.Request, limit int64) (
 	if pace := h.Failures.Pace(r); pace != nil {
 		src = guard.PacedReader(r.Context(), r.Body, pace)
 	}
-	var body []byte
-	var err error
-	if r.ContentLength >= 0 { // net/http ends the body at its declared length
-		body = make([]byte, r.ContentLength)
-		_, err = io.ReadFull(src, body)
-	} else {
-		body, err = io.ReadAll(http.MaxBytesReader(w, io.NopCloser(src), limit))
+	if r.ContentLength < 0 {
+		src = http.MaxBytesReader(w, io.NopCloser(src), limit)
 	}
-	if err != nil {
-		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			return fail(http.StatusRequestEntityTooLarge, "body exceeds the %d-byte limit", limit)
-		}
-		return fail(http.StatusBadRequest, "read body: %v", err)
+	return tok, src, 0
+}
+
+// bodyError answers err, from reading a body open returned, and returns its code.
+func bodyError(w http.ResponseWriter, err error, limit int64) int {
+	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+		writeJSON(w, http.StatusRequestEntityTooLarge, proposalError{Error: fmt.Sprintf("body exceeds the %d-byte limit", limit)})
+		return http.StatusRequestEntityTooLarge
 	}
-	return tok, body, 0
+	writeJSON(w, http.StatusBadRequest, proposalError{Error: fmt.Sprintf("read body: %v", err)})
+	return http.StatusBadRequest
 }
 
 // authenticate checks a request's bearer token and applies the token's rate limit. A non-zero
