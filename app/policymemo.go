@@ -1,9 +1,9 @@
 package app
 
 import (
-	"container/list"
-	"sync"
+	"sync/atomic"
 
+	"github.com/parleyhq/parley/internal/lru"
 	"github.com/parleyhq/parley/policy"
 )
 
@@ -22,11 +22,8 @@ import (
 // source, and a policy is at most fielddiff.MaxHCLBytes), least recently used out; safe for
 // concurrent use. The zero value is ready; a nil *policyMemo remembers nothing.
 type policyMemo struct {
-	mu      sync.Mutex
-	entries map[policyKey]*list.Element // of *policyEntry
-	order   list.List                   // most recently used first
-	bytes   int
-	hits    int
+	cache lru.Cache[policyKey, *policyEntry]
+	hits  atomic.Int64
 }
 
 // policyMemoEntries and policyMemoBytes bound a policyMemo: a server judging many repositories
@@ -50,15 +47,11 @@ func (m *policyMemo) get(name, blob string) (*policy.Policy, string, bool) {
 	if m == nil || blob == "" {
 		return nil, "", false
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	el, ok := m.entries[policyKey{name, blob}]
+	e, ok := m.cache.Get(policyKey{name, blob})
 	if !ok {
 		return nil, "", false
 	}
-	m.hits++
-	m.order.MoveToFront(el)
-	e := el.Value.(*policyEntry)
+	m.hits.Add(1)
 	return e.pol, e.note, true
 }
 
@@ -71,29 +64,11 @@ func (m *policyMemo) put(name, blob string, srcBytes int, pol *policy.Policy, no
 	if e.cost > policyMemoBytes/4 {
 		return
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.entries == nil {
-		m.entries = map[policyKey]*list.Element{}
-	}
-	if el, ok := m.entries[e.key]; ok {
-		m.order.MoveToFront(el)
-		return
-	}
-	m.entries[e.key] = m.order.PushFront(e)
-	m.bytes += e.cost
-	for len(m.entries) > policyMemoEntries || m.bytes > policyMemoBytes {
-		old := m.order.Back()
-		oe := old.Value.(*policyEntry)
-		m.order.Remove(old)
-		delete(m.entries, oe.key)
-		m.bytes -= oe.cost
-	}
+	m.cache.Add(e.key, e, e.cost, policyMemoEntries, policyMemoBytes)
 }
 
 // stats is how many policies m keeps and how often it answered.
 func (m *policyMemo) stats() (entries, hits int) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return len(m.entries), m.hits
+	entries, _ = m.cache.Len()
+	return entries, int(m.hits.Load())
 }

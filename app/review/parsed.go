@@ -1,15 +1,14 @@
 package review
 
 import (
-	"container/list"
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 
 	"github.com/parleyhq/parley/core"
 	"github.com/parleyhq/parley/core/fielddiff"
+	"github.com/parleyhq/parley/internal/lru"
 	"github.com/parleyhq/parley/reconcile/depgraph"
 )
 
@@ -41,11 +40,7 @@ type Parsed struct {
 	MaxEntries int
 	MaxBytes   int
 
-	mu      sync.Mutex
-	entries map[parsedKey]*list.Element // of *parsedEntry
-	order   list.List                   // most recently used first
-	bytes   int
-
+	cache        lru.Cache[parsedKey, *parsedEntry]
 	hits, misses atomic.Int64
 }
 
@@ -104,16 +99,13 @@ func (m *Parsed) get(path, blob string) (parsedEntry, bool) {
 	if m == nil || blob == "" {
 		return parsedEntry{}, false
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	el, ok := m.entries[parsedKey{path, blob}]
+	e, ok := m.cache.Get(parsedKey{path, blob})
 	if !ok {
 		m.misses.Add(1)
 		return parsedEntry{}, false
 	}
 	m.hits.Add(1)
-	m.order.MoveToFront(el)
-	return *el.Value.(*parsedEntry), true
+	return *e, true
 }
 
 // put keeps what fielddiff.Parse(path, content of blob) gave: snap, or err. Only a parse's own
@@ -138,25 +130,8 @@ func (m *Parsed) keep(e *parsedEntry) {
 	if e.cost > maxBytes/8 {
 		return // one file must not push out everything else; parsing it again is what it costs
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.entries == nil {
-		m.entries = map[parsedKey]*list.Element{}
-	}
-	if el, ok := m.entries[e.key]; ok {
-		// Two judgements parsed the same blob at once: they got the same answer; keep one.
-		m.order.MoveToFront(el)
-		return
-	}
-	m.entries[e.key] = m.order.PushFront(e)
-	m.bytes += e.cost
-	for len(m.entries) > maxEntries || m.bytes > maxBytes {
-		old := m.order.Back()
-		oe := old.Value.(*parsedEntry)
-		m.order.Remove(old)
-		delete(m.entries, oe.key)
-		m.bytes -= oe.cost
-	}
+	// Two judgements that parsed the same blob at once got the same answer: Add keeps one.
+	m.cache.Add(e.key, e, e.cost, maxEntries, maxBytes)
 }
 
 // putGraph keeps g, the dependency graph of the tree (depgraph.Build of every file the tree holds
@@ -174,9 +149,8 @@ func (m *Parsed) Stats() ParsedStats {
 	if m == nil {
 		return ParsedStats{}
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return ParsedStats{Entries: len(m.entries), Bytes: m.bytes, Hits: m.hits.Load(), Misses: m.misses.Load()}
+	entries, bytes := m.cache.Len()
+	return ParsedStats{Entries: entries, Bytes: bytes, Hits: m.hits.Load(), Misses: m.misses.Load()}
 }
 
 // parseSide is fielddiff.Parse of one side of a changed file read as path: from memory when the
