@@ -15,7 +15,7 @@ const largeReview = 256 << 10
 
 // lane lets one large review be read and judged at a time, and after each stays closed for
 // laneRest times as long as it took, so that any number of them sent back to back (by anyone
-// allowed to update an object: the API server forwards them all) take at most an eighth of one
+// allowed to update an object: the API server forwards them all) take at most a sixteenth of one
 // core from the ordinary reviews the cluster's writes wait on. Its zero value is ready.
 type lane struct {
 	once sync.Once
@@ -23,15 +23,18 @@ type lane struct {
 }
 
 // laneRest is how many times a large review's own time the lane rests after it, at most
-// laneMaxRest: 7 keeps the lane's work to an eighth of the time. Measured with bench/attack's
+// laneMaxRest: 15 keeps the lane's work to a sixteenth of the time. Measured with bench/attack's
 // bigmap (two connections of 2.8 MB reviews, each about 0.4 s of CPU): without the rest serve
 // spent 1.4 cores and the ordinary reviews' p99 went 2.7x the quiet run's. The rest, not the
 // review's cost, decides what such a stream costs: once counting a 90,000-key review fell from
 // 0.4 s to 35 ms, a rest of 3 let ten times as many through and they still held a quarter of a
-// core (3.4 s of serve's 11 s in 15 s of the full mix, issue 34); 7 halves that. A real large
-// object (a ConfigMap of 300 kB) costs a few milliseconds, so its rest is a few tens.
+// core (3.4 s of serve's 11 s in 15 s of the full mix, issue 34); 7 halved that, and the stream
+// was still 1.5 s of serve's 7.2 s under the full mix (its reading: four passes over 1.4 MB), the
+// largest single share after the syscalls; 15 halves it again. A real large object (a ConfigMap
+// of 300 kB) costs a few milliseconds, so its rest is under a tenth of a second: a cluster that
+// updates big objects one after another waits that long between them, within the 2 s budget.
 const (
-	laneRest    = 7
+	laneRest    = 15
 	laneMaxRest = 2 * time.Second
 )
 

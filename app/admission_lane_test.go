@@ -7,17 +7,18 @@ import (
 )
 
 // TestLaneRestsAfterEachLargeReview: after a large review the lane stays closed for laneRest
-// times as long as it took, so large reviews sent back to back take at most an eighth of a core.
+// times as long as it took, so large reviews sent back to back take at most a sixteenth of a core.
 func TestLaneRestsAfterEachLargeReview(t *testing.T) {
 	var l lane
 	release, ok := l.acquire(context.Background(), time.Now().Add(time.Second))
 	if !ok {
 		t.Fatal("a free lane was not given")
 	}
-	time.Sleep(200 * time.Millisecond) // the review's work
+	time.Sleep(100 * time.Millisecond) // the review's work
 	release()
-	if _, ok := l.acquire(context.Background(), time.Now().Add(50*time.Millisecond)); ok {
-		t.Fatal("the lane opened right after a review of 200 ms; it should rest about 1.4 s")
+	// Its rest is 15 x 100 ms: still closed a second on (a rest of 7 would have opened it at 0.7 s).
+	if _, ok := l.acquire(context.Background(), time.Now().Add(time.Second)); ok {
+		t.Fatal("the lane opened within a second of a review of 100 ms; it should rest laneRest (15) times that")
 	}
 	if _, ok := l.acquire(context.Background(), time.Now().Add(5*time.Second)); !ok {
 		t.Fatal("the lane did not open after its rest")
