@@ -102,6 +102,8 @@ type SQLite struct {
 	// wal is the store's handle on the WAL file under SyncFull (nil under SyncNormal): the
 	// writer fdatasyncs it after each Put batch (see walFile).
 	wal *walFile
+	// stmt holds the statements run for every delivery and every scrape, prepared at Open.
+	stmt sqliteStmts
 
 	puts      chan putRequest
 	closing   chan struct{}
@@ -132,6 +134,12 @@ type putResult struct {
 // Open opens the store at path, creating the file and schema on first use, and starts the
 // group-commit writer. The caller must Close it.
 func Open(ctx context.Context, path string, opts Options) (*SQLite, error) {
+	return open(ctx, path, opts, func(dsn string) (*sql.DB, error) { return sql.Open("sqlite", dsn) })
+}
+
+// open is Open with the function that opens each of the store's three pools from its DSN: the
+// tests pass one that counts what the driver is asked to parse.
+func open(ctx context.Context, path string, opts Options, openDB func(dsn string) (*sql.DB, error)) (*SQLite, error) {
 	opts = opts.withDefaults()
 	if path == "" {
 		return nil, errors.New("store: path is empty")
@@ -149,7 +157,7 @@ func Open(ctx context.Context, path string, opts Options) (*SQLite, error) {
 	}
 	// The write connection never checkpoints on its own (see the checkpointer); when the WAL
 	// is reset after a full checkpoint, journal_size_limit trims a WAL a burst had grown.
-	write, err := sql.Open("sqlite", dsn(SyncNormal, "_txlock", "immediate",
+	write, err := openDB(dsn(SyncNormal, "_txlock", "immediate",
 		"_pragma", "wal_autocheckpoint(0)",
 		"_pragma", fmt.Sprintf("journal_size_limit(%d)", opts.MaxWALBytes)))
 	if err != nil {
@@ -190,7 +198,7 @@ func Open(ctx context.Context, path string, opts Options) (*SQLite, error) {
 		}
 	}
 
-	read, err := sql.Open("sqlite", dsn(opts.Sync, "_pragma", "query_only(1)"))
+	read, err := openDB(dsn(opts.Sync, "_pragma", "query_only(1)"))
 	if err != nil {
 		_ = write.Close()
 		closeWAL()
@@ -205,7 +213,7 @@ func Open(ctx context.Context, path string, opts Options) (*SQLite, error) {
 		return nil, fmt.Errorf("store %s: open reader: %w", path, err)
 	}
 
-	ckpt, err := sql.Open("sqlite", dsn(opts.Sync, "_pragma", "wal_autocheckpoint(0)"))
+	ckpt, err := openDB(dsn(opts.Sync, "_pragma", "wal_autocheckpoint(0)"))
 	if err != nil {
 		_ = write.Close()
 		_ = read.Close()
@@ -217,6 +225,17 @@ func Open(ctx context.Context, path string, opts Options) (*SQLite, error) {
 	ckpt.SetConnMaxLifetime(0)
 	ckpt.SetConnMaxIdleTime(0)
 
+	// Prepared now, while no transaction holds the write pool's only connection (a statement
+	// prepared on the pool needs a free connection to be prepared on).
+	stmts, err := prepareSQLiteStmts(ctx, write, read, ckpt)
+	if err != nil {
+		_ = write.Close()
+		_ = read.Close()
+		_ = ckpt.Close()
+		closeWAL()
+		return nil, fmt.Errorf("store %s: %w", path, err)
+	}
+
 	s := &SQLite{
 		path:      path,
 		opts:      opts,
@@ -224,6 +243,7 @@ func Open(ctx context.Context, path string, opts Options) (*SQLite, error) {
 		read:      read,
 		ckpt:      ckpt,
 		wal:       wal,
+		stmt:      stmts,
 		puts:      make(chan putRequest),
 		closing:   make(chan struct{}),
 		writerEnd: make(chan struct{}),
@@ -249,7 +269,10 @@ func (s *SQLite) Close() error {
 		close(s.closing)
 		<-s.writerEnd
 		<-s.ckptEnd
-		s.closeErr = errors.Join(s.ckpt.Close(), s.read.Close(), s.write.Close())
+		// The pools first: a call that passed its closed check before Close keeps getting
+		// database/sql's "database is closed", as it did before statements were kept, and
+		// closing a connection finalizes the statements prepared on it.
+		s.closeErr = errors.Join(s.ckpt.Close(), s.read.Close(), s.write.Close(), s.stmt.close())
 		if s.wal != nil {
 			s.closeErr = errors.Join(s.closeErr, s.wal.Close())
 		}
@@ -356,7 +379,7 @@ func (s *SQLite) checkpointer() {
 			return
 		}
 		idle.Reset(ckptIdle)
-		walFrames, copied := s.checkpoint(s.ckpt, "PASSIVE")
+		walFrames, copied := s.checkpoint()
 		if copied {
 			s.checkpoints.Add(1)
 		}
@@ -393,7 +416,7 @@ func (s *SQLite) rewindWAL() {
 	}
 	defer conn.Close() // back to the pool, not closed
 	t0 := time.Now()
-	s.checkpoint(s.ckpt, "PASSIVE")
+	s.checkpoint()
 	held := time.Since(t0)
 	s.rewinds.Add(1)
 	for {
@@ -404,12 +427,12 @@ func (s *SQLite) rewindWAL() {
 	}
 }
 
-// checkpoint runs PRAGMA wal_checkpoint(mode) and returns the WAL's size in frames and whether
-// it copied any frame into the database file. A failed checkpoint is not an error for anyone:
-// the WAL keeps the data, and the next one tries again.
-func (s *SQLite) checkpoint(db *sql.DB, mode string) (walFrames int64, copied bool) {
+// checkpoint runs PRAGMA wal_checkpoint(PASSIVE) on the checkpointer's connection and returns
+// the WAL's size in frames and whether it copied any frame into the database file. A failed
+// checkpoint is not an error for anyone: the WAL keeps the data, and the next one tries again.
+func (s *SQLite) checkpoint() (walFrames int64, copied bool) {
 	var busy, checkpointed int64
-	if err := db.QueryRowContext(context.Background(), "PRAGMA wal_checkpoint("+mode+")").Scan(&busy, &walFrames, &checkpointed); err != nil {
+	if err := s.stmt.checkpoint.QueryRowContext(context.Background()).Scan(&busy, &walFrames, &checkpointed); err != nil {
 		return 0, false
 	}
 	return walFrames, checkpointed > 0
@@ -448,16 +471,11 @@ func (s *SQLite) commitBatch(batch []putRequest) ([]putResult, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store %s: begin batch of %d: %w", s.path, len(batch), err)
 	}
-	// No conflict target: a repeated (source, id) and a repeated (source, body_sha256) are
-	// both duplicates.
-	stmt, err := tx.PrepareContext(ctx, `INSERT INTO deliveries
-		(source, id, event, body, received_at, next_attempt_at, scope, body_sha256)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT DO NOTHING`)
-	if err != nil {
-		_ = tx.Rollback()
-		return nil, fmt.Errorf("store %s: prepare insert: %w", s.path, err)
-	}
+	// The statements as the transaction's, on its connection: the one they were prepared on
+	// (Tx.StmtContext prepares them anew only on a connection that has never run them).
+	// Closed with the transaction, which leaves the store's own statements prepared.
+	stmt := tx.StmtContext(ctx, s.stmt.insert)
+	var findDuplicate *sql.Stmt // rare, so taken only when a duplicate needs it
 	results := make([]putResult, len(batch))
 	for i, req := range batch {
 		d := req.d
@@ -469,32 +487,31 @@ func (s *SQLite) commitBatch(batch []putRequest) ([]putResult, error) {
 		digest := bodyDigest(d.Scope, body)
 		res, err := stmt.ExecContext(ctx, d.Source, d.ID, d.Event, body, at, at, d.Scope, digestArg(digest))
 		if err != nil {
-			_ = stmt.Close()
 			_ = tx.Rollback()
 			return nil, fmt.Errorf("store %s: insert %s: %w", s.path, d.Key(), err)
 		}
 		n, err := res.RowsAffected()
 		if err != nil {
-			_ = stmt.Close()
 			_ = tx.Rollback()
 			return nil, fmt.Errorf("store %s: insert %s: %w", s.path, d.Key(), err)
 		}
 		results[i].inserted = n == 1
 		if n == 0 && digest != nil {
 			// Rare (a duplicate), so asked apart: was it the ID, or the body under another ID?
+			if findDuplicate == nil {
+				findDuplicate = tx.StmtContext(ctx, s.stmt.findDuplicate)
+			}
 			var other string
-			err := tx.QueryRowContext(ctx, `SELECT id FROM deliveries WHERE source = ? AND body_sha256 = ? AND id <> ?`, d.Source, digest, d.ID).Scan(&other)
+			err := findDuplicate.QueryRowContext(ctx, d.Source, digest, d.ID).Scan(&other)
 			switch {
 			case err == nil:
 				results[i].err = &DuplicateBodyError{Key: d.Key(), Stored: Key{Source: d.Source, ID: other}}
 			case !errors.Is(err, sql.ErrNoRows):
-				_ = stmt.Close()
 				_ = tx.Rollback()
 				return nil, fmt.Errorf("store %s: insert %s: find the duplicate: %w", s.path, d.Key(), err)
 			}
 		}
 	}
-	_ = stmt.Close()
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("store %s: commit batch of %d: %w", s.path, len(batch), err)
 	}
@@ -552,22 +569,10 @@ func (s *SQLite) Claim(ctx context.Context, worker string, lease time.Duration, 
 	nowN := now.UnixNano()
 	// Crash-loop guard: a delivery whose last allowed attempt ended in an expired lease
 	// (the worker died holding it) is dead, not handed out again.
-	if _, err := tx.ExecContext(ctx, `UPDATE deliveries
-		SET state = 2, finished_at = ?1,
-		    last_error = 'lease of ' || lease_owner || ' expired on attempt ' || attempts || ' of ' || ?2 || ' (worker died or stalled)',
-		    lease_owner = NULL, lease_until = NULL
-		WHERE state = 0 AND lease_until IS NOT NULL AND lease_until <= ?1 AND attempts >= ?2`,
-		nowN, s.opts.MaxAttempts); err != nil {
+	if _, err := tx.StmtContext(ctx, s.stmt.expireLeases).ExecContext(ctx, nowN, s.opts.MaxAttempts); err != nil {
 		return Delivery{}, false, fmt.Errorf("store %s: claim by %s: dead-letter expired leases: %w", s.path, worker, err)
 	}
-	row := tx.QueryRowContext(ctx, `UPDATE deliveries
-		SET lease_owner = ?1, lease_until = ?2, attempts = attempts + 1
-		WHERE seq = (
-			SELECT seq FROM deliveries
-			WHERE state = 0 AND next_attempt_at <= ?3 AND (lease_until IS NULL OR lease_until <= ?3)
-			ORDER BY seq LIMIT 1)
-		RETURNING `+deliveryColumns,
-		worker, now.Add(lease).UnixNano(), nowN)
+	row := tx.StmtContext(ctx, s.stmt.claim).QueryRowContext(ctx, worker, now.Add(lease).UnixNano(), nowN)
 	d, err := scanDelivery(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		if err := tx.Commit(); err != nil {
@@ -586,11 +591,11 @@ func (s *SQLite) Claim(ctx context.Context, worker string, lease time.Duration, 
 
 // leased runs an UPDATE that must match the delivery k leased by worker, and turns "no row"
 // into ErrNotFound or ErrLeaseLost.
-func (s *SQLite) leased(ctx context.Context, op string, k Key, worker string, query string, args ...any) error {
+func (s *SQLite) leased(ctx context.Context, op string, k Key, worker string, stmt *sql.Stmt, args ...any) error {
 	if s.closed() {
 		return fmt.Errorf("store %s: %s %s: %w", s.path, op, k, ErrClosed)
 	}
-	res, err := s.write.ExecContext(ctx, query, args...)
+	res, err := stmt.ExecContext(ctx, args...)
 	if err != nil {
 		return fmt.Errorf("store %s: %s %s: %w", s.path, op, k, err)
 	}
@@ -613,10 +618,7 @@ func (s *SQLite) whyNot(ctx context.Context, op string, k Key, worker string) er
 
 // Complete marks a leased delivery done.
 func (s *SQLite) Complete(ctx context.Context, k Key, worker string) error {
-	return s.leased(ctx, "complete", k, worker, `UPDATE deliveries
-		SET state = 1, lease_owner = NULL, lease_until = NULL, finished_at = ?
-		WHERE source = ? AND id = ? AND state = 0 AND lease_owner = ?`,
-		time.Now().UnixNano(), k.Source, k.ID, worker)
+	return s.leased(ctx, "complete", k, worker, s.stmt.complete, time.Now().UnixNano(), k.Source, k.ID, worker)
 }
 
 func truncateError(cause error) string {
@@ -636,13 +638,7 @@ func (s *SQLite) Fail(ctx context.Context, k Key, worker string, cause error, ne
 	if s.closed() {
 		return Retrying, fmt.Errorf("store %s: fail %s: %w", s.path, k, ErrClosed)
 	}
-	row := s.write.QueryRowContext(ctx, `UPDATE deliveries
-		SET last_error = ?1, lease_owner = NULL, lease_until = NULL, next_attempt_at = ?2,
-		    state = CASE WHEN attempts >= ?3 THEN 2 ELSE 0 END,
-		    finished_at = CASE WHEN attempts >= ?3 THEN ?4 ELSE NULL END
-		WHERE source = ?5 AND id = ?6 AND state = 0 AND lease_owner = ?7
-		RETURNING state`,
-		truncateError(cause), next.UnixNano(), s.opts.MaxAttempts, time.Now().UnixNano(), k.Source, k.ID, worker)
+	row := s.stmt.fail.QueryRowContext(ctx, truncateError(cause), next.UnixNano(), s.opts.MaxAttempts, time.Now().UnixNano(), k.Source, k.ID, worker)
 	var state int
 	err := row.Scan(&state)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -659,20 +655,14 @@ func (s *SQLite) Fail(ctx context.Context, k Key, worker string, cause error, ne
 
 // DeadLetter moves a leased delivery to the dead-letter state at once (a permanent error).
 func (s *SQLite) DeadLetter(ctx context.Context, k Key, worker string, cause error) error {
-	return s.leased(ctx, "dead-letter", k, worker, `UPDATE deliveries
-		SET state = 2, last_error = ?, lease_owner = NULL, lease_until = NULL, finished_at = ?
-		WHERE source = ? AND id = ? AND state = 0 AND lease_owner = ?`,
-		truncateError(cause), time.Now().UnixNano(), k.Source, k.ID, worker)
+	return s.leased(ctx, "dead-letter", k, worker, s.stmt.deadLetter, truncateError(cause), time.Now().UnixNano(), k.Source, k.ID, worker)
 }
 
 // Release gives back the lease and the attempt, leaving the delivery due at once. A worker
 // that stops before its handler finished calls it so another worker (or the next process)
 // picks the delivery up without waiting for the lease to expire.
 func (s *SQLite) Release(ctx context.Context, k Key, worker string) error {
-	return s.leased(ctx, "release", k, worker, `UPDATE deliveries
-		SET lease_owner = NULL, lease_until = NULL, attempts = MAX(attempts - 1, 0)
-		WHERE source = ? AND id = ? AND state = 0 AND lease_owner = ?`,
-		k.Source, k.ID, worker)
+	return s.leased(ctx, "release", k, worker, s.stmt.release, k.Source, k.ID, worker)
 }
 
 // ReclaimLeases frees every lease held on pending deliveries, by any worker. It is for the start
@@ -746,7 +736,7 @@ func (s *SQLite) Get(ctx context.Context, k Key) (Delivery, error) {
 	if s.closed() {
 		return Delivery{}, fmt.Errorf("store %s: get %s: %w", s.path, k, ErrClosed)
 	}
-	row := s.read.QueryRowContext(ctx, `SELECT `+deliveryColumns+` FROM deliveries WHERE source = ? AND id = ?`, k.Source, k.ID)
+	row := s.stmt.get.QueryRowContext(ctx, k.Source, k.ID)
 	d, err := scanDelivery(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Delivery{}, fmt.Errorf("delivery %s: %w", k, ErrNotFound)
@@ -772,12 +762,10 @@ func (s *SQLite) Stats(ctx context.Context, now time.Time) (Stats, error) {
 		return Stats{}, fmt.Errorf("store %s: stats: %w", s.path, err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*), MIN(received_at),
-		COALESCE(SUM(CASE WHEN lease_until > ? THEN 1 ELSE 0 END), 0)
-		FROM deliveries WHERE state = 0`, now.UnixNano()).Scan(&st.Pending, &oldest, &st.Leased); err != nil {
+	if err := tx.StmtContext(ctx, s.stmt.statsPending).QueryRowContext(ctx, now.UnixNano()).Scan(&st.Pending, &oldest, &st.Leased); err != nil {
 		return Stats{}, fmt.Errorf("store %s: stats: %w", s.path, err)
 	}
-	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM deliveries WHERE state = 2`).Scan(&st.Dead); err != nil {
+	if err := tx.StmtContext(ctx, s.stmt.statsDead).QueryRowContext(ctx).Scan(&st.Dead); err != nil {
 		return Stats{}, fmt.Errorf("store %s: stats: %w", s.path, err)
 	}
 	if oldest.Valid {
@@ -792,8 +780,7 @@ func (s *SQLite) Prune(ctx context.Context, doneBefore, deadBefore time.Time) (i
 	if s.closed() {
 		return 0, fmt.Errorf("store %s: prune: %w", s.path, ErrClosed)
 	}
-	res, err := s.write.ExecContext(ctx, `DELETE FROM deliveries WHERE (state = 1 AND finished_at < ?) OR (state = 2 AND finished_at < ?)`,
-		pruneCutoff(doneBefore), pruneCutoff(deadBefore))
+	res, err := s.stmt.prune.ExecContext(ctx, pruneCutoff(doneBefore), pruneCutoff(deadBefore))
 	if err != nil {
 		return 0, fmt.Errorf("store %s: prune done before %s, dead before %s: %w", s.path, doneBefore.Format(time.RFC3339), deadBefore.Format(time.RFC3339), err)
 	}
