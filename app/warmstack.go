@@ -19,7 +19,10 @@ import (
 // CPU under bench/admission at 500 reviews/s. GODEBUG's adaptivestackstart does not help: it
 // sizes new stacks by the average over all goroutines scanned, mostly idle ones. A worker's stack
 // keeps its size between jobs, except that the collector halves the stack of a goroutine using
-// under a quarter of it, once per cycle: the worker then grows back by one copy, not several.
+// under a quarter of it, once per cycle: the worker then grows back by one copy, not several (its
+// profiles show no growth under the workers at all). Measured (docs/benchmarks.md, "Admission
+// reviews on warm stacks"): newstack 7.3% -> 2.9% of the server's CPU at the median in process,
+// serve's CPU per review against the allow-all webhook's 2.78x -> 2.70x end to end.
 //
 // It never queues: a job goes to a worker only if one is idle at that instant, and otherwise runs
 // on the caller's goroutine as it would have without workers, so a busy pool costs a request
