@@ -78,6 +78,9 @@ type Admission struct {
 	// it is not held (counted as overflow).
 	MaxPendingBytes int64
 	pending         pendingWrites
+	// warm runs reviews' judging on goroutines with grown stacks (warmstack.go); nil: inline.
+	// Started and closed by whoever serves the handler (Server.Run).
+	warm *warmStacks
 	// large is the lane reviews of largeReview bytes or more take one at a time.
 	large lane
 	// Lane is where a large review's reading and judging take their CPU, with the plans' and
@@ -222,13 +225,25 @@ func (h *Admission) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		defer cpu()
 	}
+	// From here a review is CPU: checking and decoding the body, judging, building the answer. It
+	// runs on a warm-stack worker when one is idle (warmstack.go: a new HTTP/2 stream's goroutine
+	// would grow its stack several times over), inline otherwise; the answer is written here.
+	var code int
+	var answer []byte
+	h.warm.Do(func() { code, answer = h.judge(r, cluster, cfg, route, body, start, budget) })
+	writeRaw(w, code, answer)
+}
+
+// judge checks, decodes and judges a review's body, authenticated and read, and returns the answer
+// to write: its status and JSON. start is the review's arrival, from which budget runs.
+func (h *Admission) judge(r *http.Request, cluster string, cfg config.Admission, route config.RepoRef, body []byte,
+	start time.Time, budget time.Duration) (int, []byte) {
 	if err := core.UniqueKeys(body); errors.Is(err, core.ErrDuplicateKey) {
 		// encoding/json keeps the last of two keys silently: a review naming "object" or
 		// "userInfo" twice would be judged on one and read by a person on the other. The API
 		// server never sends one (it encodes the objects it decoded), so this is no review of its.
 		h.count(cluster, admRejected, false, start)
-		fail(http.StatusBadRequest, "admission review: %v", err)
-		return
+		return answerJSON(http.StatusBadRequest, proposalError{Error: fmt.Sprintf("admission review: %v", err)})
 	}
 	// The fail-open budget runs from the review's arrival: reading the objects grows with them (a
 	// nodeSelector of 90,000 keys), so it counts against the same 2 s as judging, as does the wait
@@ -239,18 +254,16 @@ func (h *Admission) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil && adm.UID != "" && ctx.Err() != nil {
 		resp, decision := h.failOpen(cluster, adm, err)
 		h.count(cluster, decision, adm.DryRun, start)
-		writeJSON(w, http.StatusOK, admissionv1.AdmissionReview{
+		return answerJSON(http.StatusOK, admissionv1.AdmissionReview{
 			TypeMeta: metav1.TypeMeta{Kind: "AdmissionReview", APIVersion: admissionv1.SchemeGroupVersion.String()},
 			Response: resp,
 		})
-		return
 	}
 	if err != nil {
 		// Without a uid there is no review to answer: the API server treats this as a call that
 		// failed and applies the failurePolicy (Ignore: the write goes through).
 		h.count(cluster, admRejected, false, start)
-		fail(http.StatusBadRequest, "%v", err)
-		return
+		return answerJSON(http.StatusBadRequest, proposalError{Error: err.Error()})
 	}
 	observe := cfg.Observe && h.Queue != nil && !adm.DryRun
 	if observe {
@@ -266,7 +279,7 @@ func (h *Admission) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.log().Log(ctx, level, "admission review", "cluster", cluster, "uid", adm.UID, "object", adm.Object.String(), "user", adm.Identity.ID,
 			"decision", decision, "dry_run", adm.DryRun, "fields", len(adm.Changes))
 	}
-	writeJSON(w, http.StatusOK, admissionv1.AdmissionReview{
+	return answerJSON(http.StatusOK, admissionv1.AdmissionReview{
 		TypeMeta: metav1.TypeMeta{Kind: "AdmissionReview", APIVersion: admissionv1.SchemeGroupVersion.String()},
 		Response: resp,
 	})

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"sync"
 	"syscall"
 	"testing"
@@ -189,4 +190,103 @@ func processCPU(b *testing.B) time.Duration {
 		b.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkAdmissionHTTP2 is BenchmarkAdmissionAt500PerSecond as the API server calls the
+// webhook: over one HTTP/2 connection with TLS, where Go's server runs every request on a new
+// goroutine whose stack starts small. (Over HTTP/1.1 a keep-alive connection's goroutine serves
+// request after request on the stack it already grew, so the benchmark above does not see the
+// growth.) "inline" judges each review on its request's goroutine, as before issue 37's warm
+// stacks; "warm-N" on N warm-stack workers (warmstack.go) when one is idle. cpu-µs/op is the
+// process's CPU per review, the client's and TLS's included; the share of runtime.newstack is read
+// from a CPU profile of one sub-benchmark at a time:
+//
+//	go test ./app -run '^$' -bench 'AdmissionHTTP2/inline' -benchtime 2000x -cpuprofile inline.prof
+//	go tool pprof -top -cum inline.prof | grep -E 'newstack|copystack'
+func BenchmarkAdmissionHTTP2(b *testing.B) {
+	procs := runtime.GOMAXPROCS(0)
+	for _, workers := range []int{0, procs, 4 * procs} {
+		name := "inline"
+		if workers > 0 {
+			name = fmt.Sprintf("warm-%d", workers)
+		}
+		b.Run(name, func(b *testing.B) {
+			d := busyDrift(b)
+			h := &Admission{Drift: d, MaxAge: 2 * time.Second,
+				Clusters: map[string]config.Admission{"prod": {Mode: "deny", Token: config.NewSecret(admissionToken), GitOpsUsers: config.DefaultGitOpsUsers}},
+				Routes:   map[string]config.RepoRef{"prod": {Repository: "acme/infra"}}}
+			if workers > 0 {
+				h.warm = newWarmStacks(workers)
+				h.warm.Start()
+				defer h.warm.Close()
+			}
+			mux := http.NewServeMux()
+			mux.Handle(AdmissionPrefix, h)
+			srv := httptest.NewUnstartedServer(mux)
+			srv.EnableHTTP2 = true
+			srv.StartTLS()
+			defer srv.Close()
+			client := srv.Client()
+			url := srv.URL + AdmissionPrefix + "prod"
+			send := func(body []byte) (time.Duration, error) {
+				req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+				req.Header.Set("Authorization", "Bearer "+admissionToken)
+				req.Header.Set("Content-Type", "application/json")
+				start := time.Now()
+				resp, err := client.Do(req)
+				if err != nil {
+					return 0, err
+				}
+				var rev admissionv1.AdmissionReview
+				err = json.NewDecoder(resp.Body).Decode(&rev)
+				resp.Body.Close()
+				switch {
+				case err != nil:
+					return 0, err
+				case resp.ProtoMajor != 2:
+					return 0, fmt.Errorf("answered over %s, not HTTP/2", resp.Proto)
+				case resp.StatusCode != http.StatusOK || rev.Response == nil:
+					return 0, fmt.Errorf("%s: %s", url, resp.Status)
+				}
+				return time.Since(start), nil
+			}
+			// Warm up: the first review clones the repository and builds the ledger; the next
+			// ones open the connection's streams.
+			for i := range 20 {
+				if _, err := send(busycluster.Review(i)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			lat := make([]time.Duration, b.N)
+			errs := make(chan error, b.N)
+			var wg sync.WaitGroup
+			tick := time.NewTicker(2 * time.Millisecond) // 500 per second
+			defer tick.Stop()
+			cpu0 := processCPU(b)
+			b.ResetTimer()
+			for i := range b.N {
+				<-tick.C
+				body := busycluster.Review(i + 20)
+				wg.Add(1)
+				go func() { // owned by this loop; wg.Wait below collects every one
+					defer wg.Done()
+					l, err := send(body)
+					if err != nil {
+						errs <- err
+					}
+					lat[i] = l
+				}()
+			}
+			wg.Wait()
+			b.StopTimer()
+			b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N)/1e3, "cpu-µs/op")
+			close(errs)
+			for err := range errs {
+				b.Fatal(err)
+			}
+			p50, p99 := percentiles(lat)
+			b.ReportMetric(p50, "p50-ms")
+			b.ReportMetric(p99, "p99-ms")
+		})
+	}
 }

@@ -28,7 +28,7 @@ func newAdmission(cfg config.Config, drift *Drift, failures *guard.Failures, reg
 		return nil, err
 	}
 	h := &Admission{Drift: drift, Clusters: cfg.Admission, Routes: cfg.Clusters, MaxAge: cfg.ProposalsMaxAge, Log: log, Metrics: m, Failures: failures,
-		ClientCAs: map[string]*x509.CertPool{}}
+		ClientCAs: map[string]*x509.CertPool{}, warm: newWarmStacks(0)}
 	for name, a := range cfg.Admission {
 		if a.ClientCAFile == "" {
 			continue

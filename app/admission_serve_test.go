@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -72,7 +73,7 @@ admission_tls_key_file  = "`+keyFile+`"
 `), 0o600)
 	env := map[string]string{"PARLEY_APP_ID": "99", "PARLEY_PRIVATE_KEY": string(pemKey), "PARLEY_WEBHOOK_SECRETS": "hook",
 		"PARLEY_GITHUB_URL": gh.URL + "/api/v3/", "PARLEY_STORE": filepath.Join(dir, "parley.db"), "PARLEY_LISTEN": "127.0.0.1:0"}
-	srv, base, _ := runServeFile(t, cfgFile, env)
+	srv, base, stop := runServeFile(t, cfgFile, env)
 	client := &http.Client{Timeout: time.Minute, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	post := func(token string) (int, []byte) {
 		t.Helper()
@@ -114,5 +115,15 @@ admission_tls_key_file  = "`+keyFile+`"
 		if !strings.Contains(string(m), want) {
 			t.Errorf("metrics lack %s", want)
 		}
+	}
+	// The reviews' warm-stack workers live while serve serves them, and end with it.
+	if all, _ := poolWorkers(srv.admission.warm); all != runtime.GOMAXPROCS(0) {
+		t.Errorf("serving: %d warm-stack workers, want GOMAXPROCS (%d)", all, runtime.GOMAXPROCS(0))
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if all, _ := poolWorkers(srv.admission.warm); all != 0 {
+		t.Errorf("%d warm-stack workers still running after serve returned", all)
 	}
 }

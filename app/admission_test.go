@@ -70,7 +70,11 @@ func admissionSetupAll(t *testing.T, mode string) (*httptest.Server, *Admission,
 	}
 	h := &Admission{Drift: d, Now: clk.now, Metrics: m, Budget: time.Minute, MaxAge: time.Minute, // the first review clones the repository
 		Clusters: map[string]config.Admission{"prod": {Mode: mode, Token: config.NewSecret(admissionToken), GitOpsUsers: config.DefaultGitOpsUsers}},
-		Routes:   map[string]config.RepoRef{"prod": {Repository: "acme/infra"}}}
+		Routes:   map[string]config.RepoRef{"prod": {Repository: "acme/infra"}},
+		// As serve runs it: reviews are judged on warm-stack workers when one is idle.
+		warm: newWarmStacks(0)}
+	h.warm.Start()
+	t.Cleanup(h.warm.Close)
 	mux := http.NewServeMux()
 	mux.Handle(AdmissionPrefix, h)
 	srv := httptest.NewServer(mux)

@@ -439,11 +439,17 @@ func (h *Proposals) limiter(tokenID string) *rate.Limiter {
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
+	code, b := answerJSON(code, v)
+	writeRaw(w, code, b)
+}
+
+// answerJSON is v encoded as writeJSON writes it, and the status to write it with.
+func answerJSON(code int, v any) (int, []byte) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		code, b = http.StatusInternalServerError, []byte(`{"error":"encode the answer"}`)
+		return http.StatusInternalServerError, []byte(`{"error":"encode the answer"}`)
 	}
-	writeRaw(w, code, b)
+	return code, b
 }
 
 func writeRaw(w http.ResponseWriter, code int, b []byte) {

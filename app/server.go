@@ -728,6 +728,11 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 			return fmt.Errorf("admission listener %s: %w", s.cfg.AdmissionListen, err)
 		}
 	}
+	if s.admission != nil {
+		// The admission reviews' warm-stack workers live while the listeners serve them: closed
+		// below once both have shut down, which waits for a review being judged on one.
+		s.admission.warm.Start()
+	}
 	poolCtx, stopPool := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopPool()
 	var wg sync.WaitGroup
@@ -819,6 +824,11 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 	}
 	if asrv != nil {
 		_ = asrv.Shutdown(shutCtx)
+	}
+	if s.admission != nil {
+		// A review still being answered after the grace finishes inline: Close only stops the
+		// workers, after the job each holds.
+		s.admission.warm.Close()
 	}
 	stopPool()
 	wg.Wait()
