@@ -91,8 +91,8 @@ func TestServeClosesIdleConnections(t *testing.T) {
 }
 
 // TestServeCapsConnectionsAndProbesStillAnswer: a connection over max_connections_per_client,
-// or over max_connections, while none of the open ones is idle, is answered 503 and closed as it
-// arrives, counted by reason; /healthz, /readyz and /metrics answer on metrics_listen all the
+// or over max_connections, while none of the open ones is idle, is answered 503 and closed (after
+// its Retry-After: guard's TestRefusedConnectionIsAnsweredAfterItsRetryAfter), counted by reason; /healthz, /readyz and /metrics answer on metrics_listen all the
 // while. (An idle connection would give way to it instead: guard's
 // TestIdleConnectionsCannotFillTheCap.)
 func TestServeCapsConnectionsAndProbesStillAnswer(t *testing.T) {
