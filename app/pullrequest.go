@@ -78,6 +78,9 @@ type PullRequests struct {
 	// bounded, and shared by concurrent judgements.
 	parsed   review.Parsed
 	policies policyMemo
+	// ledgers remembers the ledger settings (paths, signing keys) of the default branch's policy
+	// by its blob, so that opening the ledger again does not parse the policy again.
+	ledgers reconcile.LedgerSettingsMemo
 }
 
 // judgedActions are the pull_request actions that can change a verdict.
@@ -314,7 +317,7 @@ func (h *PullRequests) judge(ctx context.Context, t Target) (review.Result, erro
 		}
 	}
 	if pol != nil {
-		led, err := reconcile.OpenLedger(dir, t.DefaultBranch, policyPath, ledger.Options{})
+		led, err := h.ledgers.OpenLedger(dir, t.DefaultBranch, policyPath, ledger.Options{})
 		if err != nil {
 			return review.Result{}, fmt.Errorf("%s: open ledger: %w", id, err)
 		}

@@ -66,6 +66,9 @@ func TestRepeatedDeliveryParsesNothingAgain(t *testing.T) {
 	if entries, hits := h.policies.stats(); entries != 1 || hits < 1 {
 		t.Errorf("policy memo: %d entries, %d hits; want the policy parsed once and found again", entries, hits)
 	}
+	if hits := h.ledgers.Hits(); hits < 1 {
+		t.Errorf("ledger settings memo: %d hits; want the default branch's ledger opened without parsing its policy again", hits)
+	}
 	if w := len(gh.Writes()); w != writes {
 		t.Errorf("the remembered judgement wrote %d times: what it published differs from the first (%v)", w-writes, gh.Writes()[writes:])
 	}
@@ -83,5 +86,48 @@ func TestRepeatedDeliveryParsesNothingAgain(t *testing.T) {
 	}
 	if fc := freshGH.Comments("acme/infra#7"); len(fc) != len(comments) || len(fc) > 0 && fc[0].Body != comments[0].Body {
 		t.Errorf("a fresh server's comments differ from the remembering one's")
+	}
+}
+
+// Issue 34: a pull request delivered again opens the default branch's ledger again, with the
+// paths and keys of the policy there; the second opening takes them from the memo, by the policy's
+// blob. When the default branch moves to another policy blob, the ledger's settings are parsed
+// from it afresh (the memo's own test, reconcile's TestLedgerSettingsMemoFollowsThePolicyBlob,
+// shows what is indexed then), and the next delivery finds that blob again.
+func TestRepeatedDeliveryOpensTheLedgerWithoutParsing(t *testing.T) {
+	dir, git := remote(t)
+	h, gh := handler(t)
+	base, head := git("rev-parse", "main"), git("rev-parse", "refs/pull/7/head")
+	gh.SetCommit("acme/infra", head, fakegithub.Commit{AuthorLogin: "cost-optimizer[bot]", CommitterLogin: "cost-optimizer[bot]", Verified: true})
+	deliver := func(id string) {
+		t.Helper()
+		if err := h.Handle(context.Background(), store.Delivery{ID: id, Event: "pull_request", Body: prEvent(t, dir, base, head, "synchronize")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deliver("d-1")
+	if n := h.ledgers.Hits(); n != 0 {
+		t.Fatalf("first delivery: %d ledger settings memo hits; want none", n)
+	}
+	deliver("d-2")
+	if n := h.ledgers.Hits(); n != 1 {
+		t.Errorf("second delivery, default branch unmoved: %d memo hits; want the settings found", n)
+	}
+
+	pol, err := os.ReadFile(filepath.Join(dir, ".parley/policy.hcl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ".parley/policy.hcl"), append(pol, "\n# Reviewed in November.\n"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	git("commit", "-q", "-am", "Note the review")
+	deliver("d-3")
+	if n := h.ledgers.Hits(); n != 1 {
+		t.Errorf("after the default branch moved to another policy blob: %d memo hits; want it parsed afresh", n)
+	}
+	deliver("d-4")
+	if n := h.ledgers.Hits(); n != 2 {
+		t.Errorf("the moved branch delivered again: %d memo hits; want the new blob found", n)
 	}
 }

@@ -231,6 +231,38 @@ func (l *Ledger) FileAt(branch, path string) (data []byte, ok bool, err error) {
 	return []byte(text), true, nil
 }
 
+// FileIDAt returns the object ID of the blob at path on branch's tip, without reading the blob:
+// what a caller keys what it made of the file by. ok is false when the branch or the file does not
+// exist (or path names a directory).
+func (l *Ledger) FileIDAt(branch, path string) (id string, ok bool, err error) {
+	ref, err := l.resolveBranch(branch)
+	if errors.Is(err, ErrNoBranch) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	c, err := l.repo.CommitObject(ref.Hash())
+	if err != nil {
+		return "", false, fmt.Errorf("ledger: read %s: %w", ref.Name(), err)
+	}
+	tree, err := c.Tree()
+	if err != nil {
+		return "", false, fmt.Errorf("ledger: read %s: %w", ref.Name(), err)
+	}
+	e, err := tree.FindEntry(path)
+	if errors.Is(err, object.ErrEntryNotFound) || errors.Is(err, object.ErrDirectoryNotFound) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("ledger: read %s on %s: %w", path, ref.Name(), err)
+	}
+	if !e.Mode.IsFile() {
+		return "", false, nil
+	}
+	return e.Hash.String(), true, nil
+}
+
 // Close releases the index and the repository's open files.
 func (l *Ledger) Close() error {
 	if err := l.closeFn(); err != nil {

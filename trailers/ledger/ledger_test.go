@@ -713,3 +713,31 @@ func TestPathsDecideWhatIsRead(t *testing.T) {
 		t.Errorf("same paths again: %+v %v; want nothing to do", stats, err)
 	}
 }
+
+// FileIDAt names the blob FileAt reads, by the tree entry, and moves with the branch; a missing
+// branch or file, or a directory, is not found.
+func TestFileIDAtNamesTheBlobFileAtReads(t *testing.T) {
+	r := newGitRepo(t)
+	r.write("infra/kafka/main.tf", asg(6))
+	r.commit("Dana Okafor", "dana@parley.example", "Initial\n")
+	l, err := ledger.Open(r.dir, ledger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	id, ok, err := l.FileIDAt("main", "infra/kafka/main.tf")
+	if want := r.git("rev-parse", "main:infra/kafka/main.tf"); err != nil || !ok || id != want {
+		t.Fatalf("FileIDAt main: %q, %v, %v; want %s", id, ok, err, want)
+	}
+	for _, c := range []struct{ branch, path string }{{"main", "infra/kafka/other.tf"}, {"main", "infra/kafka"}, {"main", "nowhere/x.tf"}, {"gone", "infra/kafka/main.tf"}} {
+		if id, ok, err := l.FileIDAt(c.branch, c.path); err != nil || ok {
+			t.Errorf("FileIDAt %s:%s: %q, %v, %v; want not found", c.branch, c.path, id, ok, err)
+		}
+	}
+	r.write("infra/kafka/main.tf", asg(9))
+	r.commit("Bob Chen", "bob@parley.example", "More\n\nIntent: performance\n")
+	moved, ok, err := l.FileIDAt("main", "infra/kafka/main.tf")
+	if want := r.git("rev-parse", "main:infra/kafka/main.tf"); err != nil || !ok || moved != want || moved == id {
+		t.Errorf("FileIDAt after main moved: %q, %v, %v; want %s, not %s", moved, ok, err, want, id)
+	}
+}
