@@ -51,10 +51,30 @@ type DB struct {
 	engine sqldb.Engine
 	tables *strings.Replacer // {events}, {claims}, {verdicts}, {timers}, {meta}, {versions}, {held}, {held_totals} to the engine's table names
 	owned  bool              // Close closes db (a SQLite file it opened, not a shared PostgreSQL pool)
+	// queries keeps q's answers by the query as written: the queries are this package's own
+	// texts, a few dozen, and rewriting one on every statement was an allocation per statement,
+	// about ten per recorded admission review.
+	queriesMu sync.RWMutex
+	queries   map[string]string
 }
 
 // q is a query for the state's engine: its tables named in braces, its parameters as ?.
-func (d *DB) q(query string) string { return sqldb.Rebind(d.engine, d.tables.Replace(query)) }
+func (d *DB) q(query string) string {
+	d.queriesMu.RLock()
+	out, ok := d.queries[query]
+	d.queriesMu.RUnlock()
+	if ok {
+		return out
+	}
+	out = sqldb.Rebind(d.engine, d.tables.Replace(query))
+	d.queriesMu.Lock()
+	if d.queries == nil {
+		d.queries = map[string]string{}
+	}
+	d.queries[query] = out
+	d.queriesMu.Unlock()
+	return out
+}
 
 var sqliteTables = strings.NewReplacer("{events}", "events", "{claims}", "claims", "{verdicts}", "verdicts", "{timers}", "timers", "{meta}", "meta",
 	"{versions}", "field_versions", "{held}", "held", "{held_totals}", "held_totals")
