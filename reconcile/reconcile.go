@@ -598,7 +598,7 @@ func timerFor(v core.Verdict, now time.Time) driftstate.Timer {
 	if !due.After(now) {
 		due = now.Add(time.Minute)
 	}
-	return driftstate.Timer{Field: v.Field, Due: due, Why: fmt.Sprintf("recheck %s (%s)", v.Decision, v.Rule)}
+	return driftstate.Timer{Field: v.Field, Due: due, Why: "recheck " + string(v.Decision) + " (" + v.Rule + ")"}
 }
 
 // Fields returns the fields of the results, for logs and tests.
