@@ -84,6 +84,11 @@ func (f Field) PointerTokens() []string { return SplitPointer(f.Path) }
 // String returns the canonical text form.
 func (f Field) String() string {
 	var b strings.Builder
+	// Room for the text when nothing needs escaping (the usual case): growing the builder byte by
+	// byte from empty made each call five allocations, and the drift state calls this for every
+	// field it writes.
+	b.Grow(len("k8s:") + len(f.Group) + len(CoreGroup) + len(f.Kind) + len(f.Namespace) + len(f.Name) +
+		len(f.Module) + len(f.Resource) + len(f.Path) + 5)
 	switch f.Scheme {
 	case SchemeKubernetes:
 		b.WriteString("k8s:")

@@ -180,8 +180,10 @@ func (e *memoEntry) wrote(version int64, claims []core.Claim, since time.Time) (
 	if since.Before(e.since) {
 		n.since = e.since
 	}
-	n.history = slices.Clone(e.historySince(n.since))
-	n.open = slices.Clone(e.open)
+	// Copies with room for the claims inserted below: cloning, then inserting, copied each twice.
+	h := e.historySince(n.since)
+	n.history = append(make([]core.Claim, 0, len(h)+len(claims)), h...)
+	n.open = append(make([]core.Claim, 0, len(e.open)+len(claims)), e.open...)
 	for _, c := range claims {
 		// As stored and read back, so that a hit sees what a miss would.
 		var err error
@@ -230,22 +232,26 @@ func asStored(c core.Claim) (core.Claim, error) {
 // claimJSONValidUTF8 reports whether every string of cj is valid UTF-8 (encoding/json writes it
 // unchanged, up to escapes that read back the same).
 func claimJSONValidUTF8(cj core.ClaimJSON) bool {
-	ss := []string{cj.Field, cj.Actor.Source, cj.Actor.Name, cj.Actor.PolicyActor, cj.Expr, cj.Intent, cj.At, cj.Expires}
-	if cj.Actor.ID != nil {
-		ss = append(ss, *cj.Actor.ID)
-	}
-	ss = append(ss, cj.Actor.Groups...)
-	if m := cj.Motivation; m != nil {
-		ss = append(ss, m.Kind, m.Ref, m.Severity)
-	}
-	if e := cj.Evidence; e != nil {
-		ss = append(ss, e.Source, e.Commit, e.Proposal)
-		ss = append(ss, e.EventIDs...)
-	}
-	for _, s := range ss {
-		if !utf8.ValidString(s) {
-			return false
+	valid := func(ss ...string) bool { // each list below is short; none is kept
+		for _, s := range ss {
+			if !utf8.ValidString(s) {
+				return false
+			}
 		}
+		return true
+	}
+	if !valid(cj.Field, cj.Actor.Source, cj.Actor.Name, cj.Actor.PolicyActor, cj.Expr, cj.Intent, cj.At, cj.Expires) ||
+		!valid(cj.Actor.Groups...) {
+		return false
+	}
+	if cj.Actor.ID != nil && !utf8.ValidString(*cj.Actor.ID) {
+		return false
+	}
+	if m := cj.Motivation; m != nil && !valid(m.Kind, m.Ref, m.Severity) {
+		return false
+	}
+	if e := cj.Evidence; e != nil && (!valid(e.Source, e.Commit, e.Proposal) || !valid(e.EventIDs...)) {
+		return false
 	}
 	return true
 }

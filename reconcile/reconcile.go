@@ -411,7 +411,7 @@ func (r *Reconciler) judgeOn(ctx context.Context, snap Snapshot, f core.Field, f
 	} else if ok {
 		in.Git = &c
 	}
-	hist, err := snap.derive.gitHistory(snap.Git, f)
+	gitHist, err := snap.derive.gitHistory(snap.Git, f)
 	if err != nil {
 		return core.Verdict{}, fmt.Errorf("history of %s: %w", f, err)
 	}
@@ -422,9 +422,10 @@ func (r *Reconciler) judgeOn(ctx context.Context, snap Snapshot, f core.Field, f
 	} else if stored, err = r.State.History(ctx, f, since); err != nil {
 		return core.Verdict{}, err
 	}
-	hist = append(hist, stored...)
-	hist = append(hist, fresh...)
-	sort.SliceStable(hist, func(i, j int) bool { return hist[i].At.Before(hist[j].At) })
+	// One slice of the exact size for the three: appending to Git's history grew it twice.
+	hist := make([]core.Claim, 0, len(gitHist)+len(stored)+len(fresh))
+	hist = append(append(append(hist, gitHist...), stored...), fresh...)
+	slices.SortStableFunc(hist, func(a, b core.Claim) int { return a.At.Compare(b.At) })
 	in.History = hist
 	return snap.derive.decide(snap.Policy, in), nil
 }
@@ -597,7 +598,7 @@ func timerFor(v core.Verdict, now time.Time) driftstate.Timer {
 	if !due.After(now) {
 		due = now.Add(time.Minute)
 	}
-	return driftstate.Timer{Field: v.Field, Due: due, Why: fmt.Sprintf("recheck %s (%s)", v.Decision, v.Rule)}
+	return driftstate.Timer{Field: v.Field, Due: due, Why: "recheck " + string(v.Decision) + " (" + v.Rule + ")"}
 }
 
 // Fields returns the fields of the results, for logs and tests.

@@ -338,7 +338,8 @@ func (d *derived) decide(p *policy.Policy, in arbiter.Input) core.Verdict {
 }
 
 // gitHistory is g.History(f), kept per commit like gitCurrent (the oscillation check asks it on
-// every judgement). The caller gets its own copy: judge appends the live history to it.
+// every judgement). The slice may be the one kept: the caller only reads it (judgeOn copies it
+// into the judgement's history), so a hit costs no copy.
 func (d *derived) gitHistory(g GitState, f core.Field) ([]core.Claim, error) {
 	if d == nil {
 		return g.History(f)
@@ -347,7 +348,7 @@ func (d *derived) gitHistory(g GitState, f core.Field) ([]core.Claim, error) {
 	h, hit := d.history[f]
 	d.mu.Unlock()
 	if hit {
-		return slices.Clone(h), nil
+		return h, nil
 	}
 	h, err := g.History(f)
 	if err != nil {

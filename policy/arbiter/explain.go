@@ -18,61 +18,88 @@ var decisionWords = map[core.Decision]string{
 
 // Explain renders a verdict as text for a terminal or a pull-request comment: the decision, the
 // winner and losers, and every step of the explanation.
+//
+// It writes each piece into one builder, sized for the steps up front: an admission review that is
+// refused renders a verdict per field, and joining each line before writing it doubled the bytes.
 func Explain(v core.Verdict) string {
 	var b strings.Builder
-	b.WriteString(v.Field.String())
-	b.WriteString("\n  decision: ")
-	b.WriteString(string(v.Decision))
-	if w := decisionWords[v.Decision]; w != "" {
-		b.WriteString(" (" + w + ")")
+	n := 256 + 160*(len(v.Losers)+2)
+	for _, s := range v.Explanation {
+		n += len(s.Rule) + len(s.Outcome) + len(s.Detail) + 12
 	}
-	b.WriteString("\n  rule:     ")
-	b.WriteString(orNone(v.Rule))
-	b.WriteString("\n")
+	b.Grow(n)
+	w := func(ss ...string) {
+		for _, s := range ss {
+			b.WriteString(s)
+		}
+	}
+	w(v.Field.String(), "\n  decision: ", string(v.Decision))
+	if words := decisionWords[v.Decision]; words != "" {
+		w(" (", words, ")")
+	}
+	w("\n  rule:     ", orNone(v.Rule), "\n")
 	if v.Winner != nil {
-		b.WriteString("  winner:   " + claimLine(*v.Winner) + "\n")
+		w("  winner:   ")
+		writeClaim(&b, *v.Winner)
+		w("\n")
 	}
 	for _, l := range v.Losers {
-		b.WriteString("  loser:    " + claimLine(l) + "\n")
+		w("  loser:    ")
+		writeClaim(&b, l)
+		w("\n")
 	}
 	if !v.Until.IsZero() {
-		b.WriteString("  until:    " + fmtTime(v.Until) + "\n")
+		w("  until:    ", fmtTime(v.Until), "\n")
 	}
 	if !v.Recheck.IsZero() {
-		b.WriteString("  recheck:  " + fmtTime(v.Recheck) + "\n")
+		w("  recheck:  ", fmtTime(v.Recheck), "\n")
 	}
 	if v.Proposed != nil {
-		b.WriteString("  proposed: " + claimLine(*v.Proposed) + "\n")
+		w("  proposed: ")
+		writeClaim(&b, *v.Proposed)
+		w("\n")
 	}
 	if len(v.Ask) > 0 {
-		b.WriteString("  ask:      " + strings.Join(v.Ask, ", ") + "\n")
+		w("  ask:      ", strings.Join(v.Ask, ", "), "\n")
 	}
-	b.WriteString("  why:\n")
+	w("  why:\n")
 	for _, s := range v.Explanation {
-		b.WriteString("    - [" + s.Rule + ": " + s.Outcome + "] " + s.Detail + "\n")
+		w("    - [", s.Rule, ": ", s.Outcome, "] ", s.Detail, "\n")
 	}
 	return b.String()
 }
 
-// claimLine is a claim in one line: who, what, why, until when, and from where.
-func claimLine(c core.Claim) string {
-	who := c.Actor.Name
-	if who == "" {
-		who = c.Actor.Identity.String()
-	} else if c.Actor.Identity.ID != "" {
-		who += " <" + c.Actor.Identity.String() + ">"
+// writeClaim writes a claim in one line: who, what, why, until when, and from where.
+func writeClaim(b *strings.Builder, c core.Claim) {
+	if c.Actor.Name == "" {
+		b.WriteString(c.Actor.Identity.String())
+	} else {
+		b.WriteString(c.Actor.Name)
+		if c.Actor.Identity.ID != "" {
+			b.WriteString(" <")
+			b.WriteString(c.Actor.Identity.String())
+			b.WriteString(">")
+		}
 	}
-	s := who + " wants " + c.Value.String()
 	if c.Yield {
-		s = who + " yields"
+		b.WriteString(" yields")
+	} else {
+		b.WriteString(" wants ")
+		b.WriteString(c.Value.String())
 	}
-	s += " (intent " + orNone(string(c.Intent))
+	b.WriteString(" (intent ")
+	b.WriteString(orNone(string(c.Intent)))
 	if !c.Motivation.IsZero() {
-		s += ", motivation " + c.Motivation.String()
+		b.WriteString(", motivation ")
+		b.WriteString(c.Motivation.String())
 	}
 	if !c.Expires.IsZero() {
-		s += ", expires " + fmtTime(c.Expires)
+		b.WriteString(", expires ")
+		b.WriteString(fmtTime(c.Expires))
 	}
-	s += ", at " + fmtTime(c.At) + ", " + evidenceText(c.Evidence) + ")"
-	return s
+	b.WriteString(", at ")
+	b.WriteString(fmtTime(c.At))
+	b.WriteString(", ")
+	b.WriteString(evidenceText(c.Evidence))
+	b.WriteString(")")
 }

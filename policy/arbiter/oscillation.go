@@ -80,17 +80,20 @@ func (d *decision) oscillation() (core.Verdict, bool) {
 // flips lists value changes between different actors over the history and the live claims,
 // oldest first.
 func (d *decision) flips() []flip {
+	// An entry points into d.in's slices rather than copying the claim: with a history of a
+	// window's claims per judgement, the copies were the largest allocation of a judgement.
 	type entry struct {
-		c     core.Claim
+		c     *core.Claim
 		actor string
 	}
-	seen := map[claimKey]bool{}
-	var seq []entry
-	add := func(c core.Claim) {
+	n := len(d.in.History) + len(d.in.Live)
+	seen := make(map[claimKey]bool, n)
+	seq := make([]entry, 0, n)
+	add := func(c *core.Claim) {
 		if c.Yield || c.Value.Absent() {
 			return
 		}
-		k := keyOf(c)
+		k := keyOf(*c)
 		if seen[k] {
 			return
 		}
@@ -106,13 +109,13 @@ func (d *decision) flips() []flip {
 		seq = append(seq, entry{c, name})
 	}
 	// The claims as given (not normalised): history records what actors did.
-	for _, c := range d.in.History {
-		add(c)
+	for i := range d.in.History {
+		add(&d.in.History[i])
 	}
-	for _, c := range d.in.Live {
-		add(c)
+	for i := range d.in.Live {
+		add(&d.in.Live[i])
 	}
-	slices.SortStableFunc(seq, func(a, b entry) int { return compareClaims(&a.c, &b.c) })
+	slices.SortStableFunc(seq, func(a, b entry) int { return compareClaims(a.c, b.c) })
 	var out []flip
 	for i := 1; i < len(seq); i++ {
 		prev, cur := seq[i-1], seq[i]

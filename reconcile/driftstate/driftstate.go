@@ -51,10 +51,30 @@ type DB struct {
 	engine sqldb.Engine
 	tables *strings.Replacer // {events}, {claims}, {verdicts}, {timers}, {meta}, {versions}, {held}, {held_totals} to the engine's table names
 	owned  bool              // Close closes db (a SQLite file it opened, not a shared PostgreSQL pool)
+	// queries keeps q's answers by the query as written: the queries are this package's own
+	// texts, a few dozen, and rewriting one on every statement was an allocation per statement,
+	// about ten per recorded admission review.
+	queriesMu sync.RWMutex
+	queries   map[string]string
 }
 
 // q is a query for the state's engine: its tables named in braces, its parameters as ?.
-func (d *DB) q(query string) string { return sqldb.Rebind(d.engine, d.tables.Replace(query)) }
+func (d *DB) q(query string) string {
+	d.queriesMu.RLock()
+	out, ok := d.queries[query]
+	d.queriesMu.RUnlock()
+	if ok {
+		return out
+	}
+	out = sqldb.Rebind(d.engine, d.tables.Replace(query))
+	d.queriesMu.Lock()
+	if d.queries == nil {
+		d.queries = map[string]string{}
+	}
+	d.queries[query] = out
+	d.queriesMu.Unlock()
+	return out
+}
 
 var sqliteTables = strings.NewReplacer("{events}", "events", "{claims}", "claims", "{verdicts}", "verdicts", "{timers}", "timers", "{meta}", "meta",
 	"{versions}", "field_versions", "{held}", "held", "{held_totals}", "held_totals")
@@ -531,12 +551,12 @@ func (d *DB) applyTx(ctx context.Context, tx *sql.Tx, b Batch, tv *txVerdicts) e
 			continue
 		}
 		written[c.Field.String()] = true
-		js, err := encodeClaim(c)
+		js, err := claimText(c)
 		if err != nil {
 			return fmt.Errorf("drift state: encode claim on %s: %w", c.Field, err)
 		}
 		if _, err := d.exec(ctx, tx, `INSERT INTO {claims} (field, actor, at, claim) VALUES (?, ?, ?, ?)`,
-			c.Field.String(), actorKey(c.Actor), c.At.UnixNano(), string(js)); err != nil {
+			c.Field.String(), actorKey(c.Actor), c.At.UnixNano(), js); err != nil {
 			return fmt.Errorf("drift state: record claim on %s: %w", c.Field, err)
 		}
 		// An actor's new claim on a field replaces its earlier ones: they stay in the history (for
@@ -679,7 +699,7 @@ const maxEvidence = 64
 func (d *DB) saveVerdict(ctx context.Context, tx *sql.Tx, r Record, tv *txVerdicts) error {
 	field := r.Verdict.Field.String()
 	sig := Signature(r.Verdict)
-	vj, err := encodeVerdict(r.Verdict)
+	vj, err := verdictText(r.Verdict)
 	if err != nil {
 		return fmt.Errorf("drift state: encode verdict on %s: %w", field, err)
 	}
@@ -714,7 +734,7 @@ func (d *DB) saveVerdict(ctx context.Context, tx *sql.Tx, r Record, tv *txVerdic
 		ev := appendEvidence(last.evidence, r.Evidence)
 		ej, _ := json.Marshal(ev)
 		_, err = d.exec(ctx, tx, `UPDATE {verdicts} SET verdict = ?, evidence = ?, at = ?, note = CASE WHEN ? = '' THEN note ELSE ? END WHERE seq = ?`,
-			string(vj), string(ej), r.At.UnixNano(), r.Note, r.Note, last.seq)
+			vj, string(ej), r.At.UnixNano(), r.Note, r.Note, last.seq)
 		if err != nil {
 			return fmt.Errorf("drift state: update verdict on %s: %w", field, err)
 		}
@@ -724,7 +744,7 @@ func (d *DB) saveVerdict(ctx context.Context, tx *sql.Tx, r Record, tv *txVerdic
 	ev := appendEvidence(nil, r.Evidence)
 	ej, _ := json.Marshal(ev)
 	res, err := d.exec(ctx, tx, `INSERT INTO {verdicts} (field, signature, at, verdict, evidence, action, commit_hash, branch, pull_request, note)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, field, sig, r.At.UnixNano(), string(vj), string(ej), r.Action, r.Commit, r.Branch, r.PR, r.Note)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, field, sig, r.At.UnixNano(), vj, string(ej), r.Action, r.Commit, r.Branch, r.PR, r.Note)
 	if err != nil {
 		return fmt.Errorf("drift state: record verdict on %s: %w", field, err)
 	}

@@ -2,6 +2,7 @@ package driftstate
 
 import (
 	"encoding/json"
+	"strings"
 	"time"
 
 	"github.com/parleyhq/parley/core"
@@ -27,6 +28,12 @@ type verdictJSON struct {
 
 // encodeVerdict is json.Marshal(v), the same bytes, faster.
 func encodeVerdict(v core.Verdict) ([]byte, error) {
+	s, err := verdictText(v)
+	return []byte(s), err
+}
+
+// verdictText is encodeVerdict's bytes as the text the verdicts table stores.
+func verdictText(v core.Verdict) (string, error) {
 	out := verdictJSON{Field: v.Field, Decision: v.Decision, Rule: v.Rule, Until: v.Until, Recheck: v.Recheck, Ask: v.Ask, Explanation: v.Explanation}
 	if v.Winner != nil {
 		w := v.Winner.JSON()
@@ -42,9 +49,27 @@ func encodeVerdict(v core.Verdict) ([]byte, error) {
 			out.Losers[i] = c.JSON()
 		}
 	}
-	return json.Marshal(out)
+	return jsonText(out)
 }
 
 // encodeClaim is json.Marshal(c), the same bytes, without compacting what Claim.MarshalJSON
 // returned.
-func encodeClaim(c core.Claim) ([]byte, error) { return json.Marshal(c.JSON()) }
+func encodeClaim(c core.Claim) ([]byte, error) {
+	s, err := claimText(c)
+	return []byte(s), err
+}
+
+// claimText is encodeClaim's bytes as the text the claims table stores.
+func claimText(c core.Claim) (string, error) { return jsonText(c.JSON()) }
+
+// jsonText is json.Marshal(v) as a string, copied out of encoding/json's buffer once: the drift
+// state binds its JSON as TEXT, and string(json.Marshal(v)) copied every verdict twice. An
+// Encoder writes what Marshal returns (same options: HTML escaped) and then a newline.
+func jsonText(v any) (string, error) {
+	var b strings.Builder
+	if err := json.NewEncoder(&b).Encode(v); err != nil {
+		return "", err
+	}
+	s := b.String()
+	return s[:len(s)-1], nil
+}
