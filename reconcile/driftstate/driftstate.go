@@ -457,7 +457,8 @@ type Close struct {
 	Except map[core.Field]bool
 }
 
-// Timer re-judges a field at Due.
+// Timer re-judges a field at Due. A field has one: Apply moves a pending timer earlier, never
+// later (one already due is replaced).
 type Timer struct {
 	Field core.Field `json:"field"`
 	Due   time.Time  `json:"due"` // zero: clear the field's timer
@@ -583,8 +584,16 @@ func (d *DB) applyTx(ctx context.Context, tx *sql.Tx, b Batch, tv *txVerdicts) e
 		if t.Due.IsZero() {
 			_, err = d.exec(ctx, tx, `DELETE FROM {timers} WHERE field = ?`, t.Field.String())
 		} else {
-			_, err = d.exec(ctx, tx, `INSERT INTO {timers} (field, due, why) VALUES (?, ?, ?)
-				ON CONFLICT (field) DO UPDATE SET due = excluded.due, why = excluded.why`, t.Field.String(), t.Due.UnixNano(), t.Why)
+			// A timer is moved earlier, or set again once it is due; a pending timer that comes
+			// due sooner than the new one is left as it is. Firing early costs a judgement that
+			// finds the field as it stands and sets the timer the verdict then names (Recheck
+			// runs at or after the due time, so it always writes). Moving it later on each record
+			// cost a row and two entries of timers_due per restated wish: at admission rates (the
+			// HPA restating its replicas every few seconds, each an hour's recheck) a quarter of
+			// the pages a recorded review wrote.
+			_, err = d.exec(ctx, tx, `INSERT INTO {timers} AS t (field, due, why) VALUES (?, ?, ?)
+				ON CONFLICT (field) DO UPDATE SET due = excluded.due, why = excluded.why WHERE excluded.due < t.due OR t.due <= ?`,
+				t.Field.String(), t.Due.UnixNano(), t.Why, at)
 		}
 		if err != nil {
 			return fmt.Errorf("drift state: timer for %s: %w", t.Field, err)

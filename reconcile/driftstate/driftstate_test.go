@@ -209,6 +209,43 @@ func TestSameVerdictExtendsItsRecord(t *testing.T) {
 	})
 }
 
+// TestPendingTimerMovesOnlyEarlier: a restated wish (the HPA's, every few seconds, each with an
+// hour's recheck) leaves a pending timer where it is, unless it comes due sooner; a timer already
+// due is set again, as Recheck sets it after firing.
+func TestPendingTimerMovesOnlyEarlier(t *testing.T) {
+	onEngines(t, func(t *testing.T, state func(string) *DB) {
+		ctx := context.Background()
+		db := state("acme/infra")
+		set := func(at time.Time, due time.Time, why string) {
+			t.Helper()
+			if err := db.Apply(ctx, Batch{At: at, Timers: []Timer{{Field: replicas, Due: due, Why: why}}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want := func(due time.Time, why string) {
+			t.Helper()
+			ts, err := db.Timers(ctx)
+			if err != nil || len(ts) != 1 || !ts[0].Due.Equal(due) || ts[0].Why != why {
+				t.Fatalf("timers = %+v %v, want one due %v (%s)", ts, err, due, why)
+			}
+		}
+		set(t0, t0.Add(time.Hour), "recheck yield")
+		set(t0.Add(2*time.Second), t0.Add(2*time.Second+time.Hour), "recheck yield, restated")
+		want(t0.Add(time.Hour), "recheck yield")
+		set(t0.Add(3*time.Second), t0.Add(30*time.Minute), "expiry")
+		want(t0.Add(30*time.Minute), "expiry")
+		// Due (the loop fires it now or soon): a later one replaces it.
+		set(t0.Add(30*time.Minute), t0.Add(90*time.Minute), "recheck after firing")
+		want(t0.Add(90*time.Minute), "recheck after firing")
+		if err := db.Apply(ctx, Batch{At: t0.Add(31 * time.Minute), Timers: []Timer{{Field: replicas}}}); err != nil {
+			t.Fatal(err)
+		}
+		if ts, _ := db.Timers(ctx); len(ts) != 0 {
+			t.Fatalf("a cleared timer stays: %+v", ts)
+		}
+	})
+}
+
 func TestTimersSurviveReopening(t *testing.T) {
 	onEngines(t, func(t *testing.T, state func(string) *DB) {
 		ctx := context.Background()
