@@ -61,6 +61,10 @@ type memoEntry struct {
 	open    []core.Claim
 	history []core.Claim
 	since   time.Time
+	// fieldStored: field reads back as itself from its text form, so a claim on it needs no
+	// round trip for its field (asStored). Worked out once per read of the drift state, not per
+	// review.
+	fieldStored bool
 }
 
 // claimLister is what the memo reads on a miss beyond State: the open claims themselves, which
@@ -142,7 +146,7 @@ func (m *FieldMemo) load(ctx context.Context, st State, cl claimLister, f core.F
 	if err != nil {
 		return nil, err
 	}
-	e := &memoEntry{field: f, version: v, since: since, open: make([]core.Claim, len(cs))}
+	e := &memoEntry{field: f, version: v, since: since, open: make([]core.Claim, len(cs)), fieldStored: fieldRoundTrips(f)}
 	for i, c := range cs {
 		e.open[i] = c.Claim
 	}
@@ -176,7 +180,7 @@ func (e *memoEntry) historySince(since time.Time) []core.Claim {
 // moved the field to version+1, and recorded claims (when its event was taken in) on top of what
 // the entry held. since is the judgement's window, to which the history is trimmed.
 func (e *memoEntry) wrote(version int64, claims []core.Claim, since time.Time) (*memoEntry, error) {
-	n := &memoEntry{field: e.field, version: version + 1, since: since}
+	n := &memoEntry{field: e.field, version: version + 1, since: since, fieldStored: e.fieldStored}
 	if since.Before(e.since) {
 		n.since = e.since
 	}
@@ -187,7 +191,7 @@ func (e *memoEntry) wrote(version int64, claims []core.Claim, since time.Time) (
 	for _, c := range claims {
 		// As stored and read back, so that a hit sees what a miss would.
 		var err error
-		if c, err = asStored(c); err != nil {
+		if c, err = asStored(c, n.fieldStored && c.Field == n.field); err != nil {
 			return nil, err
 		}
 		if c.At.UnixNano() < n.since.UnixNano() {
@@ -207,7 +211,15 @@ func (e *memoEntry) wrote(version int64, claims []core.Claim, since time.Time) (
 // core.ParseJSONValue, times to UTC, empty lists to nil, the field parsed again). The one thing
 // the bytes add is encoding/json's replacement of invalid UTF-8 in strings; a claim holding
 // such a string takes the round trip itself.
-func asStored(c core.Claim) (core.Claim, error) {
+//
+// fieldStored says the caller knows c.Field reads back as itself (fieldRoundTrips). Then a claim
+// already in stored form (isStored: a claim the HPA restates, built from an admission review's
+// decoded object) is returned as it is, skipping the conversion both ways; the fast path is what
+// most reviews take.
+func asStored(c core.Claim, fieldStored bool) (core.Claim, error) {
+	if fieldStored && isStored(c) {
+		return c, nil
+	}
 	cj := c.JSON()
 	if !claimJSONValidUTF8(cj) {
 		js, err := json.Marshal(c)
@@ -229,28 +241,84 @@ func asStored(c core.Claim) (core.Claim, error) {
 	return out, nil
 }
 
+// fieldRoundTrips reports whether f reads back as itself from its text form, as the drift state
+// stores it: not the zero field, canonical in every part (a clean module, no "core" group...).
+func fieldRoundTrips(f core.Field) bool {
+	g, err := core.ParseField(f.String())
+	return err == nil && g == f
+}
+
+// isStored reports whether c, its field aside (fieldRoundTrips), is already what storing it and
+// reading it back gives, so asStored may return it unchanged. Each check is one thing the round
+// trip would change or refuse; a claim failing any takes the round trip, which changes it or
+// reports the error. FuzzAsStored holds it to the byte round trip both ways.
+func isStored(c core.Claim) bool {
+	id := c.Actor.Identity
+	if !slices.Contains(core.KnownSources(), id.Source) || id.Proof != (core.Proof{}) ||
+		(id.Groups != nil && len(id.Groups) == 0) {
+		return false
+	}
+	switch v := c.Value; {
+	case v.IsExpr(): // one form only: an expression, not also JSON or a yield
+		if v.JSON() != "" || c.Yield || !utf8.ValidString(v.Expr()) {
+			return false
+		}
+	case !v.Absent():
+		if c.Yield {
+			return false
+		}
+		// Canonical JSON reads back as itself; the common values (counts, images, flags) are
+		// scalars that ParseJSONValue checks without decoding.
+		if p, err := core.ParseJSONValue([]byte(v.JSON())); err != nil || p != v {
+			return false
+		}
+	}
+	if m := c.Motivation; !m.IsZero() && (m.Kind == "" || m.Severity.Rank() < 0) {
+		return false
+	}
+	ev := c.Evidence
+	if ev.PR < 0 || (ev.EventIDs != nil && len(ev.EventIDs) == 0) {
+		return false
+	}
+	return storedTime(c.At) && storedTime(c.Expires) &&
+		validUTF8(c.Actor.Name, id.ID, id.Name, string(c.Intent), c.Motivation.Kind, c.Motivation.Ref,
+			string(c.Motivation.Severity), ev.Source, ev.Commit, ev.Proposal) &&
+		validUTF8(id.Groups...) && validUTF8(ev.EventIDs...)
+}
+
+// storedTime reports whether t reads back as itself from RFC 3339 in UTC: t == t.UTC() compares
+// the representation, not the instant, so a time in another zone or with a monotonic reading
+// (time.Now) fails, as reflect.DeepEqual would tell a memo hit from a miss; and a year RFC 3339
+// can write.
+func storedTime(t time.Time) bool {
+	return t == t.UTC() && (t.IsZero() || t.Year() >= 0 && t.Year() <= 9999)
+}
+
+// validUTF8 reports whether every s is valid UTF-8, which encoding/json writes unchanged (up to
+// escapes that read back the same).
+func validUTF8(ss ...string) bool {
+	for _, s := range ss {
+		if !utf8.ValidString(s) {
+			return false
+		}
+	}
+	return true
+}
+
 // claimJSONValidUTF8 reports whether every string of cj is valid UTF-8 (encoding/json writes it
 // unchanged, up to escapes that read back the same).
 func claimJSONValidUTF8(cj core.ClaimJSON) bool {
-	valid := func(ss ...string) bool { // each list below is short; none is kept
-		for _, s := range ss {
-			if !utf8.ValidString(s) {
-				return false
-			}
-		}
-		return true
-	}
-	if !valid(cj.Field, cj.Actor.Source, cj.Actor.Name, cj.Actor.PolicyActor, cj.Expr, cj.Intent, cj.At, cj.Expires) ||
-		!valid(cj.Actor.Groups...) {
+	if !validUTF8(cj.Field, cj.Actor.Source, cj.Actor.Name, cj.Actor.PolicyActor, cj.Expr, cj.Intent, cj.At, cj.Expires) ||
+		!validUTF8(cj.Actor.Groups...) {
 		return false
 	}
 	if cj.Actor.ID != nil && !utf8.ValidString(*cj.Actor.ID) {
 		return false
 	}
-	if m := cj.Motivation; m != nil && !valid(m.Kind, m.Ref, m.Severity) {
+	if m := cj.Motivation; m != nil && !validUTF8(m.Kind, m.Ref, m.Severity) {
 		return false
 	}
-	if e := cj.Evidence; e != nil && (!valid(e.Source, e.Commit, e.Proposal) || !valid(e.EventIDs...)) {
+	if e := cj.Evidence; e != nil && (!validUTF8(e.Source, e.Commit, e.Proposal) || !validUTF8(e.EventIDs...)) {
 		return false
 	}
 	return true
