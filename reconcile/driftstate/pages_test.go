@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +20,14 @@ import (
 // the field's version.
 func recordReview(t testing.TB, db *DB, field core.Field, i int, at time.Time) {
 	t.Helper()
+	recordReviewVia(t, db, db, field, i, at)
+}
+
+// recordReviewVia is recordReview applied through apply (the DB, or a Group over it).
+func recordReviewVia(t testing.TB, db *DB, apply interface {
+	Apply(context.Context, Batch) error
+}, field core.Field, i int, at time.Time) {
+	t.Helper()
 	ctx := context.Background()
 	v, err := db.Version(ctx, field)
 	if err != nil {
@@ -30,7 +39,7 @@ func recordReview(t testing.TB, db *DB, field core.Field, i int, at time.Time) {
 		Evidence: core.Evidence{Source: "proposal", EventIDs: []string{strings.TrimPrefix(ev, "proposal/")}}}
 	w := c
 	verdict := core.Verdict{Field: field, Decision: core.DecisionYield, Rule: "owner.replicas", Winner: &w, Recheck: at.Add(time.Hour)}
-	err = db.Apply(ctx, Batch{At: at, Events: []string{ev}, Claims: []core.Claim{c}, Expect: map[core.Field]int64{field: v},
+	err = apply.Apply(ctx, Batch{At: at, Events: []string{ev}, Claims: []core.Claim{c}, Expect: map[core.Field]int64{field: v},
 		Verdicts: []Record{{Verdict: verdict, At: at, Evidence: []string{ev}, Note: "proposed and accepted"}},
 		Timers:   []Timer{{Field: field, Due: at.Add(time.Hour), Why: "recheck yield (owner.replicas)"}}})
 	if err != nil {
@@ -75,14 +84,15 @@ func walFramesPerReview(t *testing.T, db *DB, path string, fields, rounds int) f
 // TestRecordedReviewWritesFewPages holds the pages an accepted admission review writes to the WAL
 // once its field has a standing claim: the record's cost at admission rates is mostly pages
 // (issue 37): 11.1 before the pending timer stopped moving later (9.1), and events lost their
-// rowid and claims their sqlite_sequence row (7.1); each of the three alone breaks the bound.
+// rowid and claims their sqlite_sequence row (7.1); claims_open adds one back (8.1: the price of
+// superseding without reading the history). Each of the three cuts alone breaks the bound.
 func TestRecordedReviewWritesFewPages(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.db")
 	db := open(t, path)
 	got := walFramesPerReview(t, db, path, 200, 3)
 	t.Logf("%.1f WAL frames per recorded review", got)
-	if got > 7.6 {
-		t.Fatalf("a recorded review writes %.1f pages to the WAL; want at most 7.6", got)
+	if got > 8.6 {
+		t.Fatalf("a recorded review writes %.1f pages to the WAL; want at most 8.6", got)
 	}
 }
 
@@ -169,4 +179,59 @@ func BenchmarkRecordReview(b *testing.B) {
 		at = at.Add(2 * time.Millisecond)
 	}
 	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N)/1e3, "cpu-µs/op")
+}
+
+// TestOpenClaimsAreFoundWithoutTheHistory: finding an actor's standing claim to supersede it, a
+// field's open claims, and the open claims a GitOps revert closes go through claims_open, the
+// index of claims that stand, not through the field's history (claims_field), which grows by one
+// claim each time a machine-speed writer restates its wish.
+func TestOpenClaimsAreFoundWithoutTheHistory(t *testing.T) {
+	db := open(t, filepath.Join(t.TempDir(), "state.db"))
+	for q, want := range map[string]string{
+		`UPDATE {claims} SET closed_at = ?, closed_why = ? WHERE field = ? AND actor = ? AND closed_at IS NULL AND at < ?`: "SEARCH claims USING INDEX claims_open (field=? AND at<?)",
+		`SELECT claim, closed_at, closed_why FROM {claims} WHERE field = ? AND closed_at IS NULL ORDER BY at, seq`:         "SEARCH claims USING INDEX claims_open (field=?)",
+		`SELECT seq, field FROM {claims} WHERE closed_at IS NULL AND at < ? AND (field = ? OR field LIKE ? ESCAPE '\')`:    "SCAN claims USING INDEX claims_open",
+	} {
+		rows, err := db.db.QueryContext(context.Background(), `EXPLAIN QUERY PLAN `+db.q(q), 1, 2, 3, 4, 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var plan []string
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, detail)
+		}
+		rows.Close()
+		if !slices.Contains(plan, want) {
+			t.Errorf("%s\nplanned as %q, want %q", q, plan, want)
+		}
+	}
+}
+
+// BenchmarkRecordOnLongHistory records an admission review on a field whose writer restated its
+// wish every 15 s before, 10 times or 20,000 (three and a half days of an HPA): the record's CPU
+// must not grow with the history (15 ms per record at 20,000 before claims_open).
+func BenchmarkRecordOnLongHistory(b *testing.B) {
+	for _, history := range []int{10, 20000} {
+		b.Run(fmt.Sprint("history=", history), func(b *testing.B) {
+			db := open(b, filepath.Join(b.TempDir(), "state.db"))
+			at := t0
+			for i := range history {
+				recordReview(b, db, replicas, i, at)
+				at = at.Add(15 * time.Second)
+			}
+			i := history
+			cpu0 := cpuTime()
+			for b.Loop() {
+				recordReview(b, db, replicas, i, at)
+				i++
+				at = at.Add(15 * time.Second)
+			}
+			b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N)/1e3, "cpu-µs/op")
+		})
+	}
 }
