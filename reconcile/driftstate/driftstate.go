@@ -177,28 +177,6 @@ CREATE TABLE IF NOT EXISTS meta (
 	key TEXT PRIMARY KEY, value TEXT NOT NULL); -- "repository": the repository this state is about`,
 	fieldVersionsTable("field_versions", "INTEGER"),
 	heldTables("held", "held_totals", "INTEGER PRIMARY KEY AUTOINCREMENT", "INTEGER", "BLOB", "held_object ", "held_uid ", "held_at "),
-	// Fewer pages per recorded claim (an admission review's record is mostly pages): events keyed
-	// by their id alone, not by a rowid plus an index of the id (two b-trees written per event),
-	// and claims numbered without AUTOINCREMENT, whose sqlite_sequence row was one more page per
-	// claim. Claims are never deleted, so a plain INTEGER PRIMARY KEY numbers them in order all
-	// the same (the largest seq plus one). SQLite changes neither in place: the tables are copied.
-	`
-CREATE TABLE events_next (
-	id TEXT PRIMARY KEY,            -- source "/" the source's own event ID
-	seen_at INTEGER NOT NULL) WITHOUT ROWID;
-INSERT INTO events_next (id, seen_at) SELECT id, seen_at FROM events;
-DROP TABLE events;
-ALTER TABLE events_next RENAME TO events;
-CREATE TABLE claims_next (
-	seq INTEGER PRIMARY KEY,
-	field TEXT NOT NULL, actor TEXT NOT NULL, at INTEGER NOT NULL,
-	claim TEXT NOT NULL,            -- core.Claim as JSON
-	closed_at INTEGER, closed_why TEXT);
-INSERT INTO claims_next (seq, field, actor, at, claim, closed_at, closed_why)
-	SELECT seq, field, actor, at, claim, closed_at, closed_why FROM claims;
-DROP TABLE claims;
-ALTER TABLE claims_next RENAME TO claims;
-CREATE INDEX claims_field ON claims (field, at);`,
 	claimsOpenIndex("claims_open ", "claims"),
 }
 
