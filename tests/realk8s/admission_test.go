@@ -280,15 +280,24 @@ admission "e2e-warn" {
 		return err
 	}
 	// The webhook configuration takes effect when the API server's informer sees it: wait until
-	// Parley answers (a denial names it).
-	var denial error
+	// Parley answers (a denial names it). The wait asks with dry runs, which Parley judges the same
+	// way and the API server never stores: a scale that went through before the webhook was in
+	// place would have changed the Deployment under the rest of the test.
 	waitFor(t, 30*time.Second, "the API server to call Parley", func() (bool, error) {
-		denial = scale(cost, 2)
-		if denial == nil {
-			return false, fmt.Errorf("the cost optimizer's scale to 2 went through; Parley was not asked or allowed it")
+		_, err := cost.AppsV1().Deployments("prod").UpdateScale(ctx, "web", &autoscalingv1.Scale{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "prod"},
+			Spec: autoscalingv1.ScaleSpec{Replicas: 2}}, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
+		switch {
+		case err == nil:
+			return false, notYet("the cost optimizer's dry-run scale to 2 went through: Parley not asked yet")
+		case !strings.Contains(err.Error(), "parley"):
+			return false, notYet("%v", err)
 		}
-		return strings.Contains(denial.Error(), "parley"), nil
+		return true, nil
 	})
+	denial := scale(cost, 2)
+	if denial == nil {
+		t.Fatal("the cost optimizer's scale to 2 went through once Parley answered dry runs")
+	}
 
 	// 1. The cost optimizer scaling down is denied with Parley's explanation.
 	for _, want := range []string{`admission webhook "fields.parley.dev" denied the request`, "k8s:apps/Deployment/prod/web#/spec/replicas",
