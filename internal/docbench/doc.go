@@ -32,10 +32,10 @@ type build struct {
 }
 
 // Find reads one document and returns its benchmark commands in order. A command that runs a
-// binary no earlier `go test -c -o` of the same document built, or names no package, is an
-// error: the reader could not run it either. A `go test` with -bench but no package runs the
-// current directory's benchmarks, which the surrounding prose names; such a line (a table cell
-// quoting a command given in full above it) is not a command and is skipped.
+// binary no earlier `go test -c -o` of the same document built is an error: the reader could not
+// run it either. A `go test` with -bench but no package runs the current directory's benchmarks,
+// which the surrounding prose names; such a line (a table cell quoting a command given in full
+// above it) is not a command and is skipped.
 func Find(doc string, r io.Reader) ([]Ref, error) {
 	var refs []Ref
 	var builds []build
@@ -92,7 +92,7 @@ func Find(doc string, r io.Reader) ([]Ref, error) {
 }
 
 // commands splits a line of shell into the commands it holds: separated by &&, ||, ; or |, cut at
-// a comment, parentheses dropped.
+// a comment; a subshell's parentheses come as commands of their own, "(" and ")".
 func commands(line string) [][]string {
 	var out [][]string
 	var cur []string
