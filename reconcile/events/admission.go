@@ -110,6 +110,9 @@ func decodeAdmission(ctx context.Context, body []byte, at time.Time, fromBytes b
 		// Refused as reading the trees refuses it, in the same words.
 		return decodeAdmission(ctx, body, at, false)
 	}
+	if err := checkFoldedKeys(body); err != nil {
+		return Admission{}, fmt.Errorf("admission review: %w", err)
+	}
 	var req *reviewRequest // the request but its objects
 	if rev.Request != nil {
 		req = &rev.Request.reviewRequest
@@ -423,13 +426,16 @@ type rawRequest struct {
 // decodeReview decodes a review body in one pass, numbers kept exact as decodeTree keeps them. A
 // body that does not decode (or has anything after the review) is decoded again by json.Unmarshal,
 // whose error (a syntax error with its byte, a value of the wrong type with its key) names what is
-// wrong as it always did.
+// wrong as it always did. A review in which two keys fill one field is refused (checkFoldedKeys).
 func decodeReview(body []byte) (review, error) {
 	var rev review
 	d := json.NewDecoder(bytes.NewReader(body))
 	d.UseNumber()
 	err := d.Decode(&rev)
 	if err == nil && len(bytes.TrimSpace(body[d.InputOffset():])) == 0 {
+		if err := checkFoldedKeys(body); err != nil {
+			return review{}, fmt.Errorf("admission review: %w", err)
+		}
 		return rev, nil
 	}
 	var again review

@@ -3,9 +3,11 @@ package events
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -186,15 +188,25 @@ func reviewOfficial(body []byte) (review, error) {
 
 // FuzzDecodeReviewMatchesOfficialTypes: the one-pass decoding reads every review the official
 // types read, to the same values (objects as the same trees, numbers exact); it refuses only what
-// they refuse. (The converse need not hold: a value of the wrong type in a field Parley never
+// they refuse, and a review in which two keys fill one field (keysFoldTogether). (The converse need not hold: a value of the wrong type in a field Parley never
 // reads, such as userInfo.extra, no longer refuses a review.)
 func FuzzDecodeReviewMatchesOfficialTypes(f *testing.F) {
 	seedFiles(f, "admission")
 	f.Add([]byte(`{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{"uid":"u","object":null,"oldObject":{"a":[1.50,2e0]},"options":null}}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
+		if core.UniqueKeys(body) != nil {
+			return // refused before decoding by the admission door (app.Admission.judge)
+		}
 		want, werr := reviewOfficial(body)
 		got, err := decodeReview(body)
+		folded := keysFoldTogether(body)
 		switch {
+		case folded && err == nil:
+			t.Fatalf("decodeReview read a review in which two keys fill one field")
+		case !folded && errors.Is(err, errFoldedTwice):
+			t.Fatalf("decodeReview refused for two keys filling one field, which the map reading does not find: %v", err)
+		case folded:
+			return // refused: the official types keep one of the two, Parley neither
 		case werr == nil && err != nil:
 			t.Fatalf("the official types read it, decodeReview refuses it: %v", err)
 		case werr == nil:
@@ -206,4 +218,39 @@ func FuzzDecodeReviewMatchesOfficialTypes(f *testing.F) {
 			}
 		}
 	})
+}
+
+// keysFoldTogether is the plain reading of foldedTwice's rule, for the fuzz targets: each object
+// of the review that decodes into a struct (the review, its request, the request's resource and
+// userInfo) read into a map, and any two of its keys that equal one field name without regard to
+// case (as encoding/json matches them) reported.
+func keysFoldTogether(body []byte) bool {
+	var check func(raw []byte, level string) bool
+	check = func(raw []byte, level string) bool {
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(raw, &obj) != nil {
+			return false
+		}
+		for _, field := range reviewFields[level] {
+			n := 0
+			for k, v := range obj {
+				if !strings.EqualFold(k, field) {
+					continue
+				}
+				n++
+				below := level + "." + field
+				if level == "review" {
+					below = field
+				}
+				if _, ok := reviewFields[below]; ok && check(v, below) {
+					return true
+				}
+			}
+			if n > 1 {
+				return true
+			}
+		}
+		return false
+	}
+	return check(body, "review")
 }
