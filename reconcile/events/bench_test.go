@@ -98,15 +98,7 @@ func BenchmarkIngestAudit(b *testing.B) {
 // BenchmarkDecodeAdmissionReview is one review's decoding as the admission webhook does it on
 // every covered write (issue 37): each of the recorded reviews in testdata/admission per op.
 func BenchmarkDecodeAdmissionReview(b *testing.B) {
-	paths, _ := filepath.Glob(filepath.Join("testdata", "admission", "*.json"))
-	var bodies [][]byte
-	for _, p := range paths {
-		body, err := os.ReadFile(p)
-		if err != nil {
-			b.Fatal(err)
-		}
-		bodies = append(bodies, body)
-	}
+	bodies := admissionBodies(b)
 	b.ReportAllocs()
 	for b.Loop() {
 		for _, body := range bodies {
@@ -115,4 +107,21 @@ func BenchmarkDecodeAdmissionReview(b *testing.B) {
 			}
 		}
 	}
+}
+
+// admissionBodies reads the recorded reviews of testdata/admission, as the API server sent them.
+func admissionBodies(tb testing.TB) [][]byte {
+	paths, _ := filepath.Glob(filepath.Join("testdata", "admission", "*.json"))
+	var bodies [][]byte
+	for _, p := range paths {
+		body, err := os.ReadFile(p)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		bodies = append(bodies, body)
+	}
+	if len(bodies) == 0 {
+		tb.Fatal("no reviews in testdata/admission")
+	}
+	return bodies
 }

@@ -68,15 +68,7 @@ func TestKeysFoldingOnlyInTheObjectsAreRead(t *testing.T) {
 // BenchmarkCheckFoldedKeys is what checkFoldedKeys adds to each review of testdata/admission (as
 // the API server sends them, so mayFoldTwice alone answers).
 func BenchmarkCheckFoldedKeys(b *testing.B) {
-	paths, _ := filepath.Glob(filepath.Join("testdata", "admission", "*.json"))
-	var bodies [][]byte
-	for _, p := range paths {
-		body, err := os.ReadFile(p)
-		if err != nil {
-			b.Fatal(err)
-		}
-		bodies = append(bodies, body)
-	}
+	bodies := admissionBodies(b)
 	b.ReportAllocs()
 	for b.Loop() {
 		for _, body := range bodies {
