@@ -21,14 +21,6 @@ import (
 // the field's version.
 func recordReview(t testing.TB, db *DB, field core.Field, i int, at time.Time) {
 	t.Helper()
-	recordReviewVia(t, db, db, field, i, at)
-}
-
-// recordReviewVia is recordReview applied through apply (the DB, or a Group over it).
-func recordReviewVia(t testing.TB, db *DB, apply interface {
-	Apply(context.Context, Batch) error
-}, field core.Field, i int, at time.Time) {
-	t.Helper()
 	ctx := context.Background()
 	v, err := db.Version(ctx, field)
 	if err != nil {
@@ -40,7 +32,7 @@ func recordReviewVia(t testing.TB, db *DB, apply interface {
 		Evidence: core.Evidence{Source: "proposal", EventIDs: []string{strings.TrimPrefix(ev, "proposal/")}}}
 	w := c
 	verdict := core.Verdict{Field: field, Decision: core.DecisionYield, Rule: "owner.replicas", Winner: &w, Recheck: at.Add(time.Hour)}
-	err = apply.Apply(ctx, Batch{At: at, Events: []string{ev}, Claims: []core.Claim{c}, Expect: map[core.Field]int64{field: v},
+	err = db.Apply(ctx, Batch{At: at, Events: []string{ev}, Claims: []core.Claim{c}, Expect: map[core.Field]int64{field: v},
 		Verdicts: []Record{{Verdict: verdict, At: at, Evidence: []string{ev}, Note: "proposed and accepted"}},
 		Timers:   []Timer{{Field: field, Due: at.Add(time.Hour), Why: "recheck yield (owner.replicas)"}}})
 	if err != nil {
