@@ -100,13 +100,17 @@ func mayFoldTwice(body []byte) bool {
 }
 
 // foldedTwice reads the review's objects that decode into structs key by key and refuses the
-// first one in which two keys fill one field.
+// first one in which two keys fill one field. It runs on a body that has decoded, so its keys
+// read too; if they ever did not, the review is refused, not passed unread.
 func foldedTwice(body []byte) error {
 	d := json.NewDecoder(bytes.NewReader(body))
-	if err := foldedIn(d, "review"); err != nil && errors.Is(err, errFoldedTwice) {
-		return err
+	if err := foldedIn(d, "review"); err != nil {
+		if errors.Is(err, errFoldedTwice) {
+			return err
+		}
+		return fmt.Errorf("reading its keys: %w", err)
 	}
-	return nil // a syntax error is the decoder's to report, in its words
+	return nil
 }
 
 // foldedIn reads the value at d's position: an object of reviewFields[level] is checked, and

@@ -78,3 +78,11 @@ func BenchmarkCheckFoldedKeys(b *testing.B) {
 		}
 	}
 }
+
+// TestKeysThatCannotBeReadRefuseTheReview: foldedTwice runs only on a body that decoded, but a
+// body whose keys it cannot read is refused, never cleared.
+func TestKeysThatCannotBeReadRefuseTheReview(t *testing.T) {
+	if err := foldedTwice([]byte(`{"request": {"uid": "u", "OBJECT": {`)); err == nil {
+		t.Fatal("a body cut short cleared the key check")
+	}
+}
